@@ -1,0 +1,36 @@
+"""Command-line interface (click).  Thin: parse options → call the API → render.
+
+Subcommands: lint, rules, explain (attncheck.lint), check (attncheck.dynamic), audit
+(attncheck.audit).  Heavy imports (torch) happen inside the subcommands that need them.
+"""
+from __future__ import annotations
+
+import click
+
+from attncheck._version import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="attncheck")
+def main() -> None:
+    """attncheck: lint and test attention code."""
+
+
+# Subcommands register themselves from their own modules to keep this file small and to keep
+# import costs per command: attncheck.lint.cli (lint, rules, explain), attncheck.dynamic.cli
+# (check), attncheck.audit.cli (audit).
+def _register() -> None:
+    import importlib
+
+    for mod in ("attncheck.lint.cli", "attncheck.dynamic.cli", "attncheck.audit.cli"):
+        try:
+            m = importlib.import_module(mod)
+        except ModuleNotFoundError as exc:
+            if exc.name != mod:
+                raise
+            continue
+        for cmd in getattr(m, "COMMANDS", ()):
+            main.add_command(cmd)
+
+
+_register()

@@ -1,0 +1,119 @@
+"""Per-file context shared by all rules: the parsed module, import aliases, lazy analyses.
+
+Nothing here imports or executes the code being linted.
+"""
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any
+
+import libcst as cst
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else ``None`` (calls, subscripts, ...)."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if isinstance(node, cst.Name):
+        parts.append(node.value)
+        return ".".join(reversed(parts))
+    return None
+
+
+class ImportTable:
+    """Cheap alias table built from the module's import statements (any nesting level).
+
+    ``import torch.nn.functional as F``  → ``F`` ↦ ``torch.nn.functional``
+    ``from torch.nn import functional as F`` → same
+    ``from torch.nn.functional import scaled_dot_product_attention as sdpa`` →
+    ``sdpa`` ↦ ``torch.nn.functional.scaled_dot_product_attention``
+    ``import torch`` → ``torch`` ↦ ``torch``
+    """
+
+    def __init__(self, module: cst.Module) -> None:
+        self.aliases: dict[str, str] = {}
+        module.visit(_ImportCollector(self.aliases))
+
+    def resolve(self, node: cst.BaseExpression) -> str | None:
+        """Fully qualified name of a Name/Attribute chain through the aliases, else its dotted
+        text (``self.proj`` stays ``self.proj``); ``None`` when not a name chain."""
+        name = dotted_name(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in self.aliases:
+            full = self.aliases[head]
+            return f"{full}.{rest}" if rest else full
+        return name
+
+
+class _ImportCollector(cst.CSTVisitor):
+    def __init__(self, aliases: dict[str, str]) -> None:
+        self.aliases = aliases
+
+    def visit_Import(self, node: cst.Import) -> None:
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.aliases[alias.asname.name.value] = full
+            else:
+                head = full.split(".")[0]
+                self.aliases.setdefault(head, head)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+            return
+        base = dotted_name(node.module)
+        if base is None:
+            return
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is None:
+                continue
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.aliases[local] = f"{base}.{name}"
+
+
+class FileContext:
+    """What the rules see of one file.
+
+    ``display_path`` is the path as reported; ``line_offset`` is added to every reported line
+    (non-zero when the engine parses a region of a file rather than the whole file).
+    Analyses are attributes computed on first use and shared by all rules.
+    """
+
+    def __init__(self, module: cst.Module, source: str, display_path: str,
+                 line_offset: int = 0, settings: Any = None) -> None:
+        self.module = module
+        self.source = source
+        self.display_path = display_path
+        self.line_offset = line_offset
+        self.settings = settings
+
+    @cached_property
+    def imports(self) -> ImportTable:
+        return ImportTable(self.module)
+
+    def qualname(self, node: cst.BaseExpression) -> str | None:
+        """Resolve a callee / attribute through the import table (see :class:`ImportTable`)."""
+        return self.imports.resolve(node)
+
+    @cached_property
+    def provenance(self) -> Any:
+        """Score-provenance analysis (``attncheck.lint.analysis.provenance``)."""
+        from attncheck.lint.analysis import provenance
+
+        return provenance.analyze(self)
+
+    @cached_property
+    def masks(self) -> Any:
+        """Mask-algebra analysis (``attncheck.lint.analysis.masks``)."""
+        from attncheck.lint.analysis import masks
+
+        return masks.analyze(self)
