@@ -53,6 +53,15 @@ class _ImportCollector(cst.CSTVisitor):
     def __init__(self, aliases: dict[str, str]) -> None:
         self.aliases = aliases
 
+    # Imports are statements: do not descend into expressions (a ~10x cheaper walk).
+    _DESCEND = (cst.Module, cst.BaseCompoundStatement, cst.BaseSuite, cst.SimpleStatementLine,
+                cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.Import, cst.ImportFrom)
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, self._DESCEND):
+            return False
+        return super().on_visit(node)
+
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
             full = dotted_name(alias.name)

@@ -1,44 +1,517 @@
-"""Lint engine: parse once, run all enabled rules in one batched visit.
+"""Lint engine: discover → read → prefilter → parse once → one batched visit → suppress → sort.
 
-MINIMAL VERSION — the engine owner extends this (discovery, prefilter, suppression, selection,
-config, cache, parallelism).  The signature of :func:`lint_source` is what rule authors and
-tests call and must stay.
+Pipeline for one file:
+
+1. **Read** bytes; NUL bytes or bytes that do not decode (PEP 263 cookie honoured, UTF-8
+   default) → an ``ATT000`` finding at the offending position.
+2. **Prefilter** on raw text: a rule runs on a file only when one of its ``tokens`` occurs in the
+   text (``tokens = ()`` = always).  When no enabled rule is left, the file is *not parsed*.
+3. **Parse once** with libcst; a syntax error → ``ATT000`` (position and message from CPython's
+   parser, which reports them better).  Files that were not parsed are not syntax-checked.
+4. **One batched visit** (``MetadataWrapper.visit_batched``) of all remaining rules.  When a rule
+   raises, the file is re-visited rule by rule; each failing rule yields an ``ATT001`` finding
+   naming it, the other rules' findings are kept (``ATTNCHECK_RAISE=1`` in the environment
+   re-raises instead: for rule authors' debugging).
+5. **Suppression** comments (:mod:`attncheck.lint.suppression`), then deterministic order
+   (path, line, column, code, message).
+
+Selection follows ruff: ``select`` replaces the default set (default-on rules), ``extend-select``
+adds, ``ignore`` removes; when a rule matches both a select and an ignore selector the more
+specific (longer) selector wins, ties go to ``ignore``; ``ALL`` is the least specific.  Config
+and CLI flags are two layers applied in that order.  ``ATT000``/``ATT001`` are always on unless
+ignored by a selector at least as specific as ``ATT0``.
+
+Nothing here imports torch or imports/executes the code being linted.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import ast
+import io
+import os
+import sys
+import tokenize
+import traceback
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper
 
+from attncheck.config import Config, ConfigError, find_config, load_config, validate_selectors
+from attncheck.lint import suppression
 from attncheck.lint.context import FileContext
+from attncheck.lint.discovery import STDIN, PathNotFound, Source, discover, matches
 from attncheck.lint.finding import Finding
+from attncheck.lint.fixes import applicable, apply_fixes
 from attncheck.lint.rule import Rule, all_rules
 
+ENGINE_CODES = frozenset({"ATT000", "ATT001"})
+MAX_FIX_PASSES = 10
+
+__all__ = ["LintResult", "lint_paths", "lint_source", "lint_text", "run_rules",
+           "resolve_selection", "ConfigError"]
+
+
+# --------------------------------------------------------------------------------------------
+# selection
+
+def _specificity(selector: str) -> int:
+    return 0 if selector == "ALL" else len(selector)
+
+
+def _matches(code: str, selector: str) -> bool:
+    return selector == "ALL" or code.startswith(selector)
+
+
+def _best(code: str, selectors: Iterable[str]) -> int | None:
+    specs = [_specificity(s) for s in selectors if _matches(code, s)]
+    return max(specs) if specs else None
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One selection layer (config file, then CLI)."""
+
+    select: tuple[str, ...] | None = None
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+def resolve_selection(registry: dict[str, type[Rule]], layers: Sequence[Layer]) -> frozenset[str]:
+    """The enabled rule codes after applying ``layers`` in order (see module docstring)."""
+    enabled = {c for c, r in registry.items() if r.default_enabled and c not in ENGINE_CODES}
+    engine_off: set[str] = set()
+    for layer in layers:
+        selectors = tuple(layer.select or ()) + tuple(layer.extend_select)
+        new = set()
+        for code in registry:
+            s = _best(code, selectors)
+            i = _best(code, layer.ignore)
+            if code in ENGINE_CODES:
+                if i is not None and i >= 4 and (s is None or i >= s):
+                    engine_off.add(code)
+                elif s is not None and s >= 4:
+                    engine_off.discard(code)
+                continue
+            base = code in enabled if layer.select is None else False
+            if s is None and i is None:
+                on = base
+            elif i is None:
+                on = True
+            elif s is None:
+                on = False
+            else:
+                on = s > i
+            if on:
+                new.add(code)
+        enabled = new
+    return frozenset(enabled | (ENGINE_CODES & registry.keys()) - engine_off)
+
+
+def _per_file_ignored(display: str, path: Path | None, cfg: Config) -> tuple[str, ...]:
+    if not cfg.per_file_ignores:
+        return ()
+    p = path if path is not None else Path(display)
+    out: list[str] = []
+    for pattern, codes in cfg.per_file_ignores.items():
+        if matches(p, [pattern], cfg.root):
+            out.extend(codes)
+    return tuple(out)
+
+
+def _apply_file_ignores(enabled: frozenset[str], ignored: tuple[str, ...]) -> frozenset[str]:
+    if not ignored:
+        return enabled
+    return frozenset(
+        c for c in enabled
+        if not any(_matches(c, s) and (c not in ENGINE_CODES or _specificity(s) >= 4)
+                   for s in ignored))
+
+
+# --------------------------------------------------------------------------------------------
+# one file
+
+class _Unreadable(Exception):
+    def __init__(self, message: str, line: int = 1, col: int = 0) -> None:
+        super().__init__(message)
+        self.message, self.line, self.col = message, line, col
+
+
+def _engine_finding(display: str, code: str, message: str, line: int = 1, col: int = 0,
+                    end_line: int | None = None, end_col: int | None = None) -> Finding:
+    name = "parse-error" if code == "ATT000" else "internal-error"
+    return Finding(display, line, col, end_line if end_line is not None else line,
+                   end_col if end_col is not None else col, code, name, "error", message)
+
+
+def _byte_pos(data: bytes, index: int) -> tuple[int, int]:
+    line_start = data.rfind(b"\n", 0, index) + 1
+    return data.count(b"\n", 0, index) + 1, index - line_start
+
+
+def decode_source(data: bytes) -> tuple[str, str]:
+    """Bytes → (text, encoding).  Raises :class:`_Unreadable` with a position on NUL bytes, a
+    bad coding cookie or undecodable bytes."""
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        line, col = _byte_pos(data, nul)
+        raise _Unreadable("source contains a NUL byte", line, col)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise _Unreadable(f"bad encoding declaration: {exc}") from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line, col = _byte_pos(data, exc.start)
+        raise _Unreadable(
+            f"cannot decode byte 0x{data[exc.start]:02x} as {encoding} "
+            f"({exc.reason})", line, col) from None
+    except LookupError:
+        raise _Unreadable(f"unknown encoding {encoding!r}") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text, encoding
+
+
+def _syntax_error(text: str, display: str, exc: Exception) -> Finding:
+    """ATT000 for a libcst parse failure, positioned by CPython's parser when it agrees."""
+    try:
+        compile(text, display, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as se:
+        line = se.lineno or 1
+        col = max((se.offset or 1) - 1, 0)
+        end_line = getattr(se, "end_lineno", None) or line
+        end_col = max((getattr(se, "end_offset", None) or (col + 1)) - 1, col)
+        if end_line < line or (end_line == line and end_col < col):
+            end_line, end_col = line, col
+        kind = type(se).__name__
+        return _engine_finding(display, "ATT000", f"cannot parse: {kind}: {se.msg}", line, col,
+                               end_line, end_col)
+    except (ValueError, RecursionError, MemoryError) as other:
+        return _engine_finding(display, "ATT000", f"cannot parse: {other}")
+    if isinstance(exc, cst.ParserSyntaxError):
+        msg = exc.message.splitlines()[0] if exc.message else "syntax error"
+        return _engine_finding(display, "ATT000", f"cannot parse: {msg}", exc.raw_line,
+                               exc.raw_column)
+    return _engine_finding(display, "ATT000", f"cannot parse: {type(exc).__name__}: {exc}")
+
+
+def _where(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" at {Path(f.filename).name}:{f.lineno}"
+
+
+def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]]) -> list[Finding]:
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    try:
+        instances = [r(ctx) for r in rules]
+        wrapper.visit_batched(instances)
+        return [f for r in instances for f in r.findings]
+    except Exception:  # noqa: BLE001 - isolate the failing rule(s) below
+        pass
+    findings: list[Finding] = []
+    for r in rules:
+        try:
+            inst = r(ctx)
+            wrapper.visit_batched([inst])
+        except Exception as exc:  # noqa: BLE001 - a rule bug must not crash the run
+            if os.environ.get("ATTNCHECK_RAISE"):
+                raise
+            detail = str(exc).splitlines()[0] if str(exc) else ""
+            findings.append(_engine_finding(
+                ctx.display_path, "ATT001",
+                f"rule {r.code} ({r.name}) raised {type(exc).__name__}"
+                f"{': ' + detail if detail else ''}{_where(exc)}; its findings on this file are "
+                f"missing (a bug in attncheck: please report it)"))
+            continue
+        findings.extend(inst.findings)
+    return findings
+
+
+def prefilter(text: str, rules: Iterable[type[Rule]]) -> list[type[Rule]]:
+    """The rules that can fire on ``text``: those with no tokens or one token present."""
+    return [r for r in rules if not r.tokens or any(t in text for t in r.tokens)]
+
+
+@dataclass
+class FileOutcome:
+    findings: list[Finding]
+    parsed: bool = False
+    text: str | None = None
+    encoding: str = "utf-8"
+
+
+def lint_text(text: str, display: str, enabled: frozenset[str],
+              registry: dict[str, type[Rule]] | None = None, settings=None) -> FileOutcome:
+    """Lint decoded source text with the rules whose codes are in ``enabled``."""
+    registry = registry if registry is not None else all_rules()
+    visitors = [registry[c] for c in sorted(enabled)
+                if c in registry and not getattr(registry[c], "engine_only", False)]
+    active = prefilter(text, visitors)
+    if not active:
+        return FileOutcome([], False, text)
+    try:
+        module = cst.parse_module(text)
+    except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        found = [_syntax_error(text, display, exc)]
+        return FileOutcome([f for f in found if f.code in enabled], True, text)
+    ctx = FileContext(module, text, display, settings=settings)
+    findings = [f for f in _visit(module, ctx, active) if f.code in enabled]
+    findings = suppression.filter_findings(findings, text)
+    return FileOutcome(sorted(set(findings), key=lambda f: f.sort_key), True, text)
+
+
+def lint_bytes(data: bytes, display: str, enabled: frozenset[str],
+               registry: dict[str, type[Rule]] | None = None, settings=None) -> FileOutcome:
+    """Decode then :func:`lint_text`; undecodable input → ``ATT000``."""
+    try:
+        text, encoding = decode_source(data)
+    except _Unreadable as u:
+        f = _engine_finding(display, "ATT000", f"cannot read source: {u.message}", u.line, u.col)
+        return FileOutcome([f] if "ATT000" in enabled else [], False, None)
+    out = lint_text(text, display, enabled, registry, settings)
+    out.encoding = encoding
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# public API
 
 def run_rules(source: str, path: str, rules: Iterable[type[Rule]], settings=None) -> list[Finding]:
     """Parse ``source`` once and run ``rules`` (classes) over it; return sorted findings.
 
-    Raises ``libcst.ParserSyntaxError`` when the source does not parse (the engine turns that
-    into an ATT000 finding).
+    No prefilter, no suppression.  Raises ``libcst.ParserSyntaxError`` when the source does not
+    parse (:func:`lint_source` / :func:`lint_paths` turn that into an ATT000 finding).
     """
     module = cst.parse_module(source)
     ctx = FileContext(module, source, path, settings=settings)
-    instances = [r(ctx) for r in rules]
-    if not instances:
+    rules = [r for r in rules if not getattr(r, "engine_only", False)]
+    if not rules:
         return []
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    wrapper.visit_batched(instances)
-    findings = [f for r in instances for f in r.findings]
-    return sorted(set(findings), key=lambda f: f.sort_key)
+    return sorted(set(_visit(module, ctx, rules)), key=lambda f: f.sort_key)
 
 
-def lint_source(source: str, path: str = "<string>", select: Iterable[str] | None = None) -> list[Finding]:
-    """Lint one file's text with the default rules (or the codes/prefixes in ``select``)."""
+def lint_source(source: str, path: str = "<string>", select: Iterable[str] | None = None,
+                ignore: Iterable[str] | None = None) -> list[Finding]:
+    """Lint one file's text with the default rules (or the codes/prefixes in ``select``, minus
+    ``ignore``): prefilter, one parse, suppression comments, ATT000 on a syntax error.  No config
+    file is read.  Returns findings sorted by (line, column, code)."""
     registry = all_rules()
-    if select is None:
-        chosen = [r for r in registry.values() if r.default_enabled]
+    layer = Layer(tuple(validate_selectors(list(select), "select")) if select is not None
+                  else None, (), tuple(validate_selectors(list(ignore or ()), "ignore")))
+    enabled = resolve_selection(registry, [layer])
+    return lint_text(source, path, enabled, registry).findings
+
+
+@dataclass
+class LintResult:
+    """Outcome of :func:`lint_paths`.
+
+    ``findings`` sorted by (path, line, column, code); ``files`` every file checked (display
+    paths, in discovery order); ``errors`` messages for paths that do not exist or cannot be
+    read; ``parsed`` how many files passed the prefilter and were parsed; ``fixed`` fixes
+    applied; ``diffs`` path → (old, new) text for files a fix would change (``diff=True`` or
+    after ``fix=True``); ``sources`` text of files with findings (for rendering).
+    """
+
+    findings: list[Finding] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    parsed: int = 0
+    fixed: int = 0
+    diffs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal_errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.code == "ATT001"]
+
+    def exit_code(self, exit_zero: bool = False) -> int:
+        """0 clean, 1 findings, 2 errors (missing paths, unreadable files, ATT001)."""
+        if self.errors or self.internal_errors:
+            return 2
+        if self.findings and not exit_zero:
+            return 1
+        return 0
+
+
+def _as_tuple(values: Iterable[str] | None, where: str) -> tuple[str, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, str):
+        values = [v for v in values.split(",") if v.strip()]
+    return tuple(validate_selectors(list(values), where))
+
+
+def default_jobs() -> int:
+    """Usable CPU cores (scheduler affinity where the platform has it)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+#: Below this many files a process pool costs more than it saves.
+MIN_FILES_PER_JOB = 8
+
+
+def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = None,
+               ignore: Iterable[str] | None = None, extend_select: Iterable[str] | None = None,
+               config: Config | str | Path | None = None, isolated: bool = False,
+               exclude: Iterable[str] | None = None, fix: bool = False,
+               unsafe_fixes: bool = False, diff: bool = False,
+               stdin: str | bytes | None = None, jobs: int = 1) -> LintResult:
+    """Lint files and directories.
+
+    ``paths``: files, directories (walked for ``*.py``/``*.pyi``) or ``"-"`` (stdin; ``stdin``
+    supplies its text instead of reading ``sys.stdin``).  ``select``/``ignore``/
+    ``extend_select``: codes, prefixes or ``ALL`` (a comma-separated string also works); they
+    override the config as a second selection layer.  ``config``: a :class:`Config`, a path to a
+    config file, or ``None`` = the nearest ``pyproject.toml`` with ``[tool.attncheck]`` above
+    each path (``isolated=True``: none).  ``exclude``: extra globs relative to the current
+    directory.  ``fix``: write fixes back (``unsafe_fixes`` includes unsafe ones); ``diff``:
+    compute fixed text without writing (``result.diffs``).  ``jobs``: worker processes
+    (``0`` = all usable cores; a pool is only started for at least
+    ``MIN_FILES_PER_JOB`` files per job); the result does not depend on it.
+
+    Raises :class:`ConfigError` for invalid configuration or selectors.  Missing paths and
+    unreadable files are reported in ``result.errors``; the other paths are still linted.
+    """
+    registry = all_rules()
+    cli_layer = Layer(_as_tuple(select, "--select"), _as_tuple(extend_select, "--extend-select")
+                      or (), _as_tuple(ignore, "--ignore") or ())
+    explicit: Config | None
+    if isinstance(config, Config):
+        explicit = config
+    elif config is not None:
+        explicit = load_config(config)
     else:
-        sel = tuple(select)
-        chosen = [r for c, r in registry.items() if c.startswith(sel)]
-    return run_rules(source, path, chosen)
+        explicit = Config(root=Path.cwd()) if isolated else None
+    extra_exclude = list(exclude or ())
+
+    result = LintResult()
+    selection_cache: dict[int, frozenset[str]] = {}
+    seen: set[str] = set()
+    work: list[_Work] = []
+    for arg in paths:
+        arg = str(arg)
+        if explicit is not None:
+            cfg = explicit
+        else:
+            cfg = find_config(Path.cwd() if arg == STDIN else Path(arg))
+        key = id(cfg)
+        if key not in selection_cache:
+            layers = [Layer(tuple(cfg.select) if cfg.select is not None else None,
+                            tuple(cfg.extend_select), tuple(cfg.ignore)), cli_layer]
+            selection_cache[key] = resolve_selection(registry, layers)
+        enabled = selection_cache[key]
+        try:
+            sources = discover(arg, list(cfg.exclude), cfg.root)
+            if extra_exclude and arg != STDIN and Path(arg).is_dir():
+                sources = [s for s in sources if not matches(s.path, extra_exclude, Path.cwd())]
+        except PathNotFound:
+            result.errors.append(f"{arg}: no such file or directory")
+            continue
+        for src in sources:
+            if src.display in seen:
+                continue
+            seen.add(src.display)
+            file_enabled = _apply_file_ignores(
+                enabled, _per_file_ignored(src.display, src.path, cfg))
+            data = None
+            if src.path is None:
+                data = _read(src, stdin)
+            work.append(_Work(src, cfg, file_enabled, data, fix, unsafe_fixes, diff))
+
+    jobs = default_jobs() if jobs <= 0 else jobs
+    jobs = min(jobs, len(work) // MIN_FILES_PER_JOB)
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        methods = multiprocessing.get_all_start_methods()
+        ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            reports = list(pool.map(_run_work, work, chunksize=max(1, len(work) // (jobs * 8))))
+    else:
+        reports = [_run_work(w, registry) for w in work]
+    for rep in reports:
+        result.files.extend(rep.files)
+        result.errors.extend(rep.errors)
+        result.parsed += rep.parsed
+        result.fixed += rep.fixed
+        result.diffs.update(rep.diffs)
+        result.sources.update(rep.sources)
+        result.findings.extend(rep.findings)
+    result.findings.sort(key=lambda f: f.sort_key)
+    return result
+
+
+@dataclass
+class _Work:
+    src: Source
+    cfg: Config
+    enabled: frozenset[str]
+    data: bytes | None  # pre-read (stdin)
+    fix: bool
+    unsafe: bool
+    diff: bool
+
+
+def _read(src: Source, stdin: str | bytes | None) -> bytes:
+    if src.path is None:
+        if stdin is None:
+            return sys.stdin.buffer.read()
+        return stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    return src.path.read_bytes()
+
+
+def _run_work(w: _Work, registry=None) -> LintResult:
+    """Lint one file (in this process or a worker); return a one-file :class:`LintResult`."""
+    registry = registry if registry is not None else all_rules()
+    rep = LintResult()
+    src, file_enabled, cfg, unsafe = w.src, w.enabled, w.cfg, w.unsafe
+    try:
+        data = w.data if w.data is not None else _read(src, None)
+    except OSError as exc:
+        rep.errors.append(f"{src.display}: cannot read: {exc.strerror or exc}")
+        return rep
+    rep.files.append(src.display)
+    try:
+        out = lint_bytes(data, src.display, file_enabled, registry, cfg)
+    except Exception as exc:  # noqa: BLE001 - an engine bug must not end the run
+        if os.environ.get("ATTNCHECK_RAISE"):
+            raise
+        rep.findings.append(_engine_finding(
+            src.display, "ATT001", f"attncheck raised {type(exc).__name__}: {exc}{_where(exc)} "
+            f"while linting this file (a bug in attncheck: please report it)"))
+        return rep
+    rep.parsed += out.parsed
+    findings = out.findings
+    if (w.fix or w.diff) and out.text is not None and any(applicable(f, unsafe) for f in findings):
+        text = out.text
+        for _ in range(MAX_FIX_PASSES):
+            new, n = apply_fixes(text, [f.fix for f in findings if applicable(f, unsafe)])
+            if n == 0 or new == text:
+                break
+            text = new
+            rep.fixed += n
+            findings = lint_text(text, src.display, file_enabled, registry, cfg).findings
+            if not any(applicable(f, unsafe) for f in findings):
+                break
+        if text != out.text:
+            rep.diffs[src.display] = (out.text, text)
+            if w.fix and not w.diff and src.path is not None:
+                with open(src.path, "w", encoding=out.encoding, newline="") as fh:
+                    fh.write(text)
+            out.text = text
+    if findings:
+        rep.sources[src.display] = out.text if out.text is not None else \
+            data.decode("utf-8", "replace")
+    rep.findings.extend(findings)
+    return rep

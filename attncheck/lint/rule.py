@@ -36,6 +36,7 @@ _REGISTRY: dict[str, type["Rule"]] = {}
 
 # Modules that define rules; imported by all_rules().  Add new rule modules here.
 RULE_MODULES = (
+    "attncheck.lint.builtin_rules",
     "attncheck.lint.rules.scale",
     "attncheck.lint.rules.masks",
     "attncheck.lint.rules.softmax",

@@ -1,0 +1,691 @@
+"""Model-level checks of the audit.
+
+Each check takes an :class:`~attncheck.audit.model.AuditModel` (one dispatch variant, e.g. HF
+``eager`` or ``sdpa``) and an :class:`AuditContext`, and returns one
+:class:`~attncheck.results.CheckResult` named ``"<check>[<variant>]"`` (``metrics["variant"]``
+holds the variant).  ``backend-agreement`` compares the variants of one spec.
+
+Checks (conventions: positions are 0-based; a *leak* (i, j) with j > i means the output at query
+position i changes when the input at position j changes):
+
+- ``causality``: exact leak map by batched perturbation — one variant per position j with only
+  the input at j replaced (another token id / large finite noise), all variants in one batched
+  forward; every dispatch path: no mask, an all-ones ``attention_mask``, left padding
+  (``attention_mask`` + ``position_ids``), ``output_attentions=True``.  Correct models give
+  Δ = 0 exactly (DESIGN §3); a pair is a leak when Δ > ``leak_atol``.
+- ``padding``: right and left padding (with ``position_ids`` where the model takes them) equal
+  the unpadded run at the real positions (fp32 atol 1e-5 / rtol 1e-4), and changing the padded
+  inputs changes nothing.
+- ``batch-independence``: a sample's output alone equals its output in a batch of 3
+  (tolerance), and changing the other samples changes nothing (exact up to ``leak_atol``).
+- ``kv-cache``: decoding with the model's own cache (prefill then one token per step) equals the
+  full forward (fp32 atol 1e-5 / rtol 1e-4).
+- ``backend-agreement``: variants with identical weights (eager vs SDPA) agree (fp32 atol 1e-5 /
+  rtol 1e-4, as transformers' eager-vs-SDPA test), with and without padding.
+- per layer, from the :class:`~attncheck.dynamic.probe.Probe`: ``normalization`` (rows sum to 1,
+  weights ≥ 0), ``saturation`` (share of rows with max weight > 0.99, normalized entropy),
+  ``scale`` (effective softmax scale vs the declared one), ``mask-pattern`` (full / causal /
+  sliding window w, derived from which probabilities are exactly 0), ``gqa`` (K/V heads shared
+  by consecutive groups of query heads, ``repeat_interleave`` layout).
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from attncheck.audit.model import AuditModel, Forward
+from attncheck.results import CheckResult
+
+ATOL, RTOL = 1e-5, 1e-4  # fp32, DESIGN §3 Tolerances
+LEAK_ATOL = 1e-6  # correct models give exactly 0; broken masks measured Δ ≥ 0.09
+PAD = 3  # padded positions in padding paths
+ROW_TOL = 1e-5  # |row sum - 1| for float32 softmax rows
+SATURATED = 0.99
+SAT_SHARE_WARN = 0.2  # share of rows with max weight > SATURATED at initialisation
+SAT_ENTROPY_WARN = 0.4  # mean normalized row entropy (1 = uniform) of the least uniform layer
+
+
+@dataclass
+class AuditContext:
+    """Run settings shared by the checks: seed, device, and collected arrays for the HTML."""
+
+    seed: int = 0
+    device: str = "cpu"
+    leak_atol: float = LEAK_ATOL
+    arrays: dict[str, Any] = field(default_factory=dict)
+    layers: list[dict[str, Any]] = field(default_factory=list)
+    probe_cache: dict[str, Any] = field(default_factory=dict)
+
+    def generator(self, salt: int = 0) -> torch.Generator:
+        return torch.Generator().manual_seed(self.seed * 1000003 + salt)
+
+
+def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> CheckResult:
+    metrics = {"variant": m.variant, **metrics} if m.variant else dict(metrics)
+    return CheckResult(f"{check}[{m.variant}]" if m.variant else check, status, message, metrics)
+
+
+def _finite_max(t: torch.Tensor) -> float:
+    """max |t| treating NaN as +inf (Python's max() would skip NaN — DESIGN §3)."""
+    if t.numel() == 0:
+        return 0.0
+    t = t.detach().double()
+    if torch.isnan(t).any():
+        return float("inf")
+    return float(t.abs().max())
+
+
+def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return _finite_max(a.double() - b.double())
+
+
+def _close(a: torch.Tensor, b: torch.Tensor, atol=ATOL, rtol=RTOL) -> tuple[bool, float, float]:
+    """(ok, max_abs_diff, max_excess) with |a - b| ≤ atol + rtol·|b| elementwise; NaN fails."""
+    a, b = a.detach().double(), b.detach().double()
+    d = (a - b).abs()
+    if torch.isnan(a).any() or torch.isnan(b).any():
+        return False, float("inf"), float("inf")
+    excess = d - (atol + rtol * b.abs())
+    return bool((excess <= 0).all()), float(d.max()) if d.numel() else 0.0, float(excess.max()) if d.numel() else 0.0
+
+
+def _positions_for(m: AuditModel, mask: torch.Tensor | None) -> torch.Tensor | None:
+    """``position_ids`` (B, L) that give real tokens 0..n-1 (HF convention: pads get 1)."""
+    if mask is None or "position_ids" not in m.supports:
+        return None
+    pos = mask.long().cumsum(-1) - 1
+    return pos.masked_fill(mask == 0, 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# causality
+# ------------------------------------------------------------------------------------------------
+def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, out_attn=False,
+                 salt=0) -> torch.Tensor:
+    """Δ[j, i] = max over batch/features of |out_i(x with input j changed) − out_i(x)|, shape (L, L).
+
+    All L perturbed copies and the original run in one batched forward.
+    """
+    B, L = x.shape[0], x.shape[1]
+    g = ctx.generator(salt)
+    variants = [x]
+    for j in range(L):
+        pos = torch.zeros(x.shape[:2], dtype=torch.bool)
+        pos[:, j] = True
+        variants.append(m.perturb(x, pos.to(x.device), g))
+    xs = torch.cat(variants, 0)
+    am = mask.repeat(L + 1, 1) if mask is not None else None
+    pids = _positions_for(m, am)
+    f = m.forward(xs, attention_mask=am, position_ids=pids, output_attentions=out_attn)
+    out = f.out.detach().double().reshape(L + 1, B, *f.out.shape[1:])
+    d = (out[1:] - out[:1]).abs()  # (L_pert, B, L, ...)
+    d = torch.nan_to_num(d, nan=float("inf"))
+    d = d.reshape(L, B, L, -1).amax(-1)  # (j, b, i)
+    if mask is not None:
+        real = mask.bool().to(d.device)  # (B, L)
+        d = d * real[None, :, :]  # ignore pad queries
+        d = d * real.T[:, :, None]  # ignore pad keys (padding check covers them)
+    return d.amax(1)  # (j, i)
+
+
+def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    if m.input_kind == "pixels":
+        return _result(m, "causality", "skip", "vision model: no sequence order to check")
+    if m.causal is False:
+        return _result(m, "causality", "skip", f"{m.kind}: bidirectional by design (not causal)")
+    if m.causal is None:
+        return _result(m, "causality", "skip",
+                       "causality not declared (set attribute `causal = True` on the module to check it)")
+    L = m.seq_len
+    x = m.make_inputs(2, L, ctx.generator(1), ctx.device)
+    paths: dict[str, tuple] = {"no-mask": (None, False)}
+    if "attention_mask" in m.supports:
+        ones = torch.ones(2, L, dtype=torch.long, device=x.device)
+        left = ones.clone()
+        left[0, :PAD] = 0
+        paths["mask-ones"] = (ones, False)
+        paths["left-pad"] = (left, False)
+    if "output_attentions" in m.supports:
+        paths["output_attentions"] = (None, True)
+    per_path, union, worst = {}, torch.zeros(L, L, dtype=torch.bool), 0.0
+    self_blind: set[int] = set()
+    errors = {}
+    ctx.arrays.setdefault(m.label, {})["leak"] = {}
+    for k, (name, (mask, oa)) in enumerate(paths.items()):
+        try:
+            d = _leak_deltas(m, x, ctx, mask, oa, salt=10 + k)  # (j, i)
+        except Exception as exc:  # a dispatch path that crashes is an error of that path
+            errors[name] = f"{type(exc).__name__}: {exc}"
+            continue
+        dq = d.T  # (i, j): query i, perturbed key j
+        future = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+        leak = (dq > ctx.leak_atol) & future
+        if mask is not None:
+            leak &= torch.ones(L, L, dtype=torch.bool)  # pads already zeroed
+        lo = 0 if mask is None else int((mask[0] == 0).sum())
+        for i in range(L):
+            if (mask is None or i >= lo) and not bool(dq[i, i] > 0):
+                self_blind.add(i)
+        union |= leak
+        fmax = float(dq[future].max()) if L > 1 else 0.0
+        worst = max(worst, fmax)
+        per_path[name] = {"max_future_delta": fmax, "leaks": int(leak.sum())}
+        ctx.arrays[m.label]["leak"][name] = dq.float().numpy()
+    metrics = {"positions": L, "paths": per_path, "leak_map": union.int().tolist(),
+               "max_future_delta": worst, "leak_atol": ctx.leak_atol}
+    if errors:
+        metrics["path_errors"] = errors
+    n = int(union.sum())
+    if n:
+        ii, jj = union.nonzero()[0].tolist()
+        bad = [p for p, v in per_path.items() if v["leaks"]]
+        return _result(m, "causality", "fail",
+                       f"leak: output at position {ii} depends on future position {jj}; {n} leaking "
+                       f"(query, key) pairs, max Δ {worst:.3g}, in paths {', '.join(bad)}",
+                       first_leak=[ii, jj], leaking_pairs=n, **metrics)
+    if self_blind:
+        return _result(m, "causality", "fail",
+                       f"over-masking: positions {sorted(self_blind)} do not depend on their own input",
+                       self_blind=sorted(self_blind), **metrics)
+    if errors:
+        return _result(m, "causality", "error",
+                       "dispatch path(s) raised: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
+                       **metrics)
+    return _result(m, "causality", "pass",
+                   f"no leak over {L} positions × {len(per_path)} dispatch paths "
+                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}", **metrics)
+
+
+# ------------------------------------------------------------------------------------------------
+# padding
+# ------------------------------------------------------------------------------------------------
+def _pad_inputs(m: AuditModel, x: torch.Tensor, side: str, g) -> tuple[torch.Tensor, torch.Tensor]:
+    B, L = x.shape[0], x.shape[1]
+    if m.input_kind == "tokens":
+        pad = torch.zeros((B, PAD), dtype=x.dtype, device=x.device)
+    else:
+        pad = torch.randn((B, PAD, *x.shape[2:]), generator=g).to(x.device, x.dtype)
+    ones = torch.ones(B, L, dtype=torch.long, device=x.device)
+    zeros = torch.zeros(B, PAD, dtype=torch.long, device=x.device)
+    if side == "right":
+        return torch.cat([x, pad], 1), torch.cat([ones, zeros], 1)
+    return torch.cat([pad, x], 1), torch.cat([zeros, ones], 1)
+
+
+def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    if m.input_kind == "pixels":
+        return _result(m, "padding", "skip", "vision model: no padding mask")
+    if "attention_mask" not in m.supports:
+        return _result(m, "padding", "skip", "the model takes no padding mask")
+    L = m.seq_len - PAD
+    g = ctx.generator(2)
+    x = m.make_inputs(2, L, g, ctx.device)
+    ref = m.forward(x).out
+    metrics: dict[str, Any] = {"real_positions": L, "padded_positions": PAD, "atol": ATOL, "rtol": RTOL}
+    problems = []
+    sides = ["right", "left"]
+    absolute_positions = m.kind in ("decoder", "encoder") and m.info.get("model_type") not in (None,)
+    if "position_ids" not in m.supports and absolute_positions and m.info.get("model_type") not in ("t5",):
+        sides = ["right"]
+        metrics["left"] = "skipped: the model takes no position_ids"
+    for side in sides:
+        xp, am = _pad_inputs(m, x, side, g)
+        pids = _positions_for(m, am)
+        out = m.forward(xp, attention_mask=am, position_ids=pids).out
+        real = out[:, :L] if side == "right" else out[:, PAD:]
+        ok, dmax, _ = _close(real, ref)
+        # changing what sits in the padded slots must change nothing at real positions
+        pos = (am == 0)
+        xq = m.perturb(xp, pos, g)
+        out2 = m.forward(xq, attention_mask=am, position_ids=pids).out
+        r2 = out2[:, :L] if side == "right" else out2[:, PAD:]
+        dpad = _diff(r2, real)
+        metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad}
+        if not ok:
+            problems.append(f"{side} padding changes real positions (max |Δ| {dmax:.3g} vs unpadded)")
+        if dpad > ctx.leak_atol:
+            problems.append(f"{side} padding: padded inputs leak into real positions (Δ {dpad:.3g})")
+    if problems:
+        return _result(m, "padding", "fail", "; ".join(problems), **metrics)
+    worst = max(metrics[s]["max_abs_diff_vs_unpadded"] for s in sides)
+    return _result(m, "padding", "pass",
+                   f"{' and '.join(sides)} padding ({PAD} slots) match the unpadded run "
+                   f"(max |Δ| {worst:.3g}); padded content has no effect", **metrics)
+
+
+# ------------------------------------------------------------------------------------------------
+# batch independence
+# ------------------------------------------------------------------------------------------------
+def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    g = ctx.generator(3)
+    x = m.make_inputs(3, m.seq_len, g, ctx.device)
+    alone = m.forward(x[:1]).out
+    batch = m.forward(x).out
+    ok, dmax, _ = _close(batch[:1], alone)
+    others = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
+    others[1:] = True
+    if m.input_kind == "pixels":
+        x2 = x.clone()
+        x2[1:] = torch.randn(x[1:].shape, generator=g).to(x.device)
+    else:
+        x2 = m.perturb(x, others, g)
+    d_other = _diff(m.forward(x2).out[:1], batch[:1])
+    metrics = {"batch": 3, "max_abs_diff_alone_vs_batched": dmax, "other_samples_delta": d_other,
+               "atol": ATOL, "rtol": RTOL}
+    if d_other > ctx.leak_atol:
+        return _result(m, "batch-independence", "fail",
+                       f"sample 0 changes when the other samples change (Δ {d_other:.3g})", **metrics)
+    if not ok:
+        return _result(m, "batch-independence", "fail",
+                       f"sample 0 alone differs from sample 0 in a batch of 3 (max |Δ| {dmax:.3g})", **metrics)
+    return _result(m, "batch-independence", "pass",
+                   f"sample 0 is the same alone and in a batch of 3 (max |Δ| {dmax:.3g}); "
+                   f"other samples have no effect", **metrics)
+
+
+# ------------------------------------------------------------------------------------------------
+# KV cache
+# ------------------------------------------------------------------------------------------------
+def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    if m.decode_fn is None or "cache" not in m.supports:
+        return _result(m, "kv-cache", "skip", f"{m.kind}: no incremental decoding (no KV cache)")
+    x = m.make_inputs(2, m.seq_len, ctx.generator(4), ctx.device)
+    full = m.forward(x).out
+    metrics: dict[str, Any] = {"positions": m.seq_len, "atol": ATOL, "rtol": RTOL}
+    bad = []
+    for prefill in (1, m.seq_len // 2):
+        with torch.no_grad():
+            inc = m.decode_fn(x, prefill)
+        ok, dmax, _ = _close(inc, full)
+        per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2))
+        metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax,
+                                         "per_position": [float(v) for v in per_pos]}
+        if not ok:
+            first = int(((per_pos > ATOL + RTOL * full.abs().max()).nonzero() + 0)[0]) if \
+                (per_pos > ATOL).any() else -1
+            bad.append(f"prefill {prefill}: max |Δ| {dmax:.3g} (first position {first})")
+    if bad:
+        return _result(m, "kv-cache", "fail",
+                       "incremental decoding with the model's cache differs from the full forward: "
+                       + "; ".join(bad), **metrics)
+    worst = max(metrics[k]["max_abs_diff"] for k in metrics if k.startswith("prefill_"))
+    return _result(m, "kv-cache", "pass",
+                   f"step-by-step decoding with the model's cache equals the full forward "
+                   f"(prefill 1 and {m.seq_len // 2}, max |Δ| {worst:.3g})", **metrics)
+
+
+# ------------------------------------------------------------------------------------------------
+# backend agreement (cross-variant)
+# ------------------------------------------------------------------------------------------------
+def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> CheckResult:
+    name = "backend-agreement"
+    if len(models) < 2:
+        return CheckResult(name, "skip", "one dispatch path only", {})
+    base = models[0]
+    x = base.make_inputs(2, base.seq_len, ctx.generator(5), ctx.device)
+    paths: dict[str, Any] = {"no-mask": None}
+    if all("attention_mask" in m.supports for m in models) and base.input_kind != "pixels":
+        am = torch.ones(2, base.seq_len, dtype=torch.long, device=x.device)
+        am[0, -PAD:] = 0
+        paths["right-pad"] = am
+    metrics: dict[str, Any] = {"reference": base.variant, "atol": ATOL, "rtol": RTOL, "pairs": {}}
+    bad = []
+    for pname, am in paths.items():
+        pids = _positions_for(base, am)
+        ref = base.forward(x, attention_mask=am, position_ids=pids).out
+        for other in models[1:]:
+            out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
+            if am is not None:
+                keep = am.bool()
+                r, o = ref[keep], out[keep]
+            else:
+                r, o = ref, out
+            ok, dmax, _ = _close(o, r)
+            metrics["pairs"][f"{other.variant}/{pname}"] = dmax
+            if not ok:
+                bad.append(f"{other.variant} vs {base.variant} ({pname}): max |Δ| {dmax:.3g}")
+    labels = " vs ".join(m.variant or "?" for m in models)
+    if bad:
+        return CheckResult(name, "fail", "dispatch paths disagree: " + "; ".join(bad), metrics)
+    worst = max(metrics["pairs"].values()) if metrics["pairs"] else 0.0
+    return CheckResult(name, "pass", f"{labels} agree on {', '.join(paths)} (max |Δ| {worst:.3g}, "
+                       f"atol {ATOL:g}, rtol {RTOL:g})", metrics)
+
+
+# ------------------------------------------------------------------------------------------------
+# per-layer checks from the probe
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class LayerMap:
+    """One attention map seen during the forward: probabilities ``(B, H, L_q, L_k)``."""
+
+    index: int
+    kind: str
+    probs: torch.Tensor
+    effective_scale: float | None = None
+    scale_source: str | None = None
+    k: torch.Tensor | None = None
+    enable_gqa: bool = False
+    num_heads: int | None = None
+    head_dim: int | None = None
+
+
+def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list[str]]:
+    """Run one forward under the :class:`~attncheck.dynamic.probe.Probe`; return the attention
+    maps (falling back to the model's returned weights) and what could not be observed.
+    Cached per variant."""
+    if m.label in ctx.probe_cache:
+        return ctx.probe_cache[m.label]
+    from attncheck.dynamic.probe import Probe
+
+    x = m.make_inputs(2, m.seq_len, ctx.generator(6), ctx.device)
+    with Probe() as p:
+        f = m.forward(x, output_attentions="output_attentions" in m.supports)
+    maps = []
+    for i, r in enumerate(p.attention_records()):
+        if r.probs is None or r.probs.dim() < 2:
+            continue
+        pr = r.rows()
+        pr = pr.reshape(-1, *pr.shape[-3:]) if pr.dim() >= 3 else pr.reshape(1, 1, *pr.shape[-2:])
+        maps.append(LayerMap(i, r.kind, pr.detach(), r.effective_scale, r.scale_source, r.k,
+                             bool(r.enable_gqa), r.num_heads, r.head_dim))
+    not_obs = list(p.not_observable)
+    if not maps and f.attentions:
+        maps = [LayerMap(i, "returned-weights", a.detach()) for i, a in enumerate(f.attentions)
+                if a is not None]
+    ctx.probe_cache[m.label] = (maps, not_obs)
+    return maps, not_obs
+
+
+def _no_maps(m: AuditModel, check: str, not_obs: list[str]) -> CheckResult:
+    why = "; ".join(not_obs) if not_obs else "no softmax / SDPA call seen in the forward"
+    return _result(m, check, "skip", f"not observable: {why}")
+
+
+def _allowed(probs: torch.Tensor) -> torch.Tensor:
+    """(L_q, L_k) bool: key j got a non-zero weight from query i in some sample/head."""
+    return (probs.detach() > 0).reshape(-1, *probs.shape[-2:]).any(0)
+
+
+def classify_pattern(allowed: torch.Tensor) -> tuple[str, int | None]:
+    """Name the mask pattern of an ``(L_q, L_k)`` bool map (bottom-right aligned when L_q < L_k).
+
+    Returns ``("full", None)``, ``("causal", None)``, ``("sliding", w)`` (query i sees keys
+    ``i - w < j <= i``), ``("strict-causal", None)`` (diagonal masked: over-masking) or
+    ``("other", None)``.
+    """
+    lq, lk = allowed.shape
+    if bool(allowed.all()):
+        return "full", None
+    i = torch.arange(lq)[:, None] + (lk - lq)
+    j = torch.arange(lk)[None, :]
+    causal = j <= i
+    if torch.equal(allowed, causal):
+        return "causal", None
+    if torch.equal(allowed, j < i):
+        return "strict-causal", None
+    for s in range(1, lk):
+        if torch.equal(allowed, j <= i + s):
+            return f"causal shifted +{s} (sees {s} future key{'s' if s > 1 else ''})", None
+    if torch.equal(allowed, j > i):
+        return "inverted causal (future only)", None
+    if torch.equal(allowed, j >= i):
+        return "anti-causal", None
+    if bool((allowed & ~causal).any()):
+        return "other", None
+    dist = (i - j).expand(lq, lk)[allowed]
+    if dist.numel():
+        w = int(dist.max()) + 1
+        if torch.equal(allowed, causal & (i - j < w)):
+            return "sliding", w
+    return "other", None
+
+
+def _expected_label(exp: tuple[str, int | None]) -> str:
+    return f"sliding window {exp[1]}" if exp[0] == "sliding" else exp[0]
+
+
+def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    maps, not_obs = probe_layers(m, ctx)
+    if not maps:
+        return _no_maps(m, "mask-pattern", not_obs)
+    layers, bad = [], []
+    for ordinal, lm in enumerate(maps):
+        lq, lk = lm.probs.shape[-2:]
+        got = classify_pattern(_allowed(lm.probs))
+        exp = m.expected_pattern((lq, lk), ordinal)
+        # a sliding window at least as long as the sequence looks causal
+        if exp[0] == "sliding" and got[0] == "causal" and exp[1] >= lk:
+            exp = ("causal", None)
+        ok = exp[0] == "unknown" or got == exp
+        layers.append({"layer": lm.index, "shape": [lq, lk], "observed": _expected_label(got),
+                       "expected": _expected_label(exp), "ok": ok})
+        if not ok:
+            bad.append(f"layer {lm.index}: {_expected_label(got)} (expected {_expected_label(exp)})")
+    metrics = {"layers": layers}
+    if bad:
+        return _result(m, "mask-pattern", "fail", "; ".join(bad), **metrics)
+    kinds = sorted({lay["observed"] for lay in layers})
+    if all(lay["expected"] == "unknown" for lay in layers):
+        return _result(m, "mask-pattern", "warn",
+                       f"observed {', '.join(kinds)} in {len(layers)} layers; nothing declared to compare with",
+                       **metrics)
+    return _result(m, "mask-pattern", "pass",
+                   f"{len(layers)} attention maps match the declared pattern ({', '.join(kinds)})", **metrics)
+
+
+def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    maps, not_obs = probe_layers(m, ctx)
+    if not maps:
+        return _no_maps(m, "normalization", not_obs)
+    worst, negative, empty, nan_rows = 0.0, 0, 0, 0
+    per = []
+    for lm in maps:
+        p = lm.probs.double()
+        sums = p.sum(-1)
+        nan = torch.isnan(sums)
+        nan_rows += int(nan.sum())
+        zero_rows = (p.abs().sum(-1) == 0) & ~nan
+        empty += int(zero_rows.sum())
+        live = ~nan & ~zero_rows
+        err = float((sums[live] - 1).abs().max()) if live.any() else 0.0
+        worst = max(worst, err)
+        negative += int((p < 0).sum())
+        per.append({"layer": lm.index, "max_row_sum_error": err})
+    metrics = {"max_row_sum_error": worst, "negative_weights": negative, "all_zero_rows": empty,
+               "nan_rows": nan_rows, "layers": per, "tolerance": ROW_TOL}
+    if nan_rows:
+        return _result(m, "normalization", "fail", f"{nan_rows} attention rows are NaN", **metrics)
+    if negative:
+        return _result(m, "normalization", "fail", f"{negative} negative attention weights", **metrics)
+    if worst > ROW_TOL:
+        return _result(m, "normalization", "fail",
+                       f"attention rows do not sum to 1 (max |sum − 1| = {worst:.3g})", **metrics)
+    if empty:
+        return _result(m, "normalization", "warn",
+                       f"{empty} fully masked rows (all weights 0) without padding", **metrics)
+    return _result(m, "normalization", "pass",
+                   f"rows sum to 1 in {len(maps)} attention maps (max |sum − 1| = {worst:.3g})", **metrics)
+
+
+def check_saturation(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    maps, not_obs = probe_layers(m, ctx)
+    if not maps:
+        return _no_maps(m, "saturation", not_obs)
+    per, shares, ents = [], [], []
+    for lm in maps:
+        p = torch.nan_to_num(lm.probs.double(), nan=0.0)
+        n_allowed = (p > 0).sum(-1)
+        rows = n_allowed >= 2  # rows with a single visible key are trivially "saturated"
+        if not rows.any():
+            continue
+        mx = p.amax(-1)[rows]
+        share = float((mx > SATURATED).double().mean())
+        ent = -(p * torch.log(p.clamp_min(1e-300))).sum(-1)[rows]
+        nent = float((ent / torch.log(n_allowed[rows].double())).mean())
+        per.append({"layer": lm.index, "saturated_share": share, "normalized_entropy": nent})
+        shares.append(share)
+        ents.append(nent)
+    if not per:
+        return _result(m, "saturation", "skip", "no row with two or more visible keys")
+    share, ent = max(shares), min(ents)
+    metrics = {"max_saturated_share": share, "min_normalized_entropy": ent, "threshold": SATURATED,
+               "layers": per}
+    if share > SAT_SHARE_WARN or ent < SAT_ENTROPY_WARN:
+        return _result(m, "saturation", "warn",
+                       f"{share:.0%} of rows have max weight > {SATURATED} at initialisation, min "
+                       f"normalized entropy {ent:.2f} (warn above {SAT_SHARE_WARN:.0%} / below "
+                       f"{SAT_ENTROPY_WARN}): softmax near saturation, gradients vanish", **metrics)
+    return _result(m, "saturation", "pass",
+                   f"max share of saturated rows {share:.0%}, min normalized entropy {ent:.2f}", **metrics)
+
+
+def _scale_cause(ratio: float, head_dim: int | None, num_heads: int | None) -> str:
+    if head_dim is None:
+        return ""
+    d = float(head_dim)
+    cands = {
+        "scale missing (no 1/sqrt(d_k))": math.sqrt(d),
+        "scaled by 1/d_k instead of 1/sqrt(d_k) (not square-rooted)": 1 / math.sqrt(d),
+        "scale applied twice": 1 / math.sqrt(d),
+        "scale inverted (multiplied by sqrt(d_k))": d,
+    }
+    if num_heads:
+        cands["d_model used instead of head_dim"] = 1 / math.sqrt(num_heads)
+    best = min(cands.items(), key=lambda kv: abs(math.log(ratio / kv[1])) if ratio > 0 else 1e9)
+    if ratio > 0 and abs(math.log(ratio / best[1])) < 1e-3:
+        return best[0]
+    return ""
+
+
+def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    maps, not_obs = probe_layers(m, ctx)
+    if not maps:
+        return _no_maps(m, "scale", not_obs)
+    if m.expected_scale is None:
+        return _result(m, "scale", "skip", "no declared head_dim to compare the scale with")
+    per, bad = [], []
+    measured = [lm for lm in maps if lm.effective_scale is not None]
+    if not measured:
+        return _result(m, "scale", "skip", "not observable: no q·kᵀ product found for the softmax inputs")
+    for lm in measured:
+        ratio = lm.effective_scale / m.expected_scale
+        ok = abs(ratio - 1) <= 1e-3
+        per.append({"layer": lm.index, "effective_scale": lm.effective_scale, "source": lm.scale_source,
+                    "ratio": ratio})
+        if not ok:
+            cause = _scale_cause(ratio, m.head_dim, m.num_heads)
+            bad.append(f"layer {lm.index}: {lm.effective_scale:.4g} vs expected {m.expected_scale:.4g}"
+                       + (f" — likely {cause}" if cause else ""))
+    metrics = {"expected_scale": m.expected_scale, "head_dim": m.head_dim, "layers": per}
+    if m.scale_note:
+        metrics["note"] = m.scale_note
+    if bad:
+        return _result(m, "scale", "fail", "; ".join(bad), **metrics)
+    note = f" ({m.scale_note})" if m.scale_note else ""
+    return _result(m, "scale", "pass",
+                   f"effective scale {measured[0].effective_scale:.4g} = expected {m.expected_scale:.4g} "
+                   f"in {len(measured)} layers{note}", **metrics)
+
+
+def _head_layout(k: torch.Tensor) -> list[int]:
+    """For K ``(..., H, L, d)``: for each head, the index of the first head with identical K."""
+    k = k.detach().reshape(-1, *k.shape[-3:])
+    H = k.shape[-3]
+    firsts = []
+    for h in range(H):
+        same = next(g for g in range(h + 1) if torch.equal(k[:, g], k[:, h]))
+        firsts.append(same)
+    return firsts
+
+
+def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
+    H, Hkv = m.num_heads, m.num_kv_heads
+    if not H or not Hkv or Hkv == H:
+        return _result(m, "gqa", "skip", "not a GQA/MQA model (num_key_value_heads == num_attention_heads)")
+    maps, not_obs = probe_layers(m, ctx)
+    with_k = [lm for lm in maps if lm.k is not None]
+    if not with_k:
+        return _result(m, "gqa", "skip", "not observable on this dispatch path: K is not captured for a "
+                       "hand-written softmax (checked on the SDPA path)")
+    r = H // Hkv
+    expected = [h - h % r for h in range(H)]  # repeat_interleave: heads 0..r-1 share K head 0, …
+    per, bad = [], []
+    for lm in with_k:
+        hk = lm.k.shape[-3]
+        if lm.enable_gqa or hk != H:
+            ok = hk == Hkv
+            per.append({"layer": lm.index, "kv_heads": hk, "enable_gqa": lm.enable_gqa, "ok": ok})
+            if not ok:
+                bad.append(f"layer {lm.index}: {hk} K/V heads, config says {Hkv}")
+            continue
+        layout = _head_layout(lm.k)
+        distinct = len(set(layout))
+        ok = layout == expected
+        per.append({"layer": lm.index, "kv_heads": distinct, "layout": layout, "ok": ok})
+        if not ok:
+            tile = [h % Hkv for h in range(H)]
+            why = ("K/V heads tiled (repeat) instead of repeat_interleave" if layout == tile
+                   else f"{distinct} distinct K heads, layout {layout}")
+            bad.append(f"layer {lm.index}: {why}; expected groups {expected}")
+    metrics = {"num_heads": H, "num_kv_heads": Hkv, "group_size": r, "layers": per}
+    if bad:
+        return _result(m, "gqa", "fail", "; ".join(bad), **metrics)
+    return _result(m, "gqa", "pass",
+                   f"{H} query heads share {Hkv} K/V heads in consecutive groups of {r} "
+                   f"in {len(per)} layers", **metrics)
+
+
+def layer_summaries(m: AuditModel, ctx: AuditContext) -> list[dict[str, Any]]:
+    """Per-layer rows for the report's "layers" section (and heatmaps for the HTML)."""
+    maps, _ = probe_layers(m, ctx)
+    rows = []
+    store = ctx.arrays.setdefault(m.label, {})
+    store["maps"] = []
+    for ordinal, lm in enumerate(maps):
+        p = torch.nan_to_num(lm.probs.double(), nan=0.0)
+        lq, lk = p.shape[-2:]
+        got = classify_pattern(_allowed(lm.probs))
+        sums = p.sum(-1)
+        live = sums > 0
+        rows.append({
+            "variant": m.variant, "layer": lm.index, "kind": lm.kind, "shape": list(lm.probs.shape),
+            "heads": int(lm.probs.shape[-3]), "pattern": _expected_label(got),
+            "expected_pattern": _expected_label(m.expected_pattern((lq, lk), ordinal)),
+            "max_row_sum_error": float((sums[live] - 1).abs().max()) if live.any() else 0.0,
+            "max_weight": float(p.max()), "effective_scale": lm.effective_scale,
+            "expected_scale": m.expected_scale,
+            "kv_heads": int(lm.k.shape[-3]) if lm.k is not None else None,
+        })
+        store["maps"].append((lm.index, lm.kind, p[0].float().numpy()))
+    return rows
+
+
+PER_VARIANT: dict[str, Callable[[AuditModel, AuditContext], CheckResult]] = {
+    "causality": check_causality,
+    "padding": check_padding,
+    "batch-independence": check_batch,
+    "kv-cache": check_kv_cache,
+    "normalization": check_normalization,
+    "saturation": check_saturation,
+    "scale": check_scale,
+    "mask-pattern": check_mask_pattern,
+    "gqa": check_gqa,
+}
+CROSS_VARIANT = {"backend-agreement": check_backend_agreement}
+ALL_CHECKS = ["lint", *PER_VARIANT, *CROSS_VARIANT]
+
+__all__ = [
+    "ALL_CHECKS",
+    "CROSS_VARIANT",
+    "PER_VARIANT",
+    "AuditContext",
+    "Forward",
+    "classify_pattern",
+    "layer_summaries",
+    "probe_layers",
+]

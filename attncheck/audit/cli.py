@@ -1,0 +1,137 @@
+"""``attncheck audit [SPEC ...]``: audit third-party models (lint their source + run the checks).
+
+Exit codes: 0 every check passed (``warn`` / ``skip`` allowed), 1 a check failed or errored,
+2 usage error (unknown family or model name — the known ones are listed —, unknown check).
+A bare ``attncheck audit`` audits the bundled demo pair ``fixtures/audit/demo_correct.py`` and
+``fixtures/audit/demo_buggy.py``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+__all__ = ["COMMANDS", "audit_cmd", "demo_specs"]
+
+
+def demo_specs() -> list[str]:
+    """The bundled demo pair (a correct causal layer and a buggy one)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    candidates = [os.path.join(here, "demo"),  # installed wheel
+                  os.path.join(os.path.dirname(os.path.dirname(here)), "fixtures", "audit")]
+    for d in candidates:
+        c, b = os.path.join(d, "demo_correct.py"), os.path.join(d, "demo_buggy.py")
+        if os.path.isfile(c) and os.path.isfile(b):
+            return [f"{c}:make_layer", f"{b}:make_layer"]
+    raise click.UsageError("the bundled demo layers were not found; pass a SPEC")
+
+
+def _render_text(reports, console) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from attncheck.report.terminal import STATUS_STYLE, report_table, summary_line
+
+    for rep in reports:
+        model = rep.extra.get("model", {})
+        desc = ", ".join(f"{k}={v}" for k, v in model.items()
+                         if k in ("class", "kind", "num_heads", "num_kv_heads", "head_dim", "sliding_window")
+                         and v is not None)
+        console.print(report_table(rep, title=f"attncheck audit {rep.target}  [dim]({rep.device}; {desc})[/dim]"))
+        lint = rep.extra.get("lint") or {}
+        if lint.get("findings"):
+            t = Table(title="lint findings", show_lines=False)
+            t.add_column("location", no_wrap=True)
+            t.add_column("code")
+            t.add_column("message", overflow="fold")
+            for f in lint["findings"][:30]:
+                rel = os.path.relpath(f["path"])
+                where = rel if len(rel) < len(f["path"]) else f["path"]
+                t.add_row(escape(f"{where}:{f['line']}"), f["code"], escape(f["message"]))
+            console.print(t)
+        for r in rep.results:
+            if r.status in ("fail", "error"):
+                st = STATUS_STYLE[r.status]
+                console.print(f"  [{st}]{r.status}[/{st}] [bold]{escape(r.check)}[/bold]: {escape(r.message)}")
+        console.print(summary_line(rep))
+        console.print()
+
+
+@click.command("audit")
+@click.argument("specs", nargs=-1, metavar="[SPEC ...]")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="text: tables for people; json: versioned JSON on stdout.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write a self-contained HTML report (heatmaps, leak maps) to this file.")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda, or auto.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs and perturbations.")
+@click.option("--checks", default=None, metavar="A,B",
+              help="Comma-separated subset of: lint, causality, padding, batch-independence, kv-cache, "
+                   "backend-agreement, normalization, saturation, scale, mask-pattern, gqa.")
+def audit_cmd(specs, fmt, html_path, device, seed, checks):
+    """Audit models you did not write: build small random-weight models (no downloads), lint
+    their source, and run model-level attention checks.
+
+    SPEC: hf:<model_type or ModelClass> (e.g. hf:gpt2, hf:llama, hf:t5), xt:decoder, xt:encoder,
+    torch:MultiheadAttention, torch:TransformerEncoderLayer, timm:<name>, package.module:factory,
+    or path/to/file.py:factory.  Without SPEC: the bundled demo pair (a correct and a buggy layer).
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from attncheck.audit import families as F
+    from attncheck.audit.runner import AUDIT_CHECKS, audit, reports_to_dict
+
+    specs = list(specs) or demo_specs()
+    if checks:
+        unknown = [c for c in checks.split(",") if c.strip() and c.strip() not in AUDIT_CHECKS]
+        if unknown:
+            raise click.UsageError(f"unknown check(s): {', '.join(unknown)}; known: {', '.join(AUDIT_CHECKS)}")
+    # validate every spec's family before the (slow) runs
+    err = Console(stderr=True)
+    reports = []
+    n_steps = 1 + (len(checks.split(",")) if checks else len(AUDIT_CHECKS)) * 2
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[step]}"),
+                        TimeElapsedColumn(), console=err, transient=True,
+                        disable=not err.is_terminal)
+    try:
+        with progress:
+            for spec in specs:
+                task = progress.add_task(spec, total=n_steps, step="")
+
+                def step(label, task=task):
+                    progress.update(task, advance=1, step=label)
+
+                try:
+                    rep = audit(spec, checks=checks, device=device, seed=seed, progress=step)
+                except F.UnknownSpec as exc:
+                    progress.stop()
+                    err.print(f"[bold red]error:[/bold red] {exc}")
+                    err.print("known: " + ", ".join(exc.known[:60]) + (" …" if len(exc.known) > 60 else ""))
+                    sys.exit(2)
+                progress.update(task, completed=n_steps, step="done")
+                reports.append(rep)
+    except ValueError as exc:
+        raise click.UsageError(str(exc))
+    if fmt == "json":
+        click.echo(json.dumps(reports_to_dict(reports), indent=2, default=_json_default))
+    else:
+        _render_text(reports, Console())
+    if html_path:
+        from attncheck.report.html import write_html
+
+        write_html(reports, html_path)
+        (err if fmt == "json" else Console()).print(f"HTML report written to {html_path}")
+    sys.exit(0 if all(r.ok for r in reports) else 1)
+
+
+def _json_default(o):
+    try:
+        return float(o)
+    except Exception:  # noqa: BLE001
+        return str(o)
+
+
+COMMANDS = [audit_cmd]

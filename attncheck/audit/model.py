@@ -1,0 +1,130 @@
+"""Model adapters for the audit: one calling convention for token models, vision models and layers.
+
+An :class:`AuditModel` wraps a built ``nn.Module`` together with the facts the model-level checks
+need (is it causal, how many heads / KV heads, sliding window, which arguments the forward
+accepts) and a uniform :meth:`AuditModel.forward`:
+
+- ``input_kind="tokens"``: ``x`` is ``input_ids`` of shape ``(B, L)`` (``torch.long``); for
+  encoder-decoder models (T5) the checked sequence is the *decoder* input and the encoder input is
+  a fixed random sequence (``enc_len`` tokens);
+- ``input_kind="pixels"``: ``x`` is ``pixel_values`` of shape ``(B, C, H, W)``;
+- ``input_kind="features"``: ``x`` is ``(B, L, E)`` float (a self-attention layer).
+
+``forward`` returns :class:`Forward` with ``out`` of shape ``(B, L, ...)`` (logits or the last
+hidden state; position axis 1) and, when asked and available, ``attentions``: a list with one
+``(B, H, L_q, L_k)`` tensor per attention layer.
+
+Padding convention (HF): ``attention_mask`` is ``(B, L)`` with 1 = real token, 0 = padding.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+INPUT_KINDS = ("tokens", "pixels", "features")
+
+
+@dataclass
+class Forward:
+    """Result of :meth:`AuditModel.forward`: ``out`` ``(B, L, ...)`` float; ``attentions`` or None."""
+
+    out: torch.Tensor
+    attentions: list[torch.Tensor] | None = None
+
+
+@dataclass
+class AuditModel:
+    """A model under audit with its calling convention and declared attention facts.
+
+    Attributes:
+        spec: the user's spec, e.g. ``"hf:gpt2"``.
+        variant: the dispatch path of this instance (``"eager"``, ``"sdpa"``,
+            ``"need_weights=True"``, ...) or ``None``.
+        module: the ``nn.Module`` (eval mode, random weights).
+        kind: ``"decoder"``, ``"encoder"``, ``"seq2seq"``, ``"vision"`` or ``"layer"``.
+        causal: whether self-attention over the checked sequence must be causal (``None`` unknown).
+        supports: subset of ``{"attention_mask", "position_ids", "output_attentions", "cache"}``.
+        sliding_window: declared window ``w`` (a query sees itself and the ``w - 1`` previous
+            keys, transformers' convention ``q - w < k <= q``), or ``None``.
+        expected_scale: declared softmax scale (``1/sqrt(head_dim)`` unless the family documents
+            otherwise, e.g. T5 uses 1.0), ``scale_note`` explains a non-default value.
+        source_objects: classes/functions whose source files are linted.
+        seq_len: the sequence length the checks use by default.
+    """
+
+    spec: str
+    module: torch.nn.Module
+    forward_fn: Callable[..., Forward]
+    kind: str = "layer"
+    variant: str | None = None
+    causal: bool | None = None
+    input_kind: str = "tokens"
+    vocab_size: int | None = None
+    feature_dim: int | None = None
+    image_shape: tuple[int, int, int] | None = None
+    num_heads: int | None = None
+    num_kv_heads: int | None = None
+    head_dim: int | None = None
+    sliding_window: int | None = None
+    expected_scale: float | None = None
+    scale_note: str = ""
+    seq_len: int = 12
+    enc_len: int | None = None
+    supports: frozenset[str] = frozenset()
+    source_objects: list[Any] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+    decode_fn: Callable[[torch.Tensor, int], torch.Tensor] | None = None
+    expected_pattern_fn: Callable[[tuple[int, int], int | None], tuple[str, int | None]] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.spec}[{self.variant}]" if self.variant else self.spec
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def make_inputs(self, batch: int, length: int | None = None, generator: torch.Generator | None = None,
+                    device: str | torch.device = "cpu") -> torch.Tensor:
+        """Random inputs: ids ``(B, L)`` in ``[1, vocab)`` (0 is kept for padding), pixels
+        ``(B, C, H, W)`` or features ``(B, L, E)`` standard normal."""
+        L = length or self.seq_len
+        if self.input_kind == "tokens":
+            return torch.randint(1, self.vocab_size, (batch, L), generator=generator).to(device)
+        if self.input_kind == "pixels":
+            return torch.randn((batch, *self.image_shape), generator=generator).to(device)
+        return torch.randn((batch, L, self.feature_dim), generator=generator).to(device)
+
+    def perturb(self, x: torch.Tensor, positions: torch.Tensor, generator: torch.Generator | None = None
+                ) -> torch.Tensor:
+        """Return ``x`` with the entries at ``positions`` ``(B, L)`` bool replaced by different
+        values (another token id; large finite noise for features — never NaN, DESIGN §3)."""
+        y = x.clone()
+        if self.input_kind == "tokens":
+            shift = torch.randint(1, self.vocab_size - 1, x.shape, generator=generator).to(x.device)
+            new = (x - 1 + shift) % (self.vocab_size - 1) + 1  # always != x, never 0
+            y[positions] = new[positions]
+        else:
+            noise = 3.0 * torch.randn(x.shape, generator=generator).to(x.device, x.dtype)
+            y[positions] = x[positions] + noise[positions]
+        return y
+
+    def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, output_attentions: bool = False) -> Forward:
+        with torch.no_grad():
+            return self.forward_fn(x, attention_mask=attention_mask, position_ids=position_ids,
+                                   output_attentions=output_attentions)
+
+    def expected_pattern(self, shape: tuple[int, int], ordinal: int | None = None) -> tuple[str, int | None]:
+        """Declared mask pattern for an attention map of ``(L_q, L_k)``, the ``ordinal``-th map
+        seen in a forward: ``("causal", None)``, ``("full", None)``, ``("sliding", w)`` or
+        ``("unknown", None)``."""
+        if self.expected_pattern_fn is not None:
+            return self.expected_pattern_fn(shape, ordinal)
+        if self.causal is None:
+            return ("unknown", None)
+        if self.causal:
+            if self.sliding_window:
+                return ("sliding", self.sliding_window)
+            return ("causal", None)
+        return ("full", None)

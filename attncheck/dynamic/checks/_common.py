@@ -1,0 +1,78 @@
+"""Helpers shared by the framework's checks (not a check module)."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from attncheck.dynamic.targets import Inputs, Output, Target
+
+
+def bit_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bit-identical comparison that treats NaN == NaN (same positions) as equal."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    na, nb = torch.isnan(a), torch.isnan(b)
+    return bool(torch.equal(na, nb) and torch.equal(a[~na], b[~nb]))
+
+
+def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """max |a - b| in float64; NaN if either has NaN where the other does not (never skipped)."""
+    d = (a.double() - b.double()).abs()
+    both_nan = torch.isnan(a) & torch.isnan(b)
+    d = d.masked_fill(both_nan, 0.0)
+    if torch.isnan(d).any():
+        return float("nan")
+    return float(d.max()) if d.numel() else 0.0
+
+
+def dropout_modules(module: nn.Module | None) -> list[tuple[str, float]]:
+    """(name, p) of dropout submodules with p > 0, plus float attributes named like dropout
+    (``attn_dropout``, ``dropout_p``, ``dropout``) > 0 — functional dropout."""
+    if module is None:
+        return []
+    out = []
+    for name, m in module.named_modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            out.append((name or "(root)", float(m.p)))
+        for attr in ("dropout", "dropout_p", "attn_dropout", "attn_pdrop", "attention_dropout"):
+            v = m.__dict__.get(attr)
+            if isinstance(v, float) and v > 0:
+                out.append((f"{name + '.' if name else ''}{attr}", v))
+    return out
+
+
+def weight_sources(target: Target, inputs: Inputs, out: Output,
+                   probe_records: list[Any] | None) -> list[tuple[str, torch.Tensor]]:
+    """Attention-weight tensors ``(..., L_q, L_k)`` to judge, with their source names:
+    ``"returned"`` weights, ``"probe:<op>#i"`` softmax / SDPA / MHA records whose last axis has
+    L_k entries (the key axis is taken to be the last one, so a softmax over the wrong axis
+    shows up as rows that do not sum to 1)."""
+    ex = inputs.example
+    srcs: list[tuple[str, torch.Tensor]] = []
+    if out.weights is not None:
+        srcs.append(("returned", out.weights.detach()))
+    for r in probe_records or []:
+        p = r.probs
+        if p is None or p.dim() < 2 or p.shape[-1] != ex.L_k:
+            continue
+        srcs.append((f"probe:{r.kind}#{r.index}", p.detach()))
+    return srcs
+
+
+def failure_result(ctx, failure, message: str | None = None, metrics: dict | None = None):
+    """CheckResult for a :class:`~attncheck.dynamic.strategies.PropertyFailure`: ``"error"``
+    when the target raised (the reason is the exception), ``"fail"`` otherwise (also for a
+    wrong return type, ``TargetOutputError``)."""
+    from attncheck.dynamic.targets import TargetOutputError
+
+    err = failure.error
+    m = dict(failure.data)
+    m.update(metrics or {})
+    if err is not None and not isinstance(err, TargetOutputError):
+        return ctx.result("error", f"the target raised {type(err).__name__}: {err}",
+                          metrics=dict(m, exception=type(err).__name__), example=failure.example)
+    return ctx.result("fail", message or failure.message, metrics=m, example=failure.example)

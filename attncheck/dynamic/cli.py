@@ -1,0 +1,97 @@
+"""``attncheck check TARGET``: run the dynamic checks from the command line.
+
+Exit codes: 0 every check passed (``warn`` and ``skip`` allowed), 1 a check failed or errored,
+2 usage error (bad spec, import failure, unknown check / device / dtype, invalid hint).
+"""
+from __future__ import annotations
+
+import sys
+
+import click
+
+__all__ = ["check_cmd", "COMMANDS"]
+
+
+def _parse_hint(values: tuple[str, ...]) -> dict:
+    out = {}
+    for item in values:
+        if "=" not in item:
+            raise click.UsageError(f"--hint {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        low = v.lower()
+        if low in ("true", "false"):
+            val: object = low == "true"
+        else:
+            try:
+                val = int(v)
+            except ValueError:
+                val = v
+        out[k.strip()] = val
+    return out
+
+
+@click.command("check")
+@click.argument("target", metavar="TARGET")
+@click.option("--causal/--no-causal", default=None,
+              help="Declare the target causal (or not); default: detect / unknown.")
+@click.option("--checks", default=None, metavar="A,B",
+              help="Comma-separated checks (default: the default suite).")
+@click.option("--device", default="auto", show_default=True,
+              help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
+@click.option("--dtype", default=None, help="float32 (default), float64, float16, bfloat16.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed for torch and the hypothesis search (the same seed replays a failure).")
+@click.option("--max-examples", type=click.IntRange(1, 10000), default=None,
+              help="Hypothesis examples per property (default 8).")
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds per check; 0 = unlimited.")
+@click.option("--train", is_flag=True, help="Run the module in training mode (default: eval).")
+@click.option("--hint", "hints", multiple=True, metavar="KEY=VALUE",
+              help="Calling-convention hint, e.g. --hint layout=BLHd --hint num_heads=4.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="text: a table for people; json: versioned JSON.")
+def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout, train, hints,
+              fmt):
+    """Run dynamic checks on TARGET (PATH.py:NAME or package.module:NAME).
+
+    NAME is an nn.Module subclass (built with no arguments), a kernel f(q, k, v, ...) on
+    (B, H, L, d) tensors, or a zero-argument factory returning a module, a kernel or an
+    attncheck.target(...).  Modules run in eval mode (dropout off) unless --train.
+    """
+    from attncheck.dynamic.runner import resolve_device, resolve_dtype, run_checks
+    from attncheck.dynamic.spec import SpecError, resolve
+    from attncheck.dynamic.targets import TargetError
+
+    h = _parse_hint(hints)
+    if causal is not None:
+        h["causal"] = causal
+    try:
+        resolve_device(device)
+        resolve_dtype(dtype)
+        t = resolve(target, **h)
+        if causal is not None:
+            t.hints["causal"] = causal
+        report = _run(run_checks, t, checks, device, dtype, seed, max_examples, timeout, train,
+                      fmt)
+    except (SpecError, TargetError, ValueError) as exc:
+        click.echo(f"attncheck check: error: {exc}", err=True)
+        sys.exit(2)
+    if fmt == "json":
+        from attncheck.report.terminal import report_json
+
+        click.echo(report_json(report))
+    else:
+        from rich.console import Console
+
+        from attncheck.report.terminal import render_report
+
+        render_report(report, Console(highlight=False, soft_wrap=False))
+    sys.exit(0 if report.ok else 1)
+
+
+def _run(run_checks, t, checks, device, dtype, seed, max_examples, timeout, train, fmt):
+    return run_checks(t, checks, device=device, dtype=dtype, seed=seed,
+                      max_examples=max_examples, timeout=(timeout or None), train=train)
+
+
+COMMANDS = [check_cmd]

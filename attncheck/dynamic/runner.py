@@ -1,0 +1,292 @@
+"""Run dynamic checks on a target: ``attncheck.check(target, ...) -> Report``.
+
+Isolation.  Every check runs on its own:
+
+- the target's module is moved to the device / dtype and put in **eval mode** (``train=False``,
+  the default; dropout off — say ``train=True`` to run in training mode) inside a snapshot that
+  is restored afterwards (:mod:`attncheck.dynamic.state`): parameters, buffers, grads,
+  ``requires_grad`` flags, training flags, RNG states, grad mode, default dtype and the
+  TorchFunctionMode / TorchDispatchMode stacks are exactly as before, also when the check raises
+  or times out;
+- ``torch.manual_seed(seed)`` is set before each check (restored after);
+- an exception becomes an ``"error"`` result with the reason (a
+  :class:`~attncheck.dynamic.targets.TargetOutputError` — wrong return type — a ``"fail"``);
+  the other checks still run.
+
+Time limit (``timeout`` seconds per check, default 60). On the main thread of a POSIX process the
+limit is pre-emptive: ``signal.setitimer(ITIMER_REAL)`` raises
+:class:`~attncheck.dynamic.base.CheckTimeout` inside the check (a Python-level hang such as a
+``time.sleep`` loop is interrupted at once; a single long C++ op finishes first, since Python
+signal handlers run between bytecodes); the timer re-fires every second until the check has
+stopped, in case the first exception landed where Python ignores it (a gc callback). A previously
+armed ``SIGALRM`` timer (e.g. pytest-timeout) is restored afterwards. Elsewhere (non-main thread,
+Windows) the check runs in a daemon worker thread and is *abandoned* when it overruns: the result
+is ``"error"`` at once, but the abandoned thread keeps running in the background and may still
+touch the module after the state was restored. Checks also poll ``ctx.check_time()`` between
+examples. A timeout is reported as ``"error"`` with message ``"timed out after N s ..."``.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import traceback
+from typing import Any, Iterable
+
+import torch
+
+from attncheck.dynamic.base import DEFAULT_CHECKS, CheckSpec, CheckTimeout, RunContext, all_checks
+from attncheck.dynamic.state import preserved
+from attncheck.dynamic.targets import Target, TargetOutputError
+from attncheck.dynamic.targets import target as make_target
+from attncheck.results import CheckResult, Report
+
+__all__ = ["check", "run_checks", "resolve_device", "resolve_dtype", "DEFAULT_TIMEOUT",
+           "DEFAULT_MAX_EXAMPLES", "available_checks"]
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_EXAMPLES = 8
+
+_DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+           "float64": torch.float64, "fp64": torch.float64, "double": torch.float64,
+           "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+           "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``"auto"`` (or None) → CUDA when available, else CPU.  ``ValueError`` for CUDA without
+    a CUDA device or an unknown device string."""
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as exc:
+        raise ValueError(f"unknown device {device!r}") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' requested but CUDA is not available")
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    """None → float32; accepts ``torch.float16`` or names (``"fp16"``, ``"bfloat16"``, ...)."""
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        if not dtype.is_floating_point:
+            raise ValueError(f"dtype must be floating point, got {dtype}")
+        return dtype
+    key = str(dtype).replace("torch.", "").lower()
+    if key not in _DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of float32, float64, float16, "
+                         "bfloat16")
+    return _DTYPES[key]
+
+
+def available_checks() -> list[str]:
+    """Registered check names (default suite first)."""
+    return list(all_checks())
+
+
+def _select(names: Iterable[str] | str | None, specs: dict[str, CheckSpec]) -> list[str]:
+    if names is None:
+        return [n for n, s in specs.items() if s.default]
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    names = list(names)
+    unknown = [n for n in names if n not in specs]
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(specs)}")
+    return names
+
+
+class _Alarm:
+    """SIGALRM-based pre-emptive time limit (main thread, POSIX)."""
+
+    def __init__(self, seconds: float, ctx: RunContext) -> None:
+        self.seconds = seconds
+        self.ctx = ctx
+
+    #: re-fire period: an exception raised inside a gc callback or a ``__del__`` is swallowed by
+    #: the interpreter ("Exception ignored in ..."), so the timer keeps firing until the check
+    #: has really stopped
+    REFIRE = 1.0
+
+    def _handler(self, signum, frame):  # noqa: ANN001
+        if frame is not None and frame.f_code.co_name in ("gc_callback", "__del__"):
+            # an exception here would be swallowed: try again in 5 ms
+            signal.setitimer(signal.ITIMER_REAL, 0.005, self.REFIRE)
+            return
+        raise CheckTimeout(f"timed out after {self.seconds:g} s")
+
+    def __enter__(self):
+        self.t0 = time.monotonic()
+        self.old_handler = signal.signal(signal.SIGALRM, self._handler)
+        self.old_timer = signal.setitimer(signal.ITIMER_REAL, self.seconds, self.REFIRE)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.old_handler)
+        left, interval = self.old_timer
+        if left > 0:
+            left = max(left - (time.monotonic() - self.t0), 1e-3)
+            signal.setitimer(signal.ITIMER_REAL, left, interval)
+
+
+def _can_alarm() -> bool:
+    return hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+
+
+def _error_result(ctx: RunContext, exc: BaseException, target: Target) -> CheckResult:
+    if isinstance(exc, CheckTimeout):
+        return ctx.result(
+            "error", f"timed out after {ctx.time_limit:g} s: the target hung or is too slow for "
+            f"this check (raise the limit with --timeout / timeout=)",
+            metrics={"timeout_s": ctx.time_limit}, details=f"reproduce: {ctx.reproduce()}")
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    status = "fail" if isinstance(exc, TargetOutputError) else "error"
+    return ctx.result(status, f"{type(exc).__name__}: {exc}",
+                      metrics={"exception": type(exc).__name__},
+                      details=f"{tb}\nreproduce: {ctx.reproduce()}")
+
+
+def _call(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
+    res = spec.func(target, ctx)
+    if not isinstance(res, CheckResult):
+        raise TypeError(f"check {spec.name} returned {type(res).__name__}, not CheckResult")
+    return res
+
+
+def _run_guarded(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
+    limit = ctx.time_limit
+    if limit is None or limit <= 0:
+        return _call(spec, target, ctx)
+    if _can_alarm():
+        with _Alarm(limit, ctx):
+            return _call(spec, target, ctx)
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["res"] = _call(spec, target, ctx)
+        except BaseException as exc:  # noqa: BLE001
+            box["exc"] = exc
+
+    th = threading.Thread(target=work, name=f"attncheck-{spec.name}", daemon=True)
+    th.start()
+    th.join(limit)
+    if th.is_alive():
+        raise CheckTimeout(f"timed out after {limit:g} s (worker thread abandoned)")
+    if "exc" in box:
+        raise box["exc"]
+    return box["res"]
+
+
+def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
+    """Run one check isolated (state restored, exceptions → result, time limit)."""
+    ok, why = spec.applicable(target)
+    if not ok:
+        return ctx.result("skip", why)
+    module = target.module
+    with preserved(module):
+        try:
+            if module is not None:
+                _prepare(module, ctx)
+            torch.manual_seed(ctx.seed)
+            ctx.start()
+            res = _run_guarded(spec, target, ctx)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
+            res = _error_result(ctx, exc, target)
+    if res.device is None:
+        res.device = str(ctx.device)
+    if not res.check:
+        res.check = spec.name
+    return res
+
+
+def _prepare(module: torch.nn.Module, ctx: RunContext) -> None:
+    needs_dtype = any(p.is_floating_point() and p.dtype != ctx.dtype
+                      for p in list(module.parameters()) + list(module.buffers()))
+    needs_dev = any(p.device != ctx.device for p in list(module.parameters())
+                    + list(module.buffers()))
+    with torch.no_grad():
+        if needs_dev:
+            module.to(ctx.device)
+        if needs_dtype:
+            module.to(ctx.dtype)
+    module.train(ctx.train)
+
+
+def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
+               device: str | torch.device | None = "auto", dtype: Any = None,
+               seed: int | None = None, max_examples: int | None = None,
+               timeout: float | None = DEFAULT_TIMEOUT, train: bool = False,
+               on_result: Any = None) -> Report:
+    """Run ``checks`` (None = default suite) on an already-built :class:`Target`.
+
+    ``on_result(CheckResult)`` is called after each check (progress display).
+    """
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype)
+    specs = all_checks()
+    names = _select(checks, specs)
+    seed = 0 if seed is None else int(seed)
+    n = DEFAULT_MAX_EXAMPLES if max_examples is None else int(max_examples)
+    results: list[CheckResult] = []
+    with preserved(target.module):
+        for name in names:
+            ctx = RunContext(device=dev, dtype=dt, seed=seed, max_examples=n,
+                             time_limit=timeout, check=name, spec=target.spec,
+                             target_desc=target.describe(), train=train,
+                             cli_options=target.cli_args())
+            res = run_one(specs[name], target, ctx)
+            results.append(res)
+            if on_result is not None:
+                on_result(res)
+    extra = {"kind": target.kind, "mode": "train" if train else "eval", "seed": seed,
+             "max_examples": n}
+    return Report(target=target.name, results=results, device=str(dev),
+                  dtype=str(dt).replace("torch.", ""), extra=extra)
+
+
+def check(target: Any, checks: Iterable[str] | str | None = None, device: str | Any = "auto",
+          dtype: Any = None, seed: int | None = None, max_examples: int | None = None, *,
+          timeout: float | None = DEFAULT_TIMEOUT, train: bool = False,
+          **hints: Any) -> Report:
+    """Run dynamic checks on ``target`` and return a :class:`~attncheck.results.Report`.
+
+    Args:
+        target: an ``nn.Module``, a kernel ``f(q, k, v, ...)``, a ``Target`` from
+            ``attncheck.target(...)``, or a spec string ``"PATH.py:NAME"`` /
+            ``"package.module:NAME"``.
+        checks: names (list or comma-separated string); None = the default suite
+            (``attncheck.dynamic.base.DEFAULT_CHECKS``).
+        device: ``"auto"`` (CUDA when available, else CPU), ``"cpu"``, ``"cuda"``, ...
+        dtype: input / parameter dtype (default float32).
+        seed: base seed (default 0): seeds torch before each check and the hypothesis search.
+        max_examples: hypothesis examples per property (default 8).
+        timeout: seconds per check (None = unlimited); see the module docstring.
+        train: run the module in training mode (default: eval mode, dropout off).
+        **hints: calling-convention hints (``attncheck.dynamic.targets.HINTS``).
+
+    Raises:
+        ValueError: unknown check name, device or dtype;
+        attncheck.dynamic.targets.TargetError: unusable target or invalid hint;
+        attncheck.dynamic.spec.SpecError: a spec string that cannot be resolved.
+
+    Failures of the target itself never raise: they are results.
+    """
+    if isinstance(target, str):
+        from attncheck.dynamic.spec import resolve
+
+        t = resolve(target, **hints)
+    else:
+        t = make_target(target, **hints)
+    return run_checks(t, checks, device=device, dtype=dtype, seed=seed,
+                      max_examples=max_examples, timeout=timeout, train=train)
+
+
+# keep the import graph obvious for readers
+_ = DEFAULT_CHECKS

@@ -1,0 +1,259 @@
+"""Snapshot and restore everything a check could change.
+
+:func:`snapshot` records, and :meth:`Snapshot.restore` puts back *exactly*:
+
+- for the target's module and every submodule: the parameter / buffer / submodule dicts (the
+  same tensor objects, their values, dtypes and devices), each parameter's ``.grad`` (values or
+  None) and ``requires_grad`` flag, the ``training`` flag, and the other attributes of the
+  module's ``__dict__`` (shallowly: e.g. a ``self.dropout = 0.0`` assigned by ``forward``);
+- the RNG states: torch CPU, every initialised CUDA device, Python ``random``, and NumPy's
+  global ``RandomState`` (only when NumPy is already imported);
+- global torch settings: grad mode, default dtype, anomaly mode, deterministic-algorithms mode,
+  and the ``TorchFunctionMode`` / ``TorchDispatchMode`` stacks (modes left pushed by a check that
+  raised are popped).
+
+Usage::
+
+    with preserved(module):          # or: snap = snapshot(module); ...; snap.restore()
+        run_checks()
+"""
+from __future__ import annotations
+
+import contextlib
+import random
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+__all__ = ["Snapshot", "snapshot", "preserved", "global_state", "module_state_equal"]
+
+
+@dataclass
+class _ModState:
+    mod: nn.Module
+    params: dict[str, Any]
+    param_data: dict[str, tuple[torch.Tensor, torch.Tensor]]
+    grads: dict[str, torch.Tensor | None]
+    requires_grad: dict[str, bool]
+    buffers: dict[str, Any]
+    buffer_vals: dict[str, torch.Tensor]
+    modules: dict[str, Any]
+    training: bool
+    attrs: dict[str, Any]
+    dict_attrs: dict[str, tuple[dict, list]]
+
+
+def _grab_module(m: nn.Module) -> _ModState:
+    params = dict(m._parameters)
+    pdata = {n: (p.data, p.detach().clone()) for n, p in params.items() if p is not None}
+    grads = {n: (None if p.grad is None else p.grad.detach().clone())
+             for n, p in params.items() if p is not None}
+    rg = {n: p.requires_grad for n, p in params.items() if p is not None}
+    bufs = dict(m._buffers)
+    bvals = {n: b.detach().clone() for n, b in bufs.items() if isinstance(b, torch.Tensor)}
+    attrs, dict_attrs = {}, {}
+    for k, v in m.__dict__.items():
+        if k in ("_parameters", "_buffers", "_modules", "training"):
+            continue
+        attrs[k] = v
+        if isinstance(v, dict):
+            dict_attrs[k] = (v, list(v.items()))
+    return _ModState(m, params, pdata, grads, rg, bufs, bvals, dict(m._modules), m.training,
+                     attrs, dict_attrs)
+
+
+def _put_module(s: _ModState) -> None:
+    m = s.mod
+    for k in [k for k in m.__dict__ if k not in s.attrs and
+              k not in ("_parameters", "_buffers", "_modules", "training")]:
+        del m.__dict__[k]
+    for k, v in s.attrs.items():
+        m.__dict__[k] = v
+    for k, (d, items) in s.dict_attrs.items():
+        d.clear()
+        d.update(items)
+    m._parameters.clear()
+    m._parameters.update(s.params)
+    m._buffers.clear()
+    m._buffers.update(s.buffers)
+    m._modules.clear()
+    m._modules.update(s.modules)
+    m.training = s.training
+    with torch.no_grad():
+        for n, p in s.params.items():
+            if p is None:
+                continue
+            data, vals = s.param_data[n]
+            if data.shape != vals.shape or data.dtype != vals.dtype or data.device != vals.device:
+                data = vals.clone()
+            else:
+                data.copy_(vals)
+            p.data = data
+            p.requires_grad_(s.requires_grad[n])
+            g = s.grads[n]
+            p.grad = None if g is None else g.clone()
+        for n, b in s.buffers.items():
+            if isinstance(b, torch.Tensor) and n in s.buffer_vals:
+                v = s.buffer_vals[n]
+                if b.shape == v.shape and b.dtype == v.dtype and b.device == v.device:
+                    b.copy_(v)
+                else:
+                    b.data = v.clone()
+
+
+def _mode_stacks() -> tuple[list[Any], list[Any]]:
+    fn = [torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())]
+    from torch.utils import _python_dispatch as pd
+
+    disp = [pd._get_dispatch_stack_at(i) for i in range(pd._len_torch_dispatch_stack())]
+    return fn, disp
+
+
+def _restore_mode_stacks(fn: list[Any], disp: list[Any]) -> None:
+    from torch.utils import _python_dispatch as pd
+
+    while torch._C._len_torch_function_stack() > len(fn):
+        torch._C._pop_torch_function_stack()
+    cur = [torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())]
+    if any(a is not b for a, b in zip(cur, fn)) or len(cur) < len(fn):
+        while torch._C._len_torch_function_stack():
+            torch._C._pop_torch_function_stack()
+        for m in fn:
+            torch._C._push_on_torch_function_stack(m)
+    while pd._len_torch_dispatch_stack() > len(disp):
+        pd._pop_torch_dispatch_stack()
+
+
+@dataclass
+class GlobalState:
+    """Torch / Python global state (see module docstring)."""
+
+    cpu_rng: torch.Tensor
+    cuda_rng: list[torch.Tensor] | None
+    py_rng: Any
+    np_rng: Any
+    grad_enabled: bool
+    default_dtype: torch.dtype
+    anomaly: bool
+    deterministic: bool
+    deterministic_warn_only: bool
+    fn_stack: list[Any]
+    dispatch_stack: list[Any]
+
+    def restore(self) -> None:
+        _restore_mode_stacks(self.fn_stack, self.dispatch_stack)
+        torch.set_rng_state(self.cpu_rng)
+        if self.cuda_rng is not None:
+            torch.cuda.set_rng_state_all(self.cuda_rng)
+        random.setstate(self.py_rng)
+        if self.np_rng is not None and "numpy" in sys.modules:
+            sys.modules["numpy"].random.set_state(self.np_rng)
+        torch.set_grad_enabled(self.grad_enabled)
+        torch.set_default_dtype(self.default_dtype)
+        if torch.is_anomaly_enabled() != self.anomaly:
+            torch.set_anomaly_enabled(self.anomaly)
+        # only when changed: use_deterministic_algorithms imports torch._inductor (~5 s)
+        if (torch.are_deterministic_algorithms_enabled() != self.deterministic or
+                torch.is_deterministic_algorithms_warn_only_enabled()
+                != self.deterministic_warn_only):
+            torch.use_deterministic_algorithms(self.deterministic,
+                                               warn_only=self.deterministic_warn_only)
+
+    def as_comparable(self) -> dict[str, Any]:
+        """Plain values, for equality assertions in tests."""
+        return {
+            "cpu_rng": self.cpu_rng.tolist(),
+            "cuda_rng": None if self.cuda_rng is None else [t.tolist() for t in self.cuda_rng],
+            "py_rng": self.py_rng,
+            "np_rng": None if self.np_rng is None else repr(self.np_rng),
+            "grad_enabled": self.grad_enabled, "default_dtype": self.default_dtype,
+            "anomaly": self.anomaly, "deterministic": self.deterministic,
+            "fn_stack": [id(m) for m in self.fn_stack],
+            "dispatch_stack": [id(m) for m in self.dispatch_stack],
+        }
+
+
+def global_state() -> GlobalState:
+    """Capture the current :class:`GlobalState`."""
+    cuda = None
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        cuda = torch.cuda.get_rng_state_all()
+    np_state = sys.modules["numpy"].random.get_state() if "numpy" in sys.modules else None
+    fn, disp = _mode_stacks()
+    return GlobalState(torch.get_rng_state(), cuda, random.getstate(), np_state,
+                       torch.is_grad_enabled(), torch.get_default_dtype(),
+                       torch.is_anomaly_enabled(), torch.are_deterministic_algorithms_enabled(),
+                       torch.is_deterministic_algorithms_warn_only_enabled(), fn, disp)
+
+
+@dataclass
+class Snapshot:
+    """State of one target (module may be None for plain kernels) plus the global state."""
+
+    modules: list[_ModState] = field(default_factory=list)
+    globals: GlobalState | None = None
+
+    def restore(self) -> None:
+        """Put everything back; safe to call more than once."""
+        if self.globals is not None:
+            self.globals.restore()
+        for s in self.modules:
+            _put_module(s)
+
+
+def snapshot(module: nn.Module | None) -> Snapshot:
+    """Capture ``module``'s state (every submodule) and the global state."""
+    g = global_state()
+    mods = [] if module is None else [_grab_module(m) for m in module.modules()]
+    return Snapshot(mods, g)
+
+
+@contextlib.contextmanager
+def preserved(module: nn.Module | None) -> Iterator[Snapshot]:
+    """Context manager: snapshot on entry, restore on exit (also when the body raises)."""
+    snap = snapshot(module)
+    try:
+        yield snap
+    finally:
+        snap.restore()
+
+
+def module_state_equal(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Compare two :func:`module_state` dicts exactly (values bit-identical, same dtypes)."""
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        x, y = a[k], b[k]
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
+                return False
+            if x.dtype != y.dtype or x.shape != y.shape or x.device != y.device:
+                return False
+            if not torch.equal(x, y):
+                # NaN-aware bitwise comparison
+                if not (torch.isnan(x) == torch.isnan(y)).all() or not torch.equal(
+                        torch.nan_to_num(x), torch.nan_to_num(y)):
+                    return False
+        elif x != y:
+            return False
+    return True
+
+
+def module_state(module: nn.Module) -> dict[str, Any]:
+    """Flat copy of parameters, grads, requires_grad flags, buffers and training flags (tests)."""
+    out: dict[str, Any] = {}
+    for n, p in module.named_parameters():
+        out[f"param:{n}"] = p.detach().clone()
+        out[f"grad:{n}"] = None if p.grad is None else p.grad.detach().clone()
+        out[f"requires_grad:{n}"] = p.requires_grad
+    for n, b in module.named_buffers():
+        out[f"buffer:{n}"] = b.detach().clone()
+    for n, m in module.named_modules():
+        out[f"training:{n}"] = m.training
+    return out
+
+
+__all__.append("module_state")

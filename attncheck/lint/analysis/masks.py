@@ -1,0 +1,1818 @@
+"""Mask algebra: where a mask expression comes from, and which (query i, key j) pairs it blocks.
+
+A mask is abstracted to its value on the three triangles of an attention matrix, relative to the
+diagonal of the *last two* axes (query i, key j):
+
+* ``LOWER`` — strict lower triangle, ``j < i`` (the past),
+* ``DIAG``  — the diagonal, ``j == i`` (the token itself),
+* ``UPPER`` — strict upper triangle, ``j > i`` (the future).
+
+Each triangle holds a :data:`Region` value: ``"Z"`` (zero / False), ``"P"`` (positive / True /
+1), ``"N"`` (negative: an additive mask's blocking value) or ``None`` (unknown or mixed, e.g. a
+sliding window or a padding mask).  The value of an expression is a :class:`MaskVal` (pattern,
+dtype, the negative fill, padding polarity, origin).  Expressions are evaluated over local
+assignments in source order (if/else branches joined), ``self.X`` attributes set in
+``__init__`` (``register_buffer``), the return values of functions in the same file and the
+arguments passed to them at call sites in the same file.
+
+Consumers and their conventions (DESIGN.md §2):
+
+==========================================================  =====================================
+consumer                                                    a True / non-zero entry means
+==========================================================  =====================================
+``x.masked_fill(m, v)``, ``torch.where(m, v, x)``, ``x[m] = v``  blocked (filled with v)
+``torch.where(m, x, v)``                                    kept
+``F.scaled_dot_product_attention(attn_mask=bool)``          kept (PyTorch SDPA docs)
+``nn.MultiheadAttention`` / ``nn.Transformer*`` bool masks  blocked (PyTorch nn docs)
+additive float mask (``scores + m``, float ``attn_mask``)   0 kept, large negative blocked
+==========================================================  =====================================
+
+A causal mask blocks exactly ``UPPER``.  :func:`analyze` returns a :class:`MaskAnalysis` whose
+``uses`` list every consumer found, with the blocked set computed, and whose ``fills`` list every
+constant used to mask (for the fill-value rules).  Nothing is imported or executed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator, Optional
+
+import libcst as cst
+
+from attncheck.lint.context import dotted_name
+
+Region = Optional[str]  # "Z" | "P" | "N" | None
+Pattern = tuple[Region, Region, Region]  # (lower j<i, diagonal j=i, upper j>i)
+Blocked = tuple[Optional[bool], Optional[bool], Optional[bool]]
+
+LOWER, DIAG, UPPER = 0, 1, 2
+ALL_P: Pattern = ("P", "P", "P")
+ALL_Z: Pattern = ("Z", "Z", "Z")
+
+FP16_MAX = 65504.0
+#: a literal fill at or below this blocks (exp(-50) ≈ 2e-22); Swin's -100.0 is fine
+BLOCKING_LITERAL = -50.0
+
+SOFTMAX_NAMES = frozenset({
+    "torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
+    "torch.log_softmax", "torch.nn.functional.log_softmax", "torch.special.log_softmax",
+})
+MHA_CLASSES = frozenset({
+    "torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention",
+    "torch.nn.Transformer", "torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder",
+    "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
+})
+SOFTMAX_CLASSES = frozenset({"torch.nn.Softmax", "torch.nn.LogSoftmax"})
+#: keyword arguments of nn.MultiheadAttention / nn.Transformer* that take masks (True = blocked)
+MHA_MASK_KWARGS = frozenset({
+    "attn_mask", "key_padding_mask", "mask", "src_mask", "tgt_mask", "memory_mask",
+    "src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
+})
+_PRESERVE_METHODS = frozenset({
+    "view", "reshape", "unsqueeze", "expand", "expand_as", "contiguous", "clone", "detach",
+    "cuda", "cpu", "repeat", "repeat_interleave", "broadcast_to", "requires_grad_", "squeeze",
+    "unflatten", "to_dense", "pin_memory",
+})
+_FLOAT_METHODS = frozenset({"float", "half", "bfloat16", "double"})
+_INT_METHODS = frozenset({"long", "int", "byte", "short"})
+_MATMUL_NAMES = frozenset({
+    "torch.matmul", "torch.bmm", "torch.baddbmm", "torch.einsum", "torch.mm",
+    "torch.functional.einsum", "numpy.einsum", "einops.einsum",
+})
+
+
+# --------------------------------------------------------------------------------------------
+# values
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Fill:
+    """A constant used as a mask value.
+
+    ``kind``: ``literal`` (``value`` set), ``neg_inf``, ``pos_inf``, ``finfo_min``
+    (``torch.finfo(dt).min`` or ``-finfo.max``), ``finfo_max``.  ``node`` is where the constant
+    is written (reported by the fill-value rules).
+    """
+
+    kind: str
+    value: float | None = None
+    node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
+    is_bool: bool = False
+
+    @property
+    def region(self) -> Region:
+        if self.kind in ("neg_inf", "finfo_min"):
+            return "N"
+        if self.kind in ("pos_inf", "finfo_max"):
+            return "P"
+        if self.value is None or math.isnan(self.value):
+            return None
+        if self.value == 0:
+            return "Z"
+        return "P" if self.value > 0 else "N"
+
+    @property
+    def blocking(self) -> bool:
+        """Large enough a negative to hide a key after softmax."""
+        return self.kind in ("neg_inf", "finfo_min") or (
+            self.kind == "literal" and self.value is not None and self.value <= BLOCKING_LITERAL)
+
+    @property
+    def overflows_fp16(self) -> bool:
+        """A finite literal below fp16's most negative value (-65504)."""
+        return self.kind == "literal" and self.value is not None and self.value < -FP16_MAX
+
+    @property
+    def ineffective(self) -> bool:
+        """Non-negative, +inf, or of magnitude below 1: masked logits keep their weight."""
+        if self.kind in ("pos_inf", "finfo_max"):
+            return True
+        return self.kind == "literal" and self.value is not None and not self.is_bool and (
+            self.value >= 0 or abs(self.value) < 1.0)
+
+    def scaled(self, c: float) -> "Fill":
+        if self.kind == "literal" and self.value is not None:
+            return replace(self, value=self.value * c)
+        if c > 0:
+            return self
+        flip = {"neg_inf": "pos_inf", "pos_inf": "neg_inf", "finfo_min": "finfo_max",
+                "finfo_max": "finfo_min"}
+        return replace(self, kind=flip.get(self.kind, self.kind))
+
+
+@dataclass(frozen=True)
+class MaskVal:
+    """Abstract value of a mask tensor.
+
+    ``pattern``: region values on (lower, diagonal, upper) or ``None`` when unknown.
+    ``dtype``: ``bool`` / ``float`` / ``int`` / ``None``.  ``fill``: the constant held by the
+    ``N`` entries (additive masks).  ``polarity``: ``keep`` (True = real token, e.g.
+    ``attention_mask``, ``x != pad``) or ``block`` (``key_padding_mask``) for padding masks.
+    ``origin``: the expression that fixed the triangle pattern.  ``repeated``: tiled over heads
+    with ``.repeat(H, 1, 1)``.  ``summed_min``: the sum of two ``finfo.min`` masks.
+    """
+
+    pattern: Pattern | None = None
+    dtype: str | None = None
+    fill: Fill | None = None
+    polarity: str | None = None
+    origin: cst.CSTNode | None = field(default=None, compare=False, repr=False)
+    repeated: bool = False
+    summed_min: bool = False
+    #: every positive entry is exactly 1 (True / ones), so ``1 - m`` flips P and Z
+    unit: bool = True
+
+    def with_pattern(self, p: Pattern | None, **kw: Any) -> "MaskVal":
+        return replace(self, pattern=p, **kw)
+
+
+@dataclass(frozen=True)
+class IndexVal:
+    """``torch.arange`` laid out along the query axis (``row``), key axis (``col``) or 1-D (``vec``),
+    plus an integer ``offset`` (``None`` when symbolic)."""
+
+    axis: str
+    offset: int | None = 0
+
+
+@dataclass(frozen=True)
+class IndicesVal:
+    """``torch.triu_indices`` / ``tril_indices``: the positions where ``pattern`` is P;
+    ``part`` 0 = row indices, 1 = column indices, ``None`` = both (2, N)."""
+
+    pattern: Pattern
+    part: int | None
+    origin: cst.CSTNode | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ModuleRef:
+    """An ``nn.Module`` instance of a known class (``mha`` or ``softmax``)."""
+
+    kind: str
+
+
+@dataclass(frozen=True)
+class Tag:
+    """A tensor that is attention ``scores`` (q·kᵀ-derived, pre-softmax) or ``probs``."""
+
+    kind: str
+
+
+# --------------------------------------------------------------------------------------------
+# region algebra
+# --------------------------------------------------------------------------------------------
+
+def _nz(r: Region) -> Optional[bool]:
+    return None if r is None else r != "Z"
+
+
+def p_not(p: Pattern | None) -> Pattern | None:
+    if p is None:
+        return None
+    return tuple(None if r is None else ("P" if r == "Z" else "Z") for r in p)  # type: ignore
+
+
+def p_truthy(p: Pattern | None) -> Pattern | None:
+    """``m != 0`` / ``.bool()``."""
+    if p is None:
+        return None
+    return tuple(None if r is None else ("Z" if r == "Z" else "P") for r in p)  # type: ignore
+
+
+def p_select(p: Pattern | None, want: str) -> Pattern | None:
+    """``m > 0`` (want P) / ``m < 0`` (want N) / ``m == 1`` (want P)."""
+    if p is None:
+        return None
+    return tuple(None if r is None else ("P" if r == want else "Z") for r in p)  # type: ignore
+
+
+def p_scale(p: Pattern | None, c: float) -> Pattern | None:
+    if p is None:
+        return None
+    if c == 0:
+        return ALL_Z
+    if c > 0:
+        return p
+    swap = {"P": "N", "N": "P", "Z": "Z", None: None}
+    return tuple(swap[r] for r in p)  # type: ignore
+
+
+def p_one_minus(p: Pattern | None, unit: bool = True) -> Pattern | None:
+    """``1 - m``: exact for a 0/1 mask; positive entries of other sizes become unknown."""
+    if p is None:
+        return None
+    m = {"Z": "P", "P": "Z" if unit else None, "N": "P", None: None}
+    return tuple(m[r] for r in p)  # type: ignore
+
+
+def p_minus_one(p: Pattern | None, unit: bool = True) -> Pattern | None:
+    """``m - 1``: exact for a 0/1 mask; positive entries of other sizes become unknown."""
+    if p is None:
+        return None
+    m = {"Z": "N", "P": "Z" if unit else None, "N": "N", None: None}
+    return tuple(m[r] for r in p)  # type: ignore
+
+
+def _combine(p: Pattern | None, q: Pattern | None, f) -> Pattern | None:
+    if p is None and q is None:
+        return None
+    p = p or (None, None, None)
+    q = q or (None, None, None)
+    out = tuple(f(a, b) for a, b in zip(p, q))
+    return None if out == (None, None, None) else out  # type: ignore
+
+
+def p_and(p, q):
+    def f(a, b):
+        if a == "Z" or b == "Z":
+            return "Z"
+        if a is None or b is None:
+            return None
+        return "P"
+    return _combine(p, q, f)
+
+
+def p_or(p, q):
+    def f(a, b):
+        if (a is not None and a != "Z") or (b is not None and b != "Z"):
+            return "P"
+        if a == "Z" and b == "Z":
+            return "Z"
+        return None
+    return _combine(p, q, f)
+
+
+def p_xor(p, q):
+    def f(a, b):
+        if a is None or b is None:
+            return None
+        return "P" if (a != "Z") != (b != "Z") else "Z"
+    return _combine(p, q, f)
+
+
+def p_add(p, q):
+    def f(a, b):
+        if a == "Z":
+            return b
+        if b == "Z":
+            return a
+        if a is None or b is None:
+            return None
+        return a if a == b else None
+    return _combine(p, q, f)
+
+
+def p_join(p, q):
+    if p is None or q is None:
+        return None
+    out = tuple(a if a == b else None for a, b in zip(p, q))
+    return None if out == (None, None, None) else out  # type: ignore
+
+
+def p_where(c: Pattern | None, a: Region, b: Region) -> Pattern | None:
+    if c is None:
+        return None
+    out = []
+    for r in c:
+        if r is None:
+            out.append(a if a == b else None)
+        else:
+            out.append(a if r != "Z" else b)
+    return tuple(out)  # type: ignore
+
+
+def p_masked_fill(base: Pattern | None, m: Pattern | None, v: Region) -> Pattern | None:
+    if m is None:
+        return None
+    base = base or (None, None, None)
+    out = []
+    for b, r in zip(base, m):
+        if r is None:
+            out.append(b if b == v else None)
+        else:
+            out.append(v if r != "Z" else b)
+    return tuple(out)  # type: ignore
+
+
+def _region_tri(p: Pattern, d: int | None, lower: bool) -> Pattern:
+    """``tril(x, d)`` (lower=True) / ``triu(x, d)``: keep entries with ``j - i <= d`` / ``>= d``."""
+    if d is None:
+        return tuple(r if r == "Z" else None for r in p)  # type: ignore
+
+    def kept(region: int) -> Optional[bool]:
+        # δ = j - i ranges: lower (-inf, -1], diag {0}, upper [1, inf)
+        if region == DIAG:
+            return (0 <= d) if lower else (0 >= d)
+        if region == LOWER:
+            if lower:
+                return True if d >= -1 else None
+            return False if d >= 0 else None
+        if lower:
+            return False if d <= 0 else None
+        return True if d <= 1 else None
+
+    out = []
+    for i, r in enumerate(p):
+        k = kept(i)
+        if k is True:
+            out.append(r)
+        elif k is False:
+            out.append("Z")
+        else:
+            out.append("Z" if r == "Z" else None)
+    return tuple(out)  # type: ignore
+
+
+def p_tril(p: Pattern | None, d: int | None) -> Pattern | None:
+    return None if p is None else _region_tri(p, d, True)
+
+
+def p_triu(p: Pattern | None, d: int | None) -> Pattern | None:
+    return None if p is None else _region_tri(p, d, False)
+
+
+def p_transpose(p: Pattern | None) -> Pattern | None:
+    return None if p is None else (p[UPPER], p[DIAG], p[LOWER])
+
+
+_CMP = {
+    "<": lambda x: x < 0, "<=": lambda x: x <= 0, ">": lambda x: x > 0, ">=": lambda x: x >= 0,
+    "==": lambda x: x == 0, "!=": lambda x: x != 0,
+}
+
+
+def p_compare_index(op: str, row_off: int, col_off: int, row_first: bool) -> Pattern | None:
+    """Pattern of ``(i + row_off) OP (j + col_off)`` (or ``(j + col_off) OP (i + row_off)``
+    when ``row_first`` is False), with i the query index and j the key index."""
+    c = row_off - col_off
+    if abs(c) > 16:
+        return None
+    test = _CMP[op]
+    out = []
+    for deltas in (range(-64, 0), (0,), range(1, 65)):  # δ = j - i
+        vals = {test((-d + c) if row_first else (d - c)) for d in deltas}
+        out.append(None if len(vals) > 1 else ("P" if vals.pop() else "Z"))
+    return tuple(out)  # type: ignore
+
+
+def blocked_set(p: Pattern | None, convention: str) -> Blocked | None:
+    """Which triangles a consumer blocks.
+
+    ``convention``: ``true_blocked`` (True / non-zero blocks), ``true_kept`` (True attends),
+    ``additive`` (negative entries block).
+    """
+    if p is None:
+        return None
+    if convention == "true_blocked":
+        return tuple(_nz(r) for r in p)  # type: ignore
+    if convention == "true_kept":
+        return tuple(None if r is None else r == "Z" for r in p)  # type: ignore
+    return tuple(None if r is None else r == "N" for r in p)  # type: ignore
+
+
+def describe_pattern(p: Pattern | None) -> str:
+    """``"True above the diagonal"`` and the like (for messages)."""
+    if p is None:
+        return "unknown"
+    names = ["below", "on", "above"]
+    nz = [i for i, r in enumerate(p) if r is not None and r != "Z"]
+    if not nz:
+        return "zero everywhere"
+    if nz == [0, 1, 2]:
+        return "non-zero everywhere"
+    if nz == [0, 1]:
+        return "non-zero on and below the diagonal"
+    if nz == [1, 2]:
+        return "non-zero on and above the diagonal"
+    return "non-zero " + " and ".join(names[i] for i in nz) + " the diagonal"
+
+
+# --------------------------------------------------------------------------------------------
+# results
+# --------------------------------------------------------------------------------------------
+
+@dataclass
+class MaskUse:
+    """One place where a mask is applied to attention scores (or passed to an attention op).
+
+    ``consumer``: ``masked_fill`` | ``where`` | ``index_assign`` | ``sdpa`` | ``mha`` |
+    ``additive``.  ``convention``: see :func:`blocked_set`.  ``node``: what to report (the mask
+    argument).  ``target``: the filled / added-to tensor (``None`` for sdpa/mha).
+    """
+
+    consumer: str
+    convention: str | None
+    node: cst.CSTNode
+    call: cst.CSTNode
+    mask: MaskVal | None
+    fill: Fill | None
+    target: cst.BaseExpression | None
+    target_tag: str | None
+    reaches_softmax: bool
+    function: str
+    keyword: str | None = None
+
+    @property
+    def blocked(self) -> Blocked | None:
+        if self.mask is None or self.convention is None:
+            return None
+        return blocked_set(self.mask.pattern, self.convention)
+
+    @property
+    def attention(self) -> bool:
+        """Whether this use masks attention logits (fused ops always; fills when they block or
+        the result reaches a softmax)."""
+        if self.consumer in ("sdpa", "mha"):
+            return True
+        if self.consumer == "additive":
+            return self.reaches_softmax or self.target_tag == "scores"
+        return (self.fill is not None and self.fill.blocking) or self.reaches_softmax
+
+
+@dataclass
+class FillSite:
+    """A constant that builds an additive mask (``(1 - m) * -1e9``, ``torch.full(..., -1e9)``)."""
+
+    fill: Fill
+    node: cst.CSTNode
+    context: str
+    base: cst.CSTNode | None = None
+
+
+@dataclass
+class MaskAnalysis:
+    uses: list[MaskUse] = field(default_factory=list)
+    fill_sites: list[FillSite] = field(default_factory=list)
+    #: sums of two finfo.min-filled additive masks (BinaryOperation nodes)
+    summed_min: list[cst.CSTNode] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------
+# evaluation
+# --------------------------------------------------------------------------------------------
+
+def _int_of(node: cst.BaseExpression | None) -> int | None:
+    if node is None:
+        return None
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        v = _int_of(node.expression)
+        return None if v is None else -v
+    return None
+
+
+def _num_of(node: cst.BaseExpression) -> float | None:
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return float(node.evaluated_value)
+    if isinstance(node, cst.UnaryOperation):
+        v = _num_of(node.expression)
+        if v is None:
+            return None
+        if isinstance(node.operator, cst.Minus):
+            return -v
+        if isinstance(node.operator, cst.Plus):
+            return v
+    return None
+
+
+def _arg(call: cst.Call, pos: int, kw: str | None = None) -> cst.BaseExpression | None:
+    positional = [a for a in call.args if a.keyword is None and a.star == ""]
+    if kw is not None:
+        for a in call.args:
+            if a.keyword is not None and a.keyword.value == kw:
+                return a.value
+    if pos is not None and 0 <= pos < len(positional):
+        return positional[pos].value
+    return None
+
+
+def _kwarg(call: cst.Call, kw: str) -> cst.BaseExpression | None:
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == kw:
+            return a.value
+    return None
+
+
+def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
+    if node is None:
+        return None
+    name = ctx.qualname(node) or ""
+    if name in ("bool", "torch.bool"):
+        return "bool"
+    if name.startswith("torch.float") or name in ("float", "torch.half", "torch.bfloat16",
+                                                  "torch.double"):
+        return "float"
+    if name.startswith(("torch.int", "torch.long", "torch.uint")) or name == "int":
+        return "int"
+    return None
+
+
+_KIDS: dict[int, list[cst.CSTNode]] = {}
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+_SKIP_FIELDS = frozenset({
+    "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
+    "trailing_whitespace", "lines_after_decorators", "equal", "dot", "colon", "operator",
+    "first_line", "empty_lines", "asynchronous",
+})
+
+
+def _children(n: cst.CSTNode) -> list[cst.CSTNode]:
+    """Child nodes that can hold expressions or statements (whitespace, parentheses and
+    operators left out), read straight from the dataclass fields: libcst's ``children``
+    property re-visits the node on every read and dominated the analysis's run time."""
+    k = _KIDS.get(id(n))
+    if k is None:
+        t = type(n)
+        names = _FIELDS.get(t)
+        if names is None:
+            names = _FIELDS[t] = tuple(
+                f.name for f in dataclasses.fields(t)
+                if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace"))
+        k = []
+        for name in names:
+            v = getattr(n, name)
+            if isinstance(v, cst.CSTNode):
+                k.append(v)
+            elif isinstance(v, (list, tuple)):
+                k.extend(x for x in v if isinstance(x, cst.CSTNode))
+        _KIDS[id(n)] = k
+    return k
+
+
+def _walk_exprs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``node`` without descending into nested functions/classes/lambdas."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        for c in reversed(_children(n)):
+            if isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            stack.append(c)
+
+
+def _names_in(node: cst.CSTNode) -> set[str]:
+    out = set()
+    for n in _walk_exprs(node):
+        if isinstance(n, cst.Name):
+            out.add(n.value)
+        elif isinstance(n, cst.Attribute):
+            d = dotted_name(n)
+            if d is not None and d.startswith("self."):
+                out.add(d)
+    return out
+
+
+_KEEP_WORDS = ("valid", "keep", "attention_mask", "not_pad", "non_pad", "nonpad", "is_token")
+_BLOCK_WORDS = ("pad", "is_masked", "blocked")
+
+
+def _polarity_of_name(name: str) -> str | None:
+    low = name.lower().split(".")[-1]
+    if any(w in low for w in _KEEP_WORDS):
+        return "keep"
+    if any(w in low for w in _BLOCK_WORDS):
+        return "block"
+    return None
+
+
+_NOT_MASK_WORDS = frozenset({
+    "value", "values", "fill", "ratio", "prob", "probs", "token", "tokens", "id", "ids", "idx",
+    "index", "indices", "num", "count", "len", "length", "size", "type", "fn", "func", "dim",
+    "shape", "labels", "label", "embeddings", "embedding", "features", "feature", "kwargs",
+})
+
+
+def _named_mask(name: str) -> MaskVal | None:
+    """An otherwise unknown variable whose name says it is a mask (``attention_mask``,
+    ``key_padding_mask``, ``valid``): pattern unknown, padding polarity from the name."""
+    low = name.lower()
+    if set(low.split("_")) & _NOT_MASK_WORDS:
+        return None
+    pol = _polarity_of_name(low)
+    if pol is None and "mask" not in low:
+        return None
+    return MaskVal(polarity=pol)
+
+
+def _flip(pol: str | None) -> str | None:
+    return {"keep": "block", "block": "keep"}.get(pol or "", None)
+
+
+class _Function:
+    __slots__ = ("node", "cls", "qual", "params", "returns", "busy", "done")
+
+    def __init__(self, node: cst.FunctionDef, cls: "_Class | None", qual: str) -> None:
+        self.node = node
+        self.cls = cls
+        self.qual = qual
+        params = node.params
+        self.params = [p.name.value for p in (*params.posonly_params, *params.params)]
+        self.returns: Any = None
+        self.busy = False
+        self.done = False
+
+
+class _Class:
+    __slots__ = ("node", "name", "attrs", "methods", "bases", "done")
+
+    def __init__(self, node: cst.ClassDef) -> None:
+        self.node = node
+        self.name = node.name.value
+        self.attrs: dict[str, Any] = {}
+        self.methods: dict[str, _Function] = {}
+        self.bases = [dotted_name(b.value) for b in node.bases]
+        self.done = False
+
+
+class _Analyzer:
+    def __init__(self, ctx) -> None:
+        self.ctx = ctx
+        self.result = MaskAnalysis()
+        self.functions: dict[str, _Function] = {}
+        self.classes: dict[str, _Class] = {}
+        self.all_functions: list[_Function] = []
+        self.globals: dict[str, Any] = {}
+        self.callsite_args: dict[str, dict[int, Any]] = {}
+        self.recording = False
+        self.current: _Function | None = None
+        self._collect(ctx.module)
+
+    # ---- module structure ---------------------------------------------------------------
+    def _collect(self, module: cst.Module) -> None:
+        for stmt in module.body:
+            if isinstance(stmt, cst.FunctionDef):
+                f = _Function(stmt, None, stmt.name.value)
+                self.functions[stmt.name.value] = f
+                self.all_functions.append(f)
+            elif isinstance(stmt, cst.ClassDef):
+                c = _Class(stmt)
+                self.classes[c.name] = c
+                for s in stmt.body.body:
+                    if isinstance(s, cst.FunctionDef):
+                        f = _Function(s, c, f"{c.name}.{s.name.value}")
+                        c.methods[s.name.value] = f
+                        self.all_functions.append(f)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                            and isinstance(small.targets[0].target, cst.Name)):
+                        v = self.ev(small.value, {})
+                        if isinstance(v, (Fill, MaskVal)):
+                            self.globals[small.targets[0].target.value] = v
+
+    def class_attr(self, cls: _Class | None, attr: str, depth: int = 0) -> Any:
+        if cls is None or depth > 5:
+            return None
+        if not cls.done:
+            cls.done = True
+            init = cls.methods.get("__init__")
+            if init is not None:
+                saved = (self.recording, self.current)
+                self.recording, self.current = False, init
+                try:
+                    self._run_function(init, {}, cls_env=cls)
+                finally:
+                    self.recording, self.current = saved
+        if attr in cls.attrs:
+            return cls.attrs[attr]
+        for b in cls.bases:
+            if b in self.classes:
+                v = self.class_attr(self.classes[b], attr, depth + 1)
+                if v is not None:
+                    return v
+        return None
+
+    def method(self, cls: _Class | None, name: str, depth: int = 0) -> _Function | None:
+        if cls is None or depth > 5:
+            return None
+        if name in cls.methods:
+            return cls.methods[name]
+        for b in cls.bases:
+            if b in self.classes:
+                m = self.method(self.classes[b], name, depth + 1)
+                if m is not None:
+                    return m
+        return None
+
+    def return_value(self, f: _Function) -> Any:
+        if f.done or f.busy:
+            return f.returns
+        f.busy = True
+        saved = (self.recording, self.current)
+        self.recording, self.current = False, f
+        try:
+            env = self._param_env(f)
+            self._run_function(f, env)
+        finally:
+            self.recording, self.current = saved
+            f.busy = False
+            f.done = True
+        return f.returns
+
+    def _param_env(self, f: _Function) -> dict[str, Any]:
+        env: dict[str, Any] = {}
+        args = self.callsite_args.get(f.qual, {})
+        params = f.params[1:] if f.cls is not None and f.params[:1] == ["self"] else f.params
+        for i, p in enumerate(params):
+            if i in args and args[i] is not None:
+                env[p] = args[i]
+        return env
+
+    # ---- statements -----------------------------------------------------------------------
+    def _run_function(self, f: _Function, env: dict[str, Any], cls_env: _Class | None = None) -> None:
+        saved = getattr(self, "_returns", None)
+        self._returns: list[Any] = []
+        try:
+            state = _State(env, {})
+            self._block(f.node.body, state, cls_env)
+            rets = self._returns
+        finally:
+            self._returns = saved
+        val = None
+        for i, r in enumerate(rets):
+            val = r if i == 0 else _join(val, r)
+        f.returns = val
+
+    def _block(self, body, state: "_State", cls_env) -> None:
+        stmts = body.body if hasattr(body, "body") else body
+        if isinstance(stmts, cst.BaseSuite):
+            stmts = stmts.body
+        for stmt in stmts:
+            self._stmt(stmt, state, cls_env)
+
+    def _stmt(self, stmt: cst.CSTNode, state: "_State", cls_env) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                self._small(small, state, cls_env)
+        elif isinstance(stmt, cst.If):
+            self._scan(stmt.test, state)
+            a = state.copy()
+            self._block(stmt.body, a, cls_env)
+            b = state.copy()
+            if stmt.orelse is not None:
+                if isinstance(stmt.orelse, cst.If):
+                    self._stmt(stmt.orelse, b, cls_env)
+                else:
+                    self._block(stmt.orelse.body, b, cls_env)
+            state.assign_from(a.join(b))
+        elif isinstance(stmt, (cst.For, cst.While)):
+            if isinstance(stmt, cst.For):
+                self._scan(stmt.iter, state)
+            else:
+                self._scan(stmt.test, state)
+            a = state.copy()
+            self._block(stmt.body, a, cls_env)
+            if stmt.orelse is not None:
+                self._block(stmt.orelse.body, a, cls_env)
+            state.assign_from(state.join(a))
+        elif isinstance(stmt, cst.With):
+            for item in stmt.items:
+                self._scan(item.item, state)
+            self._block(stmt.body, state, cls_env)
+        elif isinstance(stmt, cst.Try):
+            self._block(stmt.body, state, cls_env)
+            for h in stmt.handlers:
+                self._block(h.body, state, cls_env)
+            if stmt.orelse is not None:
+                self._block(stmt.orelse.body, state, cls_env)
+            if stmt.finalbody is not None:
+                self._block(stmt.finalbody.body, state, cls_env)
+        # nested FunctionDef / ClassDef: analysed on their own (see analyze)
+
+    def _small(self, small: cst.CSTNode, state: "_State", cls_env) -> None:
+        if isinstance(small, cst.Assign):
+            self._scan(small.value, state, assign_targets=[t.target for t in small.targets])
+            val = self.ev(small.value, state.env)
+            tag = self.tag_of(small.value, state)
+            for t in small.targets:
+                self._bind(t.target, val, tag, state, cls_env, small.value)
+                if isinstance(t.target, cst.Subscript):
+                    self._index_assign(t.target, small.value, state)
+        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+            self._scan(small.value, state, assign_targets=[small.target])
+            self._bind(small.target, self.ev(small.value, state.env),
+                       self.tag_of(small.value, state), state, cls_env, small.value)
+        elif isinstance(small, cst.AugAssign):
+            self._scan(small.value, state)
+            if isinstance(small.operator, cst.AddAssign):
+                self._additive(small, small.target, small.value, state, [small.target])
+            if isinstance(small.target, cst.Name):
+                name = small.target.value
+                cur = state.env.get(name)
+                op = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply,
+                      cst.SubtractAssign: cst.Subtract, cst.BitAndAssign: cst.BitAnd,
+                      cst.BitOrAssign: cst.BitOr}.get(type(small.operator))
+                if op is not None and isinstance(cur, MaskVal):
+                    state.env[name] = self._binop(cur, op(), self.ev(small.value, state.env), small)
+                elif isinstance(cur, MaskVal):
+                    state.env.pop(name, None)
+        elif isinstance(small, cst.Expr):
+            self._scan(small.value, state)
+            self._inplace(small.value, state)
+        elif isinstance(small, cst.Return) and small.value is not None:
+            self._scan(small.value, state, returned=True)
+            self._returns.append(self.ev(small.value, state.env))
+
+    def _bind(self, target, val, tag, state: "_State", cls_env, value_node) -> None:
+        if isinstance(target, cst.Name):
+            name = target.value
+            if val is None:
+                state.env.pop(name, None)
+            else:
+                state.env[name] = val
+            if tag is None:
+                state.tags.pop(name, None)
+            else:
+                state.tags[name] = tag
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elems = [e.value for e in target.elements]
+            if isinstance(val, IndicesVal) and val.part is None and len(elems) == 2:
+                for i, e in enumerate(elems):
+                    self._bind(e, IndicesVal(val.pattern, i, val.origin), None, state, cls_env, None)
+                return
+            vals = None
+            if isinstance(value_node, (cst.Tuple, cst.List)) and len(value_node.elements) == len(elems):
+                vals = [self.ev(e.value, state.env) for e in value_node.elements]
+            for i, e in enumerate(elems):
+                self._bind(e, vals[i] if vals else None, None, state, cls_env, None)
+        elif isinstance(target, cst.Attribute) and cls_env is not None:
+            d = dotted_name(target)
+            if d is not None and d.startswith("self.") and d.count(".") == 1:
+                if val is not None:
+                    cls_env.attrs[target.attr.value] = val
+        elif isinstance(target, cst.Attribute):
+            d = dotted_name(target)
+            if d is not None and tag is not None:
+                state.tags[d] = tag
+
+    def _inplace(self, expr: cst.BaseExpression, state: "_State") -> None:
+        """``m.tril_()``, ``m.masked_fill_(...)``, ``self.register_buffer("bias", ...)``."""
+        if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
+            return
+        meth = expr.func.attr.value
+        recv = expr.func.value
+        if meth == "register_buffer" and isinstance(recv, cst.Name) and recv.value == "self":
+            name_node = _arg(expr, 0, "name")
+            tensor = _arg(expr, 1, "tensor")
+            cls = self.current.cls if self.current else None
+            if (cls is not None and isinstance(name_node, cst.SimpleString)
+                    and tensor is not None):
+                v = self.ev(tensor, state.env)
+                if v is not None:
+                    cls.attrs[name_node.evaluated_value] = v
+            return
+        if meth.endswith("_") and isinstance(recv, cst.Name) and recv.value in state.env:
+            fake = expr.with_changes(func=expr.func.with_changes(attr=cst.Name(meth[:-1])))
+            v = self.ev(fake, state.env, origin=expr)
+            if v is None:
+                state.env.pop(recv.value, None)
+            else:
+                state.env[recv.value] = v
+
+    # ---- tags (scores / probs) --------------------------------------------------------------
+    def is_softmax_call(self, node: cst.CSTNode, state: "_State | None" = None) -> bool:
+        if not isinstance(node, cst.Call):
+            return False
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("softmax", "log_softmax"):
+            return True
+        q = self.ctx.qualname(func)
+        if q in SOFTMAX_NAMES:
+            return True
+        if q is not None and q.startswith("self.") and self.current is not None:
+            v = self.class_attr(self.current.cls, q[5:])
+            return isinstance(v, ModuleRef) and v.kind == "softmax"
+        if q is not None and state is not None:
+            v = state.env.get(q)
+            return isinstance(v, ModuleRef) and v.kind == "softmax"
+        return False
+
+    def _is_matmul(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+            return True
+        if isinstance(node, cst.Call):
+            q = self.ctx.qualname(node.func) or ""
+            if q in _MATMUL_NAMES:
+                return True
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+                    "matmul", "bmm", "baddbmm", "einsum"):
+                return True
+        return False
+
+    def tag_of(self, expr: cst.BaseExpression, state: "_State") -> str | None:
+        has_softmax = has_mm = False
+        names = set()
+        for n in _walk_exprs(expr):
+            if self.is_softmax_call(n, state):
+                has_softmax = True
+            elif self._is_matmul(n):
+                has_mm = True
+        if has_softmax:
+            return "probs"
+        names = _names_in(expr)
+        tags = {state.tags.get(n) for n in names}
+        if has_mm:
+            return "out" if "probs" in tags else "scores"
+        if "scores" in tags:
+            return "scores"
+        if "probs" in tags:
+            return "probs"
+        return None
+
+    # ---- consumers ------------------------------------------------------------------------
+    def _scan(self, expr: cst.CSTNode, state: "_State", assign_targets=None,
+              returned: bool = False) -> None:
+        """Find consumers inside one statement's expression."""
+        if not self.recording:
+            # still record call-site arguments of same-file functions (pass 1)
+            for n in _walk_exprs(expr):
+                if isinstance(n, cst.Call):
+                    self._callsite(n, state)
+            return
+        in_softmax: set[int] = set()
+        for n in _walk_exprs(expr):
+            if isinstance(n, cst.Call):
+                if self.is_softmax_call(n, state):
+                    for a in n.args[:1]:
+                        in_softmax.update(id(x) for x in _walk_exprs(a.value))
+                    if isinstance(n.func, cst.Attribute):
+                        in_softmax.update(id(x) for x in _walk_exprs(n.func.value))
+        for n in _walk_exprs(expr):
+            if isinstance(n, cst.Call):
+                self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
+            elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Add):
+                self._additive(n, n.left, n.right, state, assign_targets, id(n) in in_softmax)
+
+    def _callsite(self, call: cst.Call, state: "_State") -> None:
+        q = self.ctx.qualname(call.func)
+        f = None
+        if q in self.functions:
+            f = self.functions[q]
+        elif q is not None and q.startswith("self.") and q.count(".") == 1 and self.current:
+            f = self.method(self.current.cls, q[5:])
+        if f is None:
+            return
+        slots = self.callsite_args.setdefault(f.qual, {})
+        params = f.params[1:] if f.cls is not None and f.params[:1] == ["self"] else f.params
+        for i, a in enumerate(call.args):
+            if a.star:
+                break
+            if a.keyword is not None:
+                if a.keyword.value not in params:
+                    continue
+                idx = params.index(a.keyword.value)
+            else:
+                idx = i
+            v = self.ev(a.value, state.env)
+            if v is None:
+                continue
+            slots[idx] = v if idx not in slots else _join(slots[idx], v)
+
+    def _reaches_softmax(self, node: cst.CSTNode, targets, state, direct: bool) -> bool:
+        if direct:
+            return True
+        names = set()
+        for t in targets or ():
+            if isinstance(t, cst.Name):
+                names.add(t.value)
+            elif isinstance(t, cst.Attribute) and dotted_name(t):
+                names.add(dotted_name(t))
+        if not names or self.current is None:
+            return False
+        return self._flows_to_softmax(node, names, state)
+
+    def _flows_to_softmax(self, node: cst.CSTNode, names: set[str], state) -> bool:
+        """Does a value assigned to ``names`` reach a softmax later in the current function?"""
+        stmts = self._linear(self.current)
+        start = None
+        for i, (s, _) in enumerate(stmts):
+            if any(n is node for n in _walk_exprs(s)):
+                start = i
+                break
+        if start is None:
+            return False
+        tainted = set(names)
+        for s, _ in stmts[start + 1:]:
+            for n in _walk_exprs(s):
+                if self.is_softmax_call(n, state):
+                    argnodes = [a.value for a in n.args[:1]]
+                    if isinstance(n.func, cst.Attribute):
+                        argnodes.append(n.func.value)
+                    if any(_names_in(a) & tainted for a in argnodes):
+                        return True
+            if isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+                value = s.value
+                if value is None:
+                    continue
+                tgts = [t.target for t in s.targets] if isinstance(s, cst.Assign) else [s.target]
+                hit = bool(_names_in(value) & tainted) and not self._opaque_call(value)
+                for t in tgts:
+                    d = dotted_name(t) if isinstance(t, (cst.Name, cst.Attribute)) else None
+                    if d is None:
+                        continue
+                    if hit:
+                        tainted.add(d)
+                    elif isinstance(s, cst.Assign):
+                        tainted.discard(d)
+        return False
+
+    def _opaque_call(self, expr: cst.CSTNode) -> bool:
+        """Whether ``expr`` calls a layer or helper (``self.layer(x)``, ``block(x)``): taint does
+        not flow through those (the masked tensor is no longer the same scores)."""
+        for n in _walk_exprs(expr):
+            if not isinstance(n, cst.Call) or self.is_softmax_call(n):
+                continue
+            q = self.ctx.qualname(n.func) or ""
+            if isinstance(n.func, cst.Name) and not q.startswith("torch."):
+                return True
+            if q.startswith("self.") and q.count(".") == 1:
+                return True
+        return False
+
+    def _linear(self, f: _Function) -> list:
+        cache = getattr(self, "_lin_cache", None)
+        if cache is None:
+            cache = self._lin_cache = {}
+        if id(f) in cache:
+            return cache[id(f)]
+        out = []
+
+        def rec(node):
+            for c in _children(node):
+                if isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                    continue
+                if isinstance(c, cst.SimpleStatementLine):
+                    for s in c.body:
+                        out.append((s, None))
+                elif isinstance(c, (cst.If, cst.While)):
+                    out.append((c.test, None))
+                    rec(c)
+                elif isinstance(c, cst.BaseCompoundStatement) or isinstance(c, cst.BaseSuite) \
+                        or isinstance(c, (cst.Else, cst.ExceptHandler, cst.Finally)):
+                    rec(c)
+
+        rec(f.node.body)
+        cache[id(f)] = out
+        return out
+
+    def _target_tag(self, target: cst.BaseExpression | None, state) -> str | None:
+        if target is None:
+            return None
+        return self.tag_of(target, state)
+
+    def _record(self, **kw) -> None:
+        kw.setdefault("function", self.current.qual if self.current else "<module>")
+        self.result.uses.append(MaskUse(**kw))
+
+    def _as_mask(self, node: cst.BaseExpression | None, state) -> MaskVal | None:
+        if node is None:
+            return None
+        v = self.ev(node, state.env)
+        if isinstance(v, MaskVal):
+            return v
+        name = dotted_name(node)
+        if name is not None:
+            pol = _polarity_of_name(name)
+            if pol is not None:
+                return MaskVal(polarity=pol)
+        return None
+
+    def _fill(self, node: cst.BaseExpression | None, state) -> Fill | None:
+        if node is None:
+            return None
+        v = self.ev(node, state.env)
+        return v if isinstance(v, Fill) else None
+
+    def _call_consumer(self, call: cst.Call, state, in_softmax: bool, targets) -> None:
+        func = call.func
+        q = self.ctx.qualname(func) or ""
+        meth = func.attr.value if isinstance(func, cst.Attribute) else None
+        # x.masked_fill(m, v) / torch.masked_fill(x, m, v)
+        if meth in ("masked_fill", "masked_fill_") or q == "torch.masked_fill":
+            if q == "torch.masked_fill":
+                base, mnode, vnode = _arg(call, 0), _arg(call, 1, "mask"), _arg(call, 2, "value")
+            else:
+                base, mnode, vnode = func.value, _arg(call, 0, "mask"), _arg(call, 1, "value")
+            if base is None or mnode is None or vnode is None:
+                return
+            if isinstance(self.ev(base, state.env), MaskVal):
+                return  # building a mask, not applying one
+            fill = self._fill(vnode, state)
+            tgts = targets if meth != "masked_fill_" else [base]
+            self._record(consumer="masked_fill", convention="true_blocked", node=mnode, call=call,
+                         mask=self._as_mask(mnode, state), fill=fill, target=base,
+                         target_tag=self._target_tag(base, state),
+                         reaches_softmax=self._reaches_softmax(call, tgts, state, in_softmax))
+            return
+        if q == "torch.where":
+            c, a, b = _arg(call, 0, "condition"), _arg(call, 1, "input"), _arg(call, 2, "other")
+            if c is None or a is None or b is None:
+                return
+            fa, fb = self._fill(a, state), self._fill(b, state)
+            if (fa is None) == (fb is None):
+                return
+            if isinstance(self.ev(a if fb is not None else b, state.env), MaskVal):
+                return
+            if fb is not None:
+                conv, fill, target = "true_kept", fb, a
+            else:
+                conv, fill, target = "true_blocked", fa, b
+            self._record(consumer="where", convention=conv, node=c, call=call,
+                         mask=self._as_mask(c, state), fill=fill, target=target,
+                         target_tag=self._target_tag(target, state),
+                         reaches_softmax=self._reaches_softmax(call, targets, state, in_softmax))
+            return
+        if q.endswith("scaled_dot_product_attention"):
+            mnode = _arg(call, 3, "attn_mask")
+            if mnode is None:
+                return
+            m = self._as_mask(mnode, state)
+            conv = None
+            if m is not None:
+                if m.dtype == "bool":
+                    conv = "true_kept"
+                elif m.dtype in ("float", "int") or (m.pattern and "N" in m.pattern):
+                    conv = "additive"
+            self._record(consumer="sdpa", convention=conv, node=mnode, call=call, mask=m,
+                         fill=None, target=None, target_tag=None, reaches_softmax=True,
+                         keyword="attn_mask")
+            return
+        is_mha = q.endswith("multi_head_attention_forward")
+        if not is_mha:
+            if q.startswith("self.") and q.count(".") == 1 and self.current is not None:
+                v = self.class_attr(self.current.cls, q[5:])
+                is_mha = isinstance(v, ModuleRef) and v.kind == "mha"
+            elif isinstance(func, cst.Name):
+                v = state.env.get(func.value)
+                is_mha = isinstance(v, ModuleRef) and v.kind == "mha"
+        if is_mha:
+            for a in call.args:
+                if a.keyword is None or a.keyword.value not in MHA_MASK_KWARGS:
+                    continue
+                m = self._as_mask(a.value, state)
+                conv = None
+                if m is not None:
+                    if m.dtype == "bool":
+                        conv = "true_blocked"
+                    elif m.dtype in ("float", "int") or (m.pattern and "N" in m.pattern):
+                        conv = "additive"
+                self._record(consumer="mha", convention=conv, node=a.value, call=call, mask=m,
+                             fill=None, target=None, target_tag=None, reaches_softmax=True,
+                             keyword=a.keyword.value)
+
+    def _additive(self, node, left, right, state, targets, in_softmax: bool = False) -> None:
+        lv, rv = self.ev(left, state.env), self.ev(right, state.env)
+        if isinstance(lv, MaskVal) and isinstance(rv, MaskVal):
+            return
+        if isinstance(rv, MaskVal):
+            mnode, m, target = right, rv, left
+        elif isinstance(lv, MaskVal):
+            mnode, m, target = left, lv, right
+        else:
+            return
+        if isinstance(self.ev(target, state.env), (Fill, IndexVal)) or isinstance(
+                target, (cst.Integer, cst.Float)):
+            return
+        conv = "additive" if m.dtype != "bool" else None
+        self._record(consumer="additive", convention=conv, node=mnode, call=node, mask=m,
+                     fill=m.fill, target=target, target_tag=self._target_tag(target, state),
+                     reaches_softmax=self._reaches_softmax(node, targets, state, in_softmax))
+
+    def _index_assign(self, target: cst.Subscript, value, state) -> None:
+        if not self.recording:
+            return
+        idx = [e.slice.value for e in target.slice if isinstance(e.slice, cst.Index)]
+        vals = [self.ev(i, state.env) for i in idx]
+        pattern = None
+        origin = None
+        ind = [v for v in vals if isinstance(v, IndicesVal)]
+        if len(ind) == 2 and {v.part for v in ind} == {0, 1} and ind[0].pattern == ind[1].pattern:
+            pattern, origin = ind[0].pattern, ind[0].origin
+        elif len(vals) == 1 and isinstance(vals[0], MaskVal):
+            pattern, origin = vals[0].pattern, vals[0].origin
+            if vals[0].dtype not in ("bool", None):
+                return
+        else:
+            return
+        fill = self._fill(value, state)
+        self._record(consumer="index_assign", convention="true_blocked", node=target,
+                     call=target, mask=MaskVal(pattern=pattern, dtype="bool", origin=origin),
+                     fill=fill, target=target.value,
+                     target_tag=self._target_tag(target.value, state),
+                     reaches_softmax=self._reaches_softmax(
+                         target, [target.value], state, False))
+
+    # ---- expressions ----------------------------------------------------------------------
+    def ev(self, node: cst.BaseExpression, env: dict[str, Any], origin=None) -> Any:
+        try:
+            return self._ev(node, env, origin or node)
+        except RecursionError:  # pragma: no cover - pathological nesting
+            return None
+
+    def _ev(self, node, env, origin) -> Any:
+        if isinstance(node, cst.Name):
+            if node.value in env:
+                return env[node.value]
+            if node.value in ("True", "False"):
+                return Fill("literal", 1.0 if node.value == "True" else 0.0, node, is_bool=True)
+            if node.value in self.globals:
+                return self.globals[node.value]
+            return _named_mask(node.value)
+        if isinstance(node, (cst.Integer, cst.Float)):
+            return Fill("literal", float(node.evaluated_value), node)
+        if isinstance(node, cst.UnaryOperation):
+            inner = self._ev(node.expression, env, origin)
+            if isinstance(node.operator, cst.Minus):
+                if isinstance(inner, Fill):
+                    return replace(inner.scaled(-1.0), node=node)
+                if isinstance(inner, MaskVal):
+                    return inner.with_pattern(p_scale(inner.pattern, -1.0))
+                return None
+            if isinstance(node.operator, cst.BitInvert) and isinstance(inner, MaskVal):
+                return MaskVal(p_not(inner.pattern), "bool", None, _flip(inner.polarity),
+                               inner.origin, inner.repeated)
+            if isinstance(node.operator, cst.Not):
+                return None
+            return inner if isinstance(node.operator, cst.Plus) else None
+        if isinstance(node, cst.Attribute):
+            return self._ev_attribute(node, env)
+        if isinstance(node, cst.Call):
+            return self._ev_call(node, env, origin)
+        if isinstance(node, cst.Subscript):
+            return self._ev_subscript(node, env)
+        if isinstance(node, cst.BinaryOperation):
+            return self._binop(self._ev(node.left, env, origin), node.operator,
+                               self._ev(node.right, env, origin), node)
+        if isinstance(node, cst.Comparison):
+            return self._compare(node, env)
+        if isinstance(node, cst.IfExp):
+            return _join(self._ev(node.body, env, origin), self._ev(node.orelse, env, origin))
+        if isinstance(node, cst.BooleanOperation):
+            return None
+        return None
+
+    def _ev_attribute(self, node: cst.Attribute, env) -> Any:
+        q = self.ctx.qualname(node)
+        attr = node.attr.value
+        if q in ("math.inf", "torch.inf", "numpy.inf", "np.inf"):
+            return Fill("pos_inf", None, node)
+        if attr in ("min", "max") and isinstance(node.value, cst.Call):
+            fq = self.ctx.qualname(node.value.func) or ""
+            if fq.endswith("finfo"):
+                return Fill("finfo_min" if attr == "min" else "finfo_max", None, node)
+        if q is not None and q.startswith("self.") and q.count(".") == 1 and self.current:
+            v = self.class_attr(self.current.cls, attr)
+            if isinstance(v, (MaskVal, Fill)):
+                return v
+            return None
+        inner = None
+        if attr in ("T", "mT"):
+            inner = self._ev(node.value, env, node)
+            if isinstance(inner, MaskVal):
+                return inner.with_pattern(p_transpose(inner.pattern))
+        if attr == "data":
+            return self._ev(node.value, env, node)
+        return None
+
+    def _ev_subscript(self, node: cst.Subscript, env) -> Any:
+        base = self._ev(node.value, env, node)
+        elems = [e.slice for e in node.slice]
+        if isinstance(base, IndicesVal) and base.part is None and len(elems) == 1:
+            i = _int_of(elems[0].value) if isinstance(elems[0], cst.Index) else None
+            if i in (0, 1):
+                return IndicesVal(base.pattern, i, base.origin)
+            return None
+        if isinstance(base, IndexVal):
+            kinds = []
+            for e in elems:
+                if isinstance(e, cst.Slice):
+                    kinds.append(":")
+                elif isinstance(e.value, cst.Name) and e.value.value == "None":
+                    kinds.append("N")
+                else:
+                    return None
+            if kinds == [":", "N"]:
+                return IndexVal("row", base.offset)
+            if kinds in (["N", ":"], ["N"]):
+                return IndexVal("col", base.offset)
+            return None
+        if isinstance(base, MaskVal):
+            plain = True
+            for e in elems:
+                if isinstance(e, cst.Slice):
+                    if e.step is not None:
+                        return None
+                    continue
+                v = e.value
+                if isinstance(v, (cst.Ellipsis,)) or (isinstance(v, cst.Name) and v.value == "None"):
+                    continue
+                plain = False
+            if plain or (len(elems) >= 2 and all(isinstance(e, cst.Slice) for e in elems[-2:])):
+                return base
+            return base.with_pattern(None)
+        return None
+
+    def _ev_call(self, node: cst.Call, env, origin) -> Any:
+        func = node.func
+        q = self.ctx.qualname(func) or ""
+        meth = func.attr.value if isinstance(func, cst.Attribute) else None
+        recv = None
+        if meth is not None and not q.startswith(("torch.", "math.", "numpy.")):
+            recv = self._ev(func.value, env, origin)
+        # --- fills
+        if q in ("float",) and node.args:
+            a = node.args[0].value
+            if isinstance(a, cst.SimpleString):
+                s = a.evaluated_value.strip().lower()
+                try:
+                    v = float(s)
+                except ValueError:
+                    return None
+                if math.isinf(v):
+                    return Fill("neg_inf" if v < 0 else "pos_inf", None, node)
+                return Fill("literal", v, node)
+            inner = self._ev(a, env, origin)
+            return inner if isinstance(inner, Fill) else None
+        if q in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor") or meth == "new_tensor" \
+                or (q == "torch.full" and _arg(node, 0) is not None
+                    and isinstance(_arg(node, 0), (cst.List, cst.Tuple))
+                    and not _arg(node, 0).elements):
+            a = _arg(node, 1, "fill_value") if q == "torch.full" else _arg(node, 0, "data")
+            inner = self._ev(a, env, origin) if a is not None else None
+            return inner if isinstance(inner, Fill) else None
+        # --- same-file functions
+        if q in self.functions and q not in ("float",):
+            v = self.return_value(self.functions[q])
+            return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
+        if q.startswith("self.") and q.count(".") == 1 and self.current is not None:
+            v = self.class_attr(self.current.cls, q[5:])
+            if isinstance(v, ModuleRef):
+                return None
+            f = self.method(self.current.cls, q[5:])
+            if f is not None:
+                v = self.return_value(f)
+                return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
+            return None
+        # --- modules
+        if q in MHA_CLASSES:
+            return ModuleRef("mha")
+        if q in SOFTMAX_CLASSES:
+            return ModuleRef("softmax")
+        if q.endswith("generate_square_subsequent_mask"):
+            return MaskVal(("Z", "Z", "N"), "float", Fill("neg_inf"), None, node)
+        # --- constructors
+        if q in ("torch.ones", "torch.ones_like", "torch.zeros", "torch.zeros_like",
+                 "torch.empty", "torch.full", "torch.full_like") or meth in (
+                "new_ones", "new_zeros", "new_full") and recv is None:
+            dt = _dtype_of(_kwarg(node, "dtype"), self.ctx)
+            if q.endswith("_like") and dt is None:
+                src = self._ev(_arg(node, 0), env, origin) if _arg(node, 0) is not None else None
+                dt = src.dtype if isinstance(src, MaskVal) else None
+            if q == "torch.empty":
+                return None
+            if "ones" in (q + (meth or "")):
+                return MaskVal(ALL_P, dt or ("float" if not q.endswith("_like") and meth is None else None),
+                               None, None, node)
+            if "zeros" in (q + (meth or "")):
+                return MaskVal(ALL_Z, dt or ("float" if not q.endswith("_like") and meth is None else None),
+                               None, None, node)
+            fv = _arg(node, 1, "fill_value")
+            f = self._ev(fv, env, origin) if fv is not None else None
+            if not isinstance(f, Fill):
+                return None
+            if f.overflows_fp16 and self.recording:
+                self.result.fill_sites.append(FillSite(f, f.node or fv, "full"))
+            if dt is None:
+                dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
+                    fv, cst.Float) or "." in getattr(fv, "value", ".") else "int")
+            r = f.region
+            return MaskVal((r, r, r) if r else None, dt, f if r == "N" else None, None, node,
+                           unit=r != "P" or dt == "bool" or f.value == 1.0)
+        if q == "torch.arange":
+            return IndexVal("vec", 0)
+        if q in ("torch.triu_indices", "torch.tril_indices"):
+            off = _arg(node, 2, "offset")
+            d = 0 if off is None else _int_of(off)
+            p = p_triu(ALL_P, d) if q.endswith("triu_indices") else p_tril(ALL_P, d)
+            return IndicesVal(p, None, node) if d is not None else None
+        if q in ("torch.tril", "torch.triu"):
+            x = _arg(node, 0, "input")
+            src = self._ev(x, env, origin) if x is not None else None
+            if not isinstance(src, MaskVal):
+                return None
+            dnode = _arg(node, 1, "diagonal")
+            d = 0 if dnode is None else _int_of(dnode)
+            p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
+            return replace(src, pattern=p, origin=node)
+        if q in ("torch.logical_not", "torch.bitwise_not"):
+            src = self._ev(_arg(node, 0), env, origin) if node.args else None
+            if isinstance(src, MaskVal):
+                return MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
+                               src.origin, src.repeated)
+            return None
+        if q in ("torch.logical_and", "torch.logical_or", "torch.logical_xor", "torch.bitwise_and",
+                 "torch.bitwise_or", "torch.bitwise_xor", "torch.mul", "torch.add", "torch.maximum",
+                 "torch.minimum"):
+            if len(node.args) < 2:
+                return None
+            a, b = self._ev(node.args[0].value, env, origin), self._ev(node.args[1].value, env, origin)
+            op = {"and": cst.BitAnd(), "or": cst.BitOr(), "xor": cst.BitXor(), "mul": cst.Multiply(),
+                  "add": cst.Add()}.get(q.split("_")[-1].split(".")[-1])
+            if op is None:
+                return None
+            return self._binop(a, op, b, node)
+        if q == "torch.where":
+            c = self._ev(_arg(node, 0, "condition"), env, origin) if node.args else None
+            a = _arg(node, 1, "input")
+            b = _arg(node, 2, "other")
+            if not isinstance(c, MaskVal) or a is None or b is None:
+                return None
+            fa, fb = self._ev(a, env, origin), self._ev(b, env, origin)
+            if isinstance(fa, Fill) and isinstance(fb, Fill):
+                fill = fa if fa.region == "N" else fb if fb.region == "N" else None
+                dt = "bool" if fa.is_bool and fb.is_bool else "float"
+                unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
+                return MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
+                               c.polarity, c.origin or origin, c.repeated, unit=unit)
+            return None
+        if q.endswith("functional.pad") or q == "torch.nn.functional.pad":
+            src = self._ev(_arg(node, 0), env, origin) if node.args else None
+            if isinstance(src, MaskVal) and src.pattern == ALL_P:
+                return MaskVal(None, src.dtype, None, "keep", origin)
+            return None
+        if meth is None:
+            return None
+        if isinstance(recv, ModuleRef) and meth in ("eval", "train", "to", "cuda", "cpu", "half",
+                                                    "float", "requires_grad_"):
+            return recv
+        # --- methods on a mask value
+        if isinstance(recv, IndexVal):
+            if meth == "unsqueeze":
+                d = _int_of(_arg(node, 0, "dim"))
+                if d in (-1, 1):
+                    return IndexVal("row", recv.offset)
+                if d in (0, -2):
+                    return IndexVal("col", recv.offset)
+            if meth in ("view", "reshape") and len(node.args) == 2:
+                a, b = _int_of(node.args[0].value), _int_of(node.args[1].value)
+                if b == 1:
+                    return IndexVal("row", recv.offset)
+                if a == 1:
+                    return IndexVal("col", recv.offset)
+            if meth in ("to", "long", "int", "float", "cuda", "cpu"):
+                return recv
+            return None
+        if not isinstance(recv, MaskVal):
+            return None
+        m = recv
+        if meth in ("tril", "triu", "tril_", "triu_"):
+            dnode = _arg(node, 0, "diagonal")
+            d = 0 if dnode is None else _int_of(dnode)
+            p = p_tril(m.pattern, d) if meth.startswith("tril") else p_triu(m.pattern, d)
+            return replace(m, pattern=p, origin=node if origin is node or not meth.endswith("_")
+                           else origin)
+        if meth in _PRESERVE_METHODS:
+            if meth == "repeat" and node.args and _int_of(node.args[0].value) != 1:
+                return replace(m, repeated=True)
+            return m
+        if meth in ("transpose", "swapaxes") and len(node.args) == 2:
+            dims = {_int_of(node.args[0].value), _int_of(node.args[1].value)}
+            return m.with_pattern(p_transpose(m.pattern)) if dims == {-1, -2} else m.with_pattern(None)
+        if meth in ("t", "mT"):
+            return m.with_pattern(p_transpose(m.pattern))
+        if meth == "bool":
+            return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
+        if meth in _FLOAT_METHODS:
+            return replace(m, dtype="float")
+        if meth in _INT_METHODS:
+            return replace(m, dtype="int")
+        if meth in ("to", "type", "type_as"):
+            a = _arg(node, 0, "dtype")
+            text = self.ctx.module.code_for_node(a) if a is not None else ""
+            dt = _dtype_of(a, self.ctx) if a is not None else None
+            if meth == "type_as":
+                return replace(m, dtype="float" if m.dtype != "bool" else "float")
+            if dt == "bool":
+                return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
+            if dt is not None:
+                return replace(m, dtype=dt)
+            if "device" in text or a is None:
+                return m
+            if "dtype" in text:
+                return replace(m, dtype="float")
+            return m
+        if meth == "logical_not":
+            return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin, m.repeated)
+        if meth in ("logical_and", "logical_or", "bitwise_and", "bitwise_or", "mul", "add"):
+            other = self._ev(_arg(node, 0), env, origin) if node.args else None
+            op = {"logical_and": cst.BitAnd(), "bitwise_and": cst.BitAnd(),
+                  "logical_or": cst.BitOr(), "bitwise_or": cst.BitOr(), "mul": cst.Multiply(),
+                  "add": cst.Add()}[meth]
+            return self._binop(m, op, other, node)
+        if meth in ("masked_fill", "masked_fill_"):
+            mm = self._ev(_arg(node, 0, "mask"), env, origin) if node.args else None
+            fnode = _arg(node, 1, "value")
+            f = self._ev(fnode, env, origin) if fnode is not None else None
+            if not isinstance(f, Fill):
+                return m.with_pattern(None)
+            if f.overflows_fp16 and self.recording:
+                self.result.fill_sites.append(FillSite(f, f.node or fnode, "masked_fill",
+                                                       func.value))
+            mp = mm.pattern if isinstance(mm, MaskVal) else None
+            region = f.region
+            if m.dtype == "bool" and region is not None:
+                region = "Z" if region == "Z" else "P"  # the value is cast to the tensor's dtype
+            fill = f if region == "N" else m.fill
+            dt = m.dtype
+            pol = m.polarity or (mm.polarity if isinstance(mm, MaskVal) else None)
+            unit = m.unit and (region != "P" or dt == "bool" or f.value == 1.0)
+            return MaskVal(p_masked_fill(m.pattern, mp, region), dt, fill, pol,
+                           (mm.origin if isinstance(mm, MaskVal) and mm.origin else m.origin),
+                           m.repeated, unit=unit)
+        if meth in ("unfold", "flatten"):
+            return m.with_pattern(None)
+        if meth in ("flip", "roll", "sum", "cumsum", "any", "all", "nonzero", "float_power"):
+            return None
+        return None
+
+    def _binop(self, a, op, b, node) -> Any:
+        if isinstance(a, Fill) and isinstance(b, Fill):
+            if a.kind == b.kind == "literal" and a.value is not None and b.value is not None:
+                try:
+                    if isinstance(op, cst.Multiply):
+                        return Fill("literal", a.value * b.value, node)
+                    if isinstance(op, cst.Add):
+                        return Fill("literal", a.value + b.value, node)
+                    if isinstance(op, cst.Subtract):
+                        return Fill("literal", a.value - b.value, node)
+                    if isinstance(op, cst.Divide) and b.value:
+                        return Fill("literal", a.value / b.value, node)
+                    if isinstance(op, cst.Power):
+                        return Fill("literal", a.value ** b.value, node)
+                except (OverflowError, ZeroDivisionError):
+                    return None
+            return None
+        if isinstance(a, IndexVal) or isinstance(b, IndexVal):
+            if isinstance(a, IndexVal) and isinstance(b, Fill) and b.kind == "literal":
+                off = None if a.offset is None or b.value is None or b.value != int(b.value) else (
+                    a.offset + int(b.value) if isinstance(op, cst.Add)
+                    else a.offset - int(b.value) if isinstance(op, cst.Subtract) else None)
+                return IndexVal(a.axis, off) if isinstance(op, (cst.Add, cst.Subtract)) else None
+            if isinstance(b, IndexVal) and isinstance(a, Fill) and isinstance(op, cst.Add) \
+                    and a.kind == "literal" and a.value == int(a.value or 0):
+                return IndexVal(b.axis, None if b.offset is None else b.offset + int(a.value))
+            if isinstance(a, IndexVal) and isinstance(op, (cst.Add, cst.Subtract)) and b is None:
+                return IndexVal(a.axis, None)
+            return None
+        if isinstance(a, MaskVal) and isinstance(b, MaskVal):
+            if isinstance(op, cst.Multiply) and "N" in (a.pattern or ()) + (b.pattern or ()):
+                return MaskVal(None, "float", a.fill or b.fill, a.polarity or b.polarity)
+            if isinstance(op, (cst.BitAnd, cst.Multiply)):
+                return MaskVal(p_and(a.pattern, b.pattern), a.dtype if a.dtype == b.dtype else None,
+                               a.fill or b.fill, a.polarity or b.polarity, a.origin or b.origin,
+                               a.repeated or b.repeated, unit=a.unit and b.unit)
+            if isinstance(op, cst.BitOr):
+                return MaskVal(p_or(a.pattern, b.pattern), "bool", None, a.polarity or b.polarity,
+                               a.origin or b.origin, a.repeated or b.repeated)
+            if isinstance(op, cst.BitXor):
+                return MaskVal(p_xor(a.pattern, b.pattern), "bool", None, None,
+                               a.origin or b.origin)
+            if isinstance(op, cst.Add):
+                summed = bool(a.fill and b.fill and a.fill.kind == b.fill.kind == "finfo_min")
+                if summed and self.recording:
+                    self.result.summed_min.append(node)
+                return MaskVal(p_add(a.pattern, b.pattern), "float" if "float" in (a.dtype, b.dtype)
+                               else a.dtype, a.fill or b.fill, a.polarity or b.polarity,
+                               a.origin or b.origin, a.repeated or b.repeated, summed,
+                               unit=False)
+            return None
+        if isinstance(a, MaskVal) and isinstance(b, Fill) or isinstance(b, MaskVal) and isinstance(a, Fill):
+            m, f, mask_left = (a, b, True) if isinstance(a, MaskVal) else (b, a, False)
+            if isinstance(op, cst.Multiply):
+                if f.kind == "literal" and f.value is not None:
+                    scaled_fill = m.fill.scaled(f.value) if m.fill else None
+                    pat = p_scale(m.pattern, f.value)
+                    if f.value < 0 and m.pattern is not None and "P" in m.pattern:
+                        scaled_fill = f
+                    if f.overflows_fp16 and self.recording:
+                        self.result.fill_sites.append(FillSite(f, f.node or node, "additive"))
+                    unit = (m.unit and f.value == 1.0) or not (pat and "P" in pat)
+                    return MaskVal(pat, "float", scaled_fill, m.polarity, m.origin, m.repeated,
+                                   unit=unit)
+                if f.kind in ("neg_inf", "finfo_min", "pos_inf", "finfo_max"):
+                    sign = -1.0 if f.region == "N" else 1.0
+                    pat = p_scale(m.pattern, sign)
+                    return MaskVal(pat, "float", f if sign < 0 else None,
+                                   m.polarity, m.origin, m.repeated, unit=not (pat and "P" in pat))
+                return None
+            if isinstance(op, cst.Subtract) and f.kind == "literal":
+                unit = m.unit or m.dtype == "bool"
+                if not mask_left and f.value == 1.0:
+                    p = p_one_minus(m.pattern, unit)
+                    return MaskVal(p, "float", None, _flip(m.polarity), m.origin, m.repeated,
+                                   unit=not (m.pattern and "N" in m.pattern))
+                if mask_left and f.value == 1.0:
+                    return MaskVal(p_minus_one(m.pattern, unit), "float", Fill("literal", -1.0),
+                                   _flip(m.polarity), m.origin, m.repeated, unit=True)
+                return None
+            if isinstance(op, cst.BitXor) and f.is_bool and f.value == 1.0:
+                return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin)
+            return None
+        return None
+
+    def _compare(self, node: cst.Comparison, env) -> Any:
+        if len(node.comparisons) != 1:
+            return None
+        comp = node.comparisons[0]
+        op = {cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">",
+              cst.GreaterThanEqual: ">=", cst.Equal: "==", cst.NotEqual: "!="}.get(type(comp.operator))
+        if op is None:
+            return None
+        a = self._ev(node.left, env, node)
+        b = self._ev(comp.comparator, env, node)
+        if isinstance(a, IndexVal) and isinstance(b, IndexVal):
+            axes = {a.axis, b.axis}
+            if a.offset is None or b.offset is None or "row" not in axes or axes == {"row"}:
+                return MaskVal(None, "bool", None, None, node)
+            row_first = a.axis == "row"
+            row, col = (a, b) if row_first else (b, a)
+            return MaskVal(p_compare_index(op, row.offset, col.offset, row_first), "bool", None,
+                           None, node)
+        if isinstance(b, MaskVal) and isinstance(a, Fill):
+            a, b = b, a
+            op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+        if isinstance(a, MaskVal) and isinstance(b, Fill):
+            r = b.region
+            p = a.pattern
+            if op == "==" and r == "Z":
+                return MaskVal(p_not(p), "bool", None, _flip(a.polarity), a.origin, a.repeated)
+            if op in ("!=", ">") and r == "Z":
+                pp = p_truthy(p) if op == "!=" else p_select(p, "P")
+                return MaskVal(pp, "bool", None, a.polarity, a.origin, a.repeated)
+            if op == "<" and r == "Z":
+                return MaskVal(p_select(p, "N"), "bool", None, _flip(a.polarity), a.origin,
+                               a.repeated)
+            if op == "==" and r == "P" and (b.value == 1.0 or b.is_bool):
+                return MaskVal(p_select(p, "P"), "bool", None, a.polarity, a.origin, a.repeated)
+            if op == "==" and r == "N" and a.fill == replace(b, node=None):
+                return MaskVal(p_select(p, "N"), "bool", None, _flip(a.polarity), a.origin)
+            return MaskVal(None, "bool", None, None, node)
+        # padding-style comparisons: x != pad_id (keep) / x == pad_id (block)
+        text = self.ctx.module.code_for_node(comp.comparator).lower()
+        if "pad" in text and op in ("==", "!="):
+            return MaskVal(None, "bool", None, "keep" if op == "!=" else "block", node)
+        return None
+
+
+def _join(a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        return None
+    if a == b:
+        return a
+    if isinstance(a, MaskVal) and isinstance(b, MaskVal):
+        return MaskVal(p_join(a.pattern, b.pattern), a.dtype if a.dtype == b.dtype else None,
+                       a.fill if a.fill == b.fill else None,
+                       a.polarity if a.polarity == b.polarity else None,
+                       a.origin if a.pattern == b.pattern else None, a.repeated or b.repeated,
+                       unit=a.unit and b.unit)
+    if isinstance(a, Fill) and isinstance(b, Fill):
+        return a if a.kind == b.kind and a.value == b.value else None
+    return None
+
+
+class _State:
+    __slots__ = ("env", "tags")
+
+    def __init__(self, env: dict, tags: dict) -> None:
+        self.env = env
+        self.tags = tags
+
+    def copy(self) -> "_State":
+        return _State(dict(self.env), dict(self.tags))
+
+    def join(self, other: "_State") -> "_State":
+        env = {}
+        for k in set(self.env) | set(other.env):
+            if k in self.env and k in other.env:
+                v = _join(self.env[k], other.env[k])
+                if v is not None:
+                    env[k] = v
+            else:
+                env[k] = self.env.get(k, other.env.get(k))
+        tags = dict(self.tags)
+        tags.update(other.tags)
+        return _State(env, tags)
+
+    def assign_from(self, other: "_State") -> None:
+        self.env = other.env
+        self.tags = other.tags
+
+
+def analyze(ctx) -> MaskAnalysis:
+    """Run the mask algebra over ``ctx.module`` (a :class:`~attncheck.lint.context.FileContext`).
+
+    Two passes over every function (module level and class methods, plus nested functions):
+    the first collects the mask/fill values passed at same-file call sites, the second binds
+    them to parameters and records every consumer (:class:`MaskUse`).
+    """
+    global _KIDS
+    saved, _KIDS = _KIDS, {}
+    try:
+        return _analyze(ctx)
+    finally:
+        _KIDS = saved
+
+
+def _analyze(ctx) -> MaskAnalysis:
+    an = _Analyzer(ctx)
+    nested: list[_Function] = []
+    for f in an.all_functions:
+        for n in _walk_nested(f.node):
+            nested.append(_Function(n, f.cls, f"{f.qual}.{n.name.value}"))
+    funcs = [f for f in an.all_functions + nested if _relevant(f.node)]
+    for f in funcs:  # pass 1: call-site arguments
+        an.current = f
+        if f.cls is not None:
+            an.class_attr(f.cls, "")
+        an._run_function(f, {})
+    an.recording = True
+    for f in funcs:  # pass 2: record uses
+        an.current = f
+        an._run_function(f, an._param_env(f))
+    an.current = None
+    return an.result
+
+
+_RELEVANT = frozenset({
+    "masked_fill", "masked_fill_", "where", "scaled_dot_product_attention", "tril", "triu",
+    "tril_", "triu_", "triu_indices", "tril_indices", "register_buffer", "arange", "softmax",
+    "log_softmax", "generate_square_subsequent_mask", "finfo", "MultiheadAttention",
+    "multi_head_attention_forward", "is_causal", "attn_mask",
+})
+
+
+def _relevant(fn: cst.FunctionDef) -> bool:
+    """Whether a function mentions anything the mask analysis could use (cheap name scan)."""
+    for n in _walk_exprs(fn.body):
+        if isinstance(n, cst.Name) and (n.value in _RELEVANT or "mask" in n.value):
+            return True
+    return False
+
+
+def _walk_nested(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
+    stack = list(_children(fn.body))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.FunctionDef):
+            yield n
+            stack.extend(_children(n.body))
+        elif isinstance(n, (cst.ClassDef, cst.Lambda, cst.BaseExpression)):
+            continue
+        else:
+            stack.extend(_children(n))

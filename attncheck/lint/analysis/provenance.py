@@ -1,0 +1,1771 @@
+"""Score provenance: an abstract interpreter over each function body of one file.
+
+It answers, for the attention rules (ATT1xx scale, ATT301 softmax axis, ATT401/402 head layout):
+
+* which expressions are attention **scores** — ``q @ kᵀ`` via ``@``, ``torch.matmul``, ``torch.bmm``,
+  ``torch.baddbmm`` (``alpha=``) or ``torch.einsum``/``einops.einsum`` with a literal equation whose
+  contracted index is the feature axis (a runtime equation is *unknown*: no scores, no finding);
+* which **factors** scaled them — on q, on k, on the scores, ``alpha=``, SDPA's ``scale=`` and its
+  default ``1/√E`` (PyTorch ``F.scaled_dot_product_attention`` docs) — each factor a symbolic
+  product of dimension powers (:class:`Sym`), e.g. ``self.head_dim ** -0.5`` = ``head_dim^-0.5``;
+* which **softmax** consumed them, over which axis, with the scores' rank and key axis;
+* the **axis layout** of tensors in terms of atoms ``B`` (batch), ``L`` (tokens), ``H`` (heads), ``d``
+  (head dim); a width ``E`` is ``H·d``.  A ``view``/``reshape`` that moves ``H`` across ``L`` without a
+  transpose is recorded as a :class:`ViewEvent`.
+
+Facts are followed through sequential local assignments (tuple unpacking, augmented assignment,
+``q, k, v = (f(t) for t in (q, k, v))``), attributes set in ``__init__`` (numbers, ``nn.Linear``,
+``nn.Softmax(dim=...)``, ``register_buffer``), and helper functions/methods of the same file, which
+are *inlined* at their call sites with the caller's argument values (a helper never called in the
+file is analysed on its own with opaque parameters).  No scope or qualified-name metadata is used:
+names resolve through :meth:`FileContext.qualname` and this module's own dataflow.
+
+Everything unknown stays unknown: rules only fire on established facts.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import libcst as cst
+
+# --------------------------------------------------------------------------- names → roles
+
+_HEAD_DIM_NAMES = {
+    "head_dim", "d_k", "dk", "d_v", "d_head", "dim_head", "head_size", "attention_head_size",
+    "head_dims", "d_kv", "dim_per_head", "hd", "d", "key_dim", "qk_dim", "d_qk", "kv_channels",
+    "head_channels", "size_per_head", "qk_head_dim", "attn_head_size", "head_features",
+}
+_WIDTH_NAMES = {
+    "c", "e", "d_model", "dmodel", "embed_dim", "hidden_size", "n_embd", "n_embed", "dim", "emb_dim",
+    "embedding_dim", "embed_size", "n_state", "channels", "all_head_size", "inner_dim", "hidden_dim",
+    "width", "model_dim", "d_embed", "n_embed", "num_channels", "in_channels", "query_dim", "embedding_size",
+}
+_HEADS_NAMES = {
+    "heads", "num_heads", "n_head", "n_heads", "nh", "num_attention_heads", "num_key_value_heads",
+    "head_num", "nheads", "num_kv_heads", "n_kv_heads", "nhead", "num_head", "n_kv_head", "head_count",
+}
+_BATCH_NAMES = {"b", "bs", "bsz", "batch", "batch_size", "nbatches", "n_batch", "nb", "b_"}
+_SEQ_NAMES = {
+    "t", "l", "n", "seq_len", "seqlen", "seq_length", "tgt_len", "src_len", "q_len", "kv_len", "k_len",
+    "query_length", "key_length", "length", "sequence_length", "num_tokens", "len_q", "len_k", "lq", "lk",
+    "s", "kv_seq_len", "key_len", "query_len", "n_ctx", "seq", "tokens", "q_length", "kv_length",
+}
+_SCALE_NAME = re.compile(r"(^|_)(scale|scaling|softmax_scale|sm_scale|scale_factor|norm_factor|"
+                         r"inv_norm_factor|attn_scale|qk_scale|scalar|temperature|inv_sqrt)", re.I)
+# a parameter with these names is a softmax scale supplied by the caller
+SCALE_PARAM = re.compile(r"^(scale|scaling|softmax_scale|sm_scale|attn_scale|qk_scale|scale_factor)$")
+
+
+def _leaf(text: str) -> str:
+    return text.rsplit(".", 1)[-1].lower()
+
+
+def role_by_name(text: str) -> str:
+    """Role of a dimension from its name: ``d`` head dim, ``E`` width, ``H`` heads, ``B``, ``L``, ``?``."""
+    leaf = _leaf(text)
+    raw = text.rsplit(".", 1)[-1]
+    if leaf in _HEADS_NAMES:
+        return "H"
+    if leaf in _HEAD_DIM_NAMES:
+        return "d"
+    if leaf in _WIDTH_NAMES:
+        return "E"
+    if leaf in _BATCH_NAMES:
+        return "B"
+    if leaf in _SEQ_NAMES or raw in ("T", "L", "N", "S"):
+        return "L"
+    return "?"
+
+
+# --------------------------------------------------------------------------- symbolic scalars
+
+@dataclass(frozen=True)
+class Dim:
+    """A named dimension: ``text`` for messages, ``role`` (d/E/H/B/L/?), known ``value``, ``atoms``."""
+
+    text: str
+    role: str = "?"
+    value: float | None = None
+    atoms: tuple[str, ...] | None = None
+
+    def get_atoms(self) -> tuple[str, ...]:
+        if self.atoms is not None:
+            return self.atoms
+        return {"B": ("B",), "L": ("L",), "H": ("H",), "d": ("d",), "E": ("H", "d")}.get(
+            self.role, ("?" + self.text,))
+
+
+@dataclass(frozen=True)
+class Sym:
+    """A symbolic scalar ``coef · Π dim^exp``.  ``coef is None``: unknown number.
+
+    ``opaque``: something unknown (a tensor, a learned parameter, an unresolved call) — as a scale
+    factor it means "scaled by something we cannot classify".  ``default_one``: a scale parameter
+    whose value is its default ``1.0`` (name of the parameter); ``explicit_one``: ``1.0`` passed
+    explicitly as ``scale=1.0`` / ``scaling=1.0`` (T5's intentional unscaled attention).
+    """
+
+    coef: float | None = 1.0
+    pows: tuple[tuple[Dim, float], ...] = ()
+    opaque: bool = False
+    name: str | None = None
+    default_one: str | None = None
+    explicit_one: bool = False
+
+    # constructors
+    @staticmethod
+    def lit(v: float) -> "Sym":
+        return Sym(coef=float(v))
+
+    @staticmethod
+    def dim(d: Dim) -> "Sym":
+        return Sym(pows=((d, 1.0),))
+
+    def is_literal(self) -> bool:
+        return not self.opaque and not self.pows and self.coef is not None
+
+    def value(self) -> float | None:
+        if self.opaque or self.coef is None:
+            return None
+        v = self.coef
+        for d, e in self.pows:
+            if d.value is None:
+                return None
+            try:
+                v *= float(d.value) ** e
+            except (ZeroDivisionError, OverflowError, ValueError):
+                return None
+        return v
+
+    def mul(self, other: "Sym") -> "Sym":
+        if self.opaque or other.opaque:
+            return Sym(coef=None, opaque=True, name=self.name or other.name)
+        pows: dict[Dim, float] = {}
+        for d, e in self.pows + other.pows:
+            pows[d] = pows.get(d, 0.0) + e
+        coef = None if self.coef is None or other.coef is None else self.coef * other.coef
+        return Sym(coef=coef, pows=tuple((d, e) for d, e in pows.items() if abs(e) > 1e-12),
+                   name=self.name or other.name)
+
+    def pow(self, p: float) -> "Sym":
+        if self.opaque:
+            return Sym(coef=None, opaque=True, name=self.name)
+        coef = None
+        if self.coef is not None:
+            try:
+                coef = self.coef ** p if self.coef > 0 or float(p).is_integer() else None
+            except (ZeroDivisionError, OverflowError):
+                coef = None
+        return Sym(coef=coef, pows=tuple((d, e * p) for d, e in self.pows), name=self.name)
+
+    def inv(self) -> "Sym":
+        return self.pow(-1.0)
+
+    def atoms(self) -> tuple[str, ...] | None:
+        """Axis atoms of an integer dimension expression (``B * H`` → ``('B', 'H')``)."""
+        if self.opaque:
+            return ("?" + (self.name or "opaque"),)
+        out: list[str] = []
+        if self.coef is None:
+            return None
+        if self.coef != 1:
+            if self.coef == -1 and not self.pows:
+                return ("REST",)
+            out.append(f"#{self.coef:g}")
+        for d, e in self.pows:
+            if e == 1:
+                out.extend(d.get_atoms())
+        for d, e in self.pows:
+            if e == -1:
+                for a in d.get_atoms():
+                    if a in out:
+                        out.remove(a)
+                    elif a == "H" and "d" not in out and ("H" in out or "E" in out):
+                        return None
+                    else:
+                        return None
+            elif e != 1:
+                return None
+        return tuple(out)
+
+    def text(self) -> str:
+        if self.opaque:
+            return self.name or "?"
+        parts = []
+        if self.coef is not None and self.coef != 1:
+            parts.append(f"{self.coef:g}")
+        for d, e in self.pows:
+            if e == 1:
+                parts.append(d.text)
+            elif e == -0.5:
+                parts.append(f"1/√{d.text}")
+            elif e == 0.5:
+                parts.append(f"√{d.text}")
+            elif e == -1:
+                parts.append(f"1/{d.text}")
+            else:
+                parts.append(f"{d.text}^{e:g}")
+        return " · ".join(parts) or "1"
+
+
+ONE = Sym()
+
+
+# --------------------------------------------------------------------------- abstract values
+
+@dataclass(frozen=True)
+class Factor:
+    """One multiplicative factor applied to q, k or the scores. ``where``: q/k/scores/alpha/sdpa/sdpa-default."""
+
+    sym: Sym
+    where: str
+    node: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A tensor's known facts.
+
+    ``axes``: tuple of axes, each a tuple of atoms (``('B', 'H')`` = batch and heads merged); an axis
+    ``('*',)`` stands for "leading axes not known"; ``None`` = layout unknown.  ``rank`` when known.
+    ``factors``: scale factors applied so far.  ``origin``: ``proj`` (output of a projection or a
+    fresh tensor: not pre-scaled), ``param`` (a function parameter: a caller may have pre-scaled it),
+    ``unknown``.  ``scores``: derived from q·kᵀ; ``key_axis`` negative index of the key axis.
+    ``kT``: the last two axes of a key were swapped.  ``pending``: a non-negative transpose on a
+    tensor of unknown rank, resolved once the rank is known (``bmm`` → 3).  ``last``: the size of the
+    last axis; ``perhead``: q/k split into heads; ``token_major``: heads still packed in the last axis
+    (B, L, H·d); ``normalized``: ``F.normalize``-d (cosine attention).
+    """
+
+    rank: int | None = None
+    axes: tuple[tuple[str, ...], ...] | None = None
+    factors: tuple[Factor, ...] = ()
+    origin: str = "unknown"
+    scores: bool = False
+    key_axis: int | None = None
+    kT: bool = False
+    pending: tuple[int, int] | None = None
+    last: Dim | None = None
+    perhead: bool = False
+    token_major: bool = False
+    normalized: bool = False
+    softmaxed: bool = False
+    uncertain: bool = False  # factors differ between branches
+    q: "Tensor | None" = field(default=None, compare=False, repr=False)
+    k: "Tensor | None" = field(default=None, compare=False, repr=False)
+    node: Any = field(default=None, compare=False, repr=False)
+    dims: tuple = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Tup:
+    items: tuple
+    star_unknown: bool = False  # contains an unknown-length part
+
+
+@dataclass(frozen=True)
+class ShapeVal:
+    """``t.shape`` / ``t.size()``: lazily creates per-axis Dims."""
+
+    t: Tensor
+    text: str
+    start: int = 0
+    stop_minus: int = 0  # shape[:-1] → 1
+
+
+@dataclass(frozen=True)
+class ModVal:
+    """An ``nn`` module stored on self: kind linear/softmax/dropout/norm/other."""
+
+    kind: str
+    dim: Any = None
+    in_f: Sym | None = None
+    out_f: Sym | None = None
+    has_dim: bool = False
+
+
+@dataclass(frozen=True)
+class FuncRef:
+    name: str
+    bound_self: Any = None
+
+
+@dataclass
+class SelfVal:
+    cls: str
+    attrs: dict = field(default_factory=dict)
+
+
+class Unknown:
+    pass
+
+
+UNK = Unknown()
+
+
+# --------------------------------------------------------------------------- events for the rules
+
+@dataclass
+class ScaleEvent:
+    """Scores reach a softmax (``kind='softmax'``) or q, k reach SDPA (``kind='sdpa'``).
+
+    ``factors``: all factors applied (q, k, scores, ``alpha``, SDPA ``scale``/default);
+    ``q``/``k``: the operand facts; ``node``: where to report.
+    """
+
+    kind: str
+    node: Any = field(repr=False)
+    factors: tuple[Factor, ...]
+    q: Tensor | None
+    k: Tensor | None
+    scores: Tensor | None
+    uncertain: bool = False
+
+
+@dataclass
+class SoftmaxEvent:
+    """A softmax over ``dim`` (``None`` = implicit) applied to scores of ``rank``, key axis ``key_axis``."""
+
+    node: Any = field(repr=False)
+    dim: int | None
+    implicit: bool
+    rank: int | None
+    key_axis: int | None
+    func: str
+
+
+@dataclass
+class ViewEvent:
+    """A view/reshape moving the heads axis across the token axis. ``code`` ATT401 (split) / ATT402 (merge)."""
+
+    node: Any = field(repr=False)
+    code: str
+    in_axes: tuple
+    out_axes: tuple
+
+
+@dataclass
+class Provenance:
+    scale_events: list[ScaleEvent] = field(default_factory=list)
+    softmax_events: list[SoftmaxEvent] = field(default_factory=list)
+    view_events: list[ViewEvent] = field(default_factory=list)
+
+    def _dedup(self) -> None:
+        for name in ("scale_events", "softmax_events", "view_events"):
+            seen: dict = {}
+            for e in getattr(self, name):
+                key = (id(e.node), getattr(e, "code", None))
+                seen.setdefault(key, []).append(e)
+            setattr(self, name, [v for evs in seen.values() for v in evs])
+
+
+# --------------------------------------------------------------------------- helpers
+
+_TORCH_SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}
+_SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
+_PASSTHROUGH_METHODS = {
+    "contiguous", "float", "half", "bfloat16", "double", "to", "type_as", "type", "clone", "detach",
+    "masked_fill", "masked_fill_", "clamp", "clamp_", "cuda", "cpu", "requires_grad_", "add", "add_",
+    "sub", "nan_to_num", "masked_scatter", "tanh",
+}
+
+
+def _int_of(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        v = _int_of(node.expression)
+        return -v if v is not None else None
+    return None
+
+
+def _num_of(node: cst.BaseExpression) -> float | None:
+    if isinstance(node, (cst.Integer, cst.Float)):
+        try:
+            return float(node.value.replace("_", ""))
+        except ValueError:
+            return None
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        v = _num_of(node.expression)
+        return -v if v is not None else None
+    return None
+
+
+def _arg(call: cst.Call, pos: int | None, kw: str | None) -> cst.BaseExpression | None:
+    i = 0
+    for a in call.args:
+        if a.keyword is not None:
+            if kw is not None and a.keyword.value == kw:
+                return a.value
+            continue
+        if a.star:
+            return None if pos is not None and i <= pos else None
+        if pos is not None and i == pos:
+            return a.value
+        i += 1
+    return None
+
+
+def _code(node: cst.CSTNode) -> str:
+    from attncheck.lint.context import dotted_name
+
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        d = dotted_name(node)
+        if d is not None:
+            return d
+    if isinstance(node, cst.Subscript):
+        return _code(node.value) + "[…]"
+    if isinstance(node, cst.Call):
+        return _code(node.func) + "(…)"
+    try:
+        return cst.Module([]).code_for_node(node)
+    except Exception:  # pragma: no cover
+        return "?"
+
+
+def mentions_training(node: cst.CSTNode) -> bool:
+    """Whether an expression reads a ``training`` flag (``self.training``, ``module.training``, ``training``)."""
+    found = False
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            nonlocal found
+            if n.value in ("training", "is_training", "train"):
+                found = True
+
+        def visit_Attribute(self, n: cst.Attribute) -> None:
+            nonlocal found
+            if n.attr.value in ("training", "is_training"):
+                found = True
+
+    node.visit(V())
+    return found
+
+
+def parse_einsum(eq: str) -> tuple[list[str], str] | None:
+    """``"bhid,bhjd->bhij"`` → (["bhid", "bhjd"], "bhij"); einops-style spaces allowed; None if odd."""
+    if "->" not in eq:
+        return None
+    lhs, rhs = eq.split("->", 1)
+    ins = []
+    for part in lhs.split(","):
+        tok = part.replace(" ", "").replace("...", "…")
+        ins.append(tok)
+    out = rhs.replace(" ", "").replace("...", "…")
+    # einops multi-letter names: only accept single-letter patterns (or space-separated single tokens)
+    if " " in lhs.strip() or " " in rhs.strip():
+        names_in = [p.split() for p in lhs.split(",")]
+        names_out = rhs.split()
+        if any(len(n) > 1 and n != "..." for grp in names_in for n in grp) or any(
+                len(n) > 1 and n != "..." for n in names_out):
+            # map multi-letter names to unique chars
+            table: dict[str, str] = {}
+
+            def ch(n: str) -> str:
+                if n == "...":
+                    return "…"
+                if n not in table:
+                    table[n] = chr(0x4E00 + len(table))
+                return table[n]
+
+            ins = ["".join(ch(n) for n in grp) for grp in names_in]
+            out = "".join(ch(n) for n in names_out)
+    return ins, out
+
+
+# --------------------------------------------------------------------------- the interpreter
+
+class _Return(Exception):
+    pass
+
+
+class Analyzer:
+    MAX_DEPTH = 3
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self.result = Provenance()
+        self.funcs: dict[str, cst.FunctionDef] = {}
+        self.classes: dict[str, cst.ClassDef] = {}
+        self.methods: dict[str, dict[str, cst.FunctionDef]] = {}
+        self.selfs: dict[str, SelfVal] = {}
+        self.called: set[str] = set()
+        self.stack: list[cst.FunctionDef] = []
+
+    # ---- module walk
+    def run(self) -> Provenance:
+        module = self.ctx.module
+        for stmt in module.body:
+            if isinstance(stmt, cst.FunctionDef):
+                self.funcs[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.ClassDef):
+                self.classes[stmt.name.value] = stmt
+                ms = {}
+                for s in stmt.body.body:
+                    if isinstance(s, cst.FunctionDef):
+                        ms[s.name.value] = s
+                self.methods[stmt.name.value] = ms
+        self._collect_calls(module)
+        for cname, ms in self.methods.items():
+            sv = SelfVal(cname)
+            self.selfs[cname] = sv
+            init = ms.get("__init__")
+            if init is not None:
+                self._run_function(init, sv, None, depth=0, record=False)
+        for cname, ms in self.methods.items():
+            for mname, fn in ms.items():
+                if mname == "__init__" or (mname in self.called and mname != "forward"):
+                    continue
+                self._run_function(fn, self.selfs[cname], None, depth=0)
+        for fname, fn in self.funcs.items():
+            if fname in self.called:
+                continue
+            self._run_function(fn, None, None, depth=0)
+        return self.result
+
+    def _collect_calls(self, module: cst.Module) -> None:
+        """Names of file-local functions/methods called (or referenced, ``fn = helper``) inside some
+        function body.  Cheap text scan: no second tree traversal.  A helper that is called is
+        analysed only inlined at its call sites (with the caller's values)."""
+        names = set(self.funcs) | {m for ms in self.methods.values() for m in ms}
+        if not names:
+            return
+        src = self.ctx.source
+        # only text inside def bodies counts: drop module-level statements (``if __name__ == ...``)
+        body_lines = []
+        def_indent: int | None = None
+        for line in src.splitlines():
+            stripped = line.lstrip()
+            if not stripped or stripped.startswith("#"):
+                continue
+            indent = len(line) - len(stripped)
+            if def_indent is not None and indent <= def_indent and not stripped.startswith((")", "]", "}")):
+                def_indent = None
+            if def_indent is None and (stripped.startswith("def ") or stripped.startswith("async def ")):
+                def_indent = indent
+                continue
+            if def_indent is not None:
+                body_lines.append(line)
+        text = "\n".join(body_lines)
+        pat = re.compile(r"(?<![\w.])(?:self\.|cls\.)?([A-Za-z_]\w*)\s*\(|=\s*([A-Za-z_]\w*)\s*$", re.M)
+        for m in pat.finditer(text):
+            nm = m.group(1) or m.group(2)
+            if nm in names and not text[max(0, m.start() - 4):m.start()].endswith("def "):
+                self.called.add(nm)
+
+    # ---- functions
+    def _run_function(self, fn: cst.FunctionDef, selfv: SelfVal | None, bound: dict | None,
+                      depth: int, record: bool = True, call_kw: set | None = None) -> Any:
+        if fn in self.stack or depth > self.MAX_DEPTH:
+            return UNK
+        env: dict[str, Any] = {}
+        params = fn.params
+        plist = list(params.posonly_params) + list(params.params)
+        all_params = plist + list(params.kwonly_params)
+        is_method = selfv is not None and plist and plist[0].name.value in ("self", "cls")
+        for i, p in enumerate(all_params):
+            name = p.name.value
+            if is_method and i == 0:
+                env[name] = selfv
+                continue
+            if bound is not None and name in bound:
+                env[name] = bound[name]
+                continue
+            default = p.default
+            if default is not None and bound is not None:
+                env[name] = self._param_default(name, default, fn, passed_somewhere=False)
+            elif default is not None:
+                env[name] = self._param_default(name, default, fn, passed_somewhere=False,
+                                                init=fn.name.value == "__init__")
+            else:
+                env[name] = ("param", name)
+        if params.star_arg is not None and isinstance(params.star_arg, cst.Param):
+            env[params.star_arg.name.value] = UNK
+        if params.star_kwarg is not None:
+            env[params.star_kwarg.name.value] = UNK
+        fe = _Frame(self, env, selfv, depth, record)
+        self.stack.append(fn)
+        try:
+            fe.exec_block(fn.body)
+        except _Return:
+            pass
+        except RecursionError:  # pragma: no cover
+            pass
+        finally:
+            self.stack.pop()
+        return fe.ret if fe.ret is not None else UNK
+
+    def _param_default(self, name: str, default: cst.BaseExpression, fn: cst.FunctionDef,
+                       passed_somewhere: bool, init: bool = False) -> Any:
+        v = _num_of(default)
+        if SCALE_PARAM.match(name) and v == 1.0 and not passed_somewhere:
+            return Sym(coef=1.0, default_one=name)
+        if init and v is not None:
+            return Sym.dim(Dim(name, role_by_name(name), v))
+        if isinstance(default, cst.Name) and default.value == "None":
+            return ("param", name)
+        return ("param", name)
+
+
+class _Frame:
+    """Evaluation of one function body."""
+
+    def __init__(self, an: Analyzer, env: dict, selfv: SelfVal | None, depth: int, record: bool) -> None:
+        self.an = an
+        self.ctx = an.ctx
+        self.env = env
+        self.selfv = selfv
+        self.depth = depth
+        self.record = record
+        self.ret: Any = None
+
+    # ---- statements
+    def exec_block(self, block: Any) -> None:
+        body = block.body if isinstance(block, (cst.IndentedBlock,)) else None
+        if body is None:
+            body = block.body if hasattr(block, "body") else []
+        if isinstance(body, (list, tuple)):
+            for s in body:
+                self.exec_stmt(s)
+        else:
+            self.exec_stmt(body)
+
+    def exec_stmt(self, s: cst.CSTNode) -> None:
+        if isinstance(s, cst.SimpleStatementLine):
+            for small in s.body:
+                self.exec_small(small)
+        elif isinstance(s, cst.If):
+            self._exec_if(s)
+        elif isinstance(s, (cst.For, cst.While)):
+            if isinstance(s, cst.For):
+                self.assign(s.target, UNK)
+            self.exec_block(s.body)
+            if s.orelse is not None:
+                self.exec_block(s.orelse.body)
+        elif isinstance(s, cst.With):
+            self.exec_block(s.body)
+        elif isinstance(s, cst.Try):
+            self.exec_block(s.body)
+            for h in s.handlers:
+                self.exec_block(h.body)
+            if s.orelse is not None:
+                self.exec_block(s.orelse.body)
+            if s.finalbody is not None:
+                self.exec_block(s.finalbody.body)
+        elif isinstance(s, cst.FunctionDef):
+            self.env[s.name.value] = UNK
+        elif isinstance(s, cst.IndentedBlock):
+            self.exec_block(s)
+
+    def _exec_if(self, s: cst.If) -> None:
+        self.eval(s.test)
+        before = dict(self.env)
+        self.exec_block(s.body)
+        after_then = self.env
+        self.env = dict(before)
+        if s.orelse is not None:
+            if isinstance(s.orelse, cst.If):
+                self._exec_if(s.orelse)
+            else:
+                self.exec_block(s.orelse.body)
+        after_else = self.env
+        merged = {}
+        for k in set(after_then) | set(after_else):
+            a = after_then.get(k, before.get(k, UNK))
+            b = after_else.get(k, before.get(k, UNK))
+            merged[k] = _join(a, b)
+        self.env = merged
+
+    def exec_small(self, s: cst.CSTNode) -> None:
+        if isinstance(s, cst.Assign):
+            v = self.eval(s.value)
+            for t in s.targets:
+                self.assign(t.target, v)
+        elif isinstance(s, cst.AnnAssign):
+            if s.value is not None:
+                self.assign(s.target, self.eval(s.value))
+        elif isinstance(s, cst.AugAssign):
+            cur = self.eval(s.target)
+            rhs = self.eval(s.value)
+            op = type(s.operator).__name__.replace("Assign", "")
+            self.assign(s.target, self.binop(op, cur, rhs, s))
+        elif isinstance(s, cst.Return):
+            v = self.eval(s.value) if s.value is not None else UNK
+            self.ret = v if self.ret is None else _join(self.ret, v)
+        elif isinstance(s, cst.Expr):
+            self.eval(s.value)
+
+    def assign(self, target: cst.BaseExpression, v: Any) -> None:
+        if isinstance(target, cst.Name):
+            v = _named(v, target.value)
+            self.env[target.value] = v
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            elts = [e.value for e in target.elements]
+            items = self._unpack(v, len(elts))
+            if isinstance(v, ShapeVal):
+                items = self._shape_roles(elts, items)
+            for e, it in zip(elts, items):
+                self.assign(e, it)
+        elif isinstance(target, cst.Attribute):
+            if isinstance(target.value, cst.Name) and isinstance(self.env.get(target.value.value), SelfVal):
+                sv = self.env[target.value.value]
+                val = v
+                if isinstance(v, Sym) and not v.opaque:
+                    val = _named_attr(v, f"self.{target.attr.value}")
+                sv.attrs[target.attr.value] = val
+
+    def _shape_roles(self, elts: list, items: list) -> list:
+        """``a, b, c = t.shape``: names give roles, but two names of one role (``batch_size, dim,
+        num_channels`` where ``dim`` is the sequence) are ambiguous: keep the one at the role's usual
+        position (B first, E/d last, L in between) and make the others unknown."""
+        n = len(elts)
+        roles = []
+        for e, it in zip(elts, items):
+            r = "?"
+            if isinstance(it, Sym) and len(it.pows) == 1 and it.pows[0][0].role != "?":
+                r = it.pows[0][0].role
+            elif isinstance(e, cst.Name):
+                r = role_by_name(e.value)
+            roles.append(r)
+        out = list(items)
+        for r in set(roles) - {"?"}:
+            idx = [i for i, x in enumerate(roles) if x == r]
+            if len(idx) < 2:
+                continue
+            want = 0 if r == "B" else (n - 1 if r in ("E", "d") else None)
+            keep = want if want in idx else None
+            for i in idx:
+                if i != keep and isinstance(elts[i], cst.Name):
+                    out[i] = Sym.dim(Dim(elts[i].value, "?", atoms=("?!" + elts[i].value,)))
+        return out
+
+    def _unpack(self, v: Any, n: int) -> list:
+        if isinstance(v, _Many):
+            return [v.t] * n
+        if isinstance(v, Tup) and len(v.items) == n and not v.star_unknown:
+            return list(v.items)
+        if isinstance(v, ShapeVal):
+            return [self._shape_dim(v, i, None) for i in range(n)]
+        if isinstance(v, Tensor):
+            # iterating a tensor walks its first axis
+            el = replace(v, rank=None if v.rank is None else v.rank - 1,
+                         axes=v.axes[1:] if v.axes is not None and v.axes[0] != ("*",) else None,
+                         key_axis=v.key_axis if v.key_axis is not None and v.rank and v.key_axis > -v.rank else None,
+                         token_major=False, dims=())
+            return [el] * n
+        return [UNK] * n
+
+    # ---- expressions
+    def eval(self, node: cst.BaseExpression | None) -> Any:
+        if node is None:
+            return UNK
+        try:
+            return self._eval(node)
+        except RecursionError:  # pragma: no cover
+            return UNK
+
+    def _eval(self, node: cst.BaseExpression) -> Any:
+        if isinstance(node, cst.Name):
+            if node.value in self.env:
+                v = self.env[node.value]
+                if isinstance(v, tuple) and v and v[0] == "param":
+                    return _ParamRef(v[1])
+                return v
+            if node.value in self.an.funcs:
+                return FuncRef(node.value)
+            if node.value in ("True", "False", "None"):
+                return UNK
+            return _ParamRef(node.value, glob=True)
+        if isinstance(node, (cst.Integer, cst.Float)):
+            v = _num_of(node)
+            return Sym.lit(v) if v is not None else UNK
+        if isinstance(node, cst.UnaryOperation):
+            v = self.eval(node.expression)
+            if isinstance(node.operator, cst.Minus):
+                s = self.as_sym(v, node.expression)
+                if s is not None:
+                    return s.mul(Sym.lit(-1))
+                return v if isinstance(v, Tensor) else UNK
+            if isinstance(node.operator, cst.Plus):
+                return v
+            return UNK
+        if isinstance(node, cst.Attribute):
+            return self.eval_attr(node)
+        if isinstance(node, cst.BinaryOperation):
+            a = self.eval(node.left)
+            b = self.eval(node.right)
+            return self.binop(type(node.operator).__name__, a, b, node, node.left, node.right)
+        if isinstance(node, cst.Call):
+            return self.eval_call(node)
+        if isinstance(node, cst.Subscript):
+            return self.eval_subscript(node)
+        if isinstance(node, (cst.Tuple, cst.List)):
+            items = []
+            star = False
+            for e in node.elements:
+                if isinstance(e, cst.StarredElement):
+                    sv = self.eval(e.value)
+                    if isinstance(sv, Tup):
+                        items.extend(sv.items)
+                        star = star or sv.star_unknown
+                    elif isinstance(sv, ShapeVal):
+                        items.append(("STAR", sv))
+                        star = True
+                    else:
+                        items.append(("STAR", None))
+                        star = True
+                else:
+                    items.append(self.eval(e.value))
+            return Tup(tuple(items), star)
+        if isinstance(node, cst.IfExp):
+            self.eval(node.test)
+            return _join(self.eval(node.body), self.eval(node.orelse))
+        if isinstance(node, cst.BooleanOperation):
+            a = self.eval(node.left)
+            b = self.eval(node.right)
+            return _join(a, b)
+        if isinstance(node, cst.GeneratorExp) or isinstance(node, cst.ListComp):
+            return self.eval_comp(node)
+        if isinstance(node, cst.Comparison):
+            self.eval(node.left)
+            return UNK
+        return UNK
+
+    def eval_comp(self, node: Any) -> Any:
+        comp = node.for_in
+        if comp.inner_for_in is not None or not isinstance(comp.target, cst.Name):
+            return UNK
+        it = self.eval(comp.iter)
+        if isinstance(it, _Many):
+            saved = self.env.get(comp.target.value, None)
+            self.env[comp.target.value] = it.t
+            elt = self.eval(node.elt)
+            if saved is None:
+                self.env.pop(comp.target.value, None)
+            else:
+                self.env[comp.target.value] = saved
+            return _Many(elt) if not isinstance(elt, Unknown) else UNK
+        if isinstance(it, Tup) and not it.star_unknown:
+            out = []
+            saved = self.env.get(comp.target.value, None)
+            for item in it.items:
+                self.env[comp.target.value] = item
+                out.append(self.eval(node.elt))
+            if saved is None:
+                self.env.pop(comp.target.value, None)
+            else:
+                self.env[comp.target.value] = saved
+            return Tup(tuple(out))
+        saved = self.env.get(comp.target.value, None)
+        self.env[comp.target.value] = UNK
+        elt = self.eval(node.elt)
+        if saved is None:
+            self.env.pop(comp.target.value, None)
+        else:
+            self.env[comp.target.value] = saved
+        return _Many(elt) if not isinstance(elt, Unknown) else UNK
+
+    # attributes: self.x, t.shape, t.T, t.mT, module.attr
+    def eval_attr(self, node: cst.Attribute) -> Any:
+        attr = node.attr.value
+        base = self.eval(node.value)
+        if isinstance(base, SelfVal):
+            if attr in base.attrs:
+                return base.attrs[attr]
+            ms = self.an.methods.get(base.cls, {})
+            if attr in ms:
+                return FuncRef(attr, bound_self=base)
+            if attr == "training":
+                return UNK
+            return _ParamRef(f"self.{attr}", glob=True)
+        if isinstance(base, Tensor):
+            if attr == "shape":
+                return ShapeVal(base, _code(node.value) + ".shape")
+            if attr == "mT":
+                return self.transpose(base, -2, -1)
+            if attr in ("real", "data"):
+                return base
+            return UNK
+        if isinstance(base, _ParamRef):
+            if attr == "shape":
+                return ShapeVal(self.tensorize(base), _code(node.value) + ".shape")
+            if attr == "mT":
+                return self.transpose(self.tensorize(base), -2, -1)
+            return _ParamRef(f"{base.name}.{attr}", glob=True)
+        if isinstance(base, (ModVal, Unknown)):
+            name = dotted = _code(node)
+            return _ParamRef(dotted, glob=True) if "(" not in name and "[" not in name else UNK
+        return UNK
+
+    def tensorize(self, v: Any) -> Tensor | None:
+        if isinstance(v, Tensor):
+            return v
+        if isinstance(v, _ParamRef):
+            return Tensor(origin="param" if not v.glob else "unknown")
+        return None
+
+    def as_sym(self, v: Any, node: cst.BaseExpression | None = None) -> Sym | None:
+        if isinstance(v, Sym):
+            return v
+        if isinstance(v, _ParamRef):
+            return Sym.dim(Dim(v.name, role_by_name(v.name)))
+        return None
+
+    def eval_subscript(self, node: cst.Subscript) -> Any:
+        base = self.eval(node.value)
+        sl = node.slice
+        if isinstance(base, ShapeVal) and len(sl) == 1:
+            el = sl[0].slice
+            if isinstance(el, cst.Index):
+                i = _int_of(el.value)
+                if i is not None:
+                    return self._shape_dim(base, i, node)
+            elif isinstance(el, cst.Slice):
+                lo = _int_of(el.lower) if el.lower is not None else 0
+                hi = _int_of(el.upper) if el.upper is not None else None
+                if lo == 0 and hi is not None and hi < 0:
+                    return replace(base, stop_minus=-hi)
+            return UNK
+        if isinstance(base, Tup) and len(sl) == 1 and isinstance(sl[0].slice, cst.Index):
+            i = _int_of(sl[0].slice.value)
+            if i is not None and not base.star_unknown and -len(base.items) <= i < len(base.items):
+                return base.items[i]
+            return UNK
+        t = self.tensorize(base)
+        if t is not None:
+            # indexing/slicing: keep scale facts, drop layout (a slice of scores stays scores)
+            if t.scores:
+                only_slices = all(isinstance(e.slice, cst.Slice) or
+                                  (isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Ellipsis))
+                                  for e in sl)
+                if only_slices:
+                    return t
+                return replace(t, rank=None, axes=None, key_axis=None, pending=None)
+            return replace(t, rank=None, axes=None, pending=None, kT=False, dims=())
+        return UNK
+
+    def _shape_dim(self, sv: ShapeVal, i: int, node: Any) -> Any:
+        t = sv.t
+        text = f"{sv.text}[{i}]"
+        if t.axes is not None and t.rank is not None and "*" not in [a for ax in t.axes for a in ax]:
+            if -t.rank <= i < t.rank:
+                ax = t.axes[i]
+                if len(ax) == 1 and ax[0] in ("B", "L", "H", "d"):
+                    if i in (-1, t.rank - 1) and t.last is not None:
+                        return Sym.dim(t.last)
+                    return Sym.dim(Dim(text, ax[0], atoms=ax))
+                return Sym.dim(Dim(text, "?", atoms=ax))
+        if (i == -1 or (t.rank is not None and i == t.rank - 1)) and t.last is not None:
+            return Sym.dim(t.last)
+        if i == -1 or (t.rank is not None and i == t.rank - 1):
+            role = "d" if t.perhead else ("E" if t.token_major else "?")
+            return Sym.dim(Dim(text, role))
+        return Sym.dim(Dim(text, "?"))
+
+    # ---- arithmetic
+    def binop(self, op: str, a: Any, b: Any, node: Any, ln: Any = None, rn: Any = None) -> Any:
+        if op == "MatrixMultiply":
+            return self.matmul(a, b, node, kind="@")
+        ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+        if op in ("Multiply", "Divide") and (ta or tb):
+            t, other = (a, b) if ta else (b, a)
+            if ta and tb:
+                if a.scores or b.scores:
+                    s = a if a.scores else b
+                    o = b if a.scores else a
+                    return replace(s, factors=s.factors + (Factor(Sym(coef=None, opaque=True, name="tensor"),
+                                                                  "scores", node),),
+                                   normalized=s.normalized)
+                return replace(a, factors=a.factors + (Factor(Sym(coef=None, opaque=True, name="tensor"), "x",
+                                                              node),))
+            s = self.as_sym(other) if not isinstance(other, _ParamRef) or not other.glob else _glob_sym(other)
+            if s is None:
+                s = Sym(coef=None, opaque=True, name=_code(rn if ta else ln) if (rn or ln) else "?")
+            if op == "Divide":
+                if not ta:  # scalar / tensor
+                    return replace(t, factors=t.factors + (Factor(Sym(coef=None, opaque=True, name="recip"),
+                                                                  "scores", node),))
+                s = s.inv()
+            return replace(t, factors=t.factors + (Factor(s, "scores" if t.scores else "x", node),))
+        if op in ("Add", "Subtract") and (ta or tb):
+            if ta and tb:
+                s = a if a.scores or not b.scores else b
+                return replace(s)
+            return a if ta else b
+        if op == "Add" and isinstance(a, (ShapeVal, Tup)) and isinstance(b, (ShapeVal, Tup)):
+            def items(x: Any) -> tuple:
+                return x.items if isinstance(x, Tup) else (("STAR", x),)
+            return Tup(items(a) + items(b), star_unknown=True)
+        if op in ("Multiply", "Divide", "Power", "FloorDivide", "Add", "Subtract"):
+            sa = self.as_sym(a) if not isinstance(a, _ParamRef) or not a.glob else _glob_sym(a)
+            sb = self.as_sym(b) if not isinstance(b, _ParamRef) or not b.glob else _glob_sym(b)
+            if sa is None or sb is None:
+                return UNK
+            if op == "Multiply":
+                return sa.mul(sb)
+            if op in ("Divide", "FloorDivide"):
+                return sa.mul(sb.inv())
+            if op == "Power":
+                if sb.is_literal():
+                    return sa.pow(sb.coef)
+                return Sym(coef=None, opaque=True, name="pow")
+            # sums: opaque unless literal
+            if sa.is_literal() and sb.is_literal():
+                return Sym.lit(sa.coef + sb.coef if op == "Add" else sa.coef - sb.coef)
+            return Sym.dim(Dim(_code(node), "?"))
+        return UNK
+
+    # ---- calls
+    def eval_call(self, node: cst.Call) -> Any:
+        func = node.func
+        q = self.ctx.qualname(func) or ""
+        # method calls on values
+        head = q.split(".", 1)[0]
+        imported = isinstance(func, cst.Attribute) and self._is_import(func.value)
+        if isinstance(func, cst.Attribute) and not imported:
+            recv = self.eval(func.value)
+            meth = func.attr.value
+            if isinstance(recv, FuncRef):
+                return UNK
+            if isinstance(recv, SelfVal) or isinstance(recv, (Tensor, _ParamRef, ShapeVal, Sym)):
+                r = self.method_call(recv, meth, node, q)
+                if r is not None:
+                    return r
+        args = [self.eval(a.value) for a in node.args]
+        kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
+        pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
+        callee = self.eval(func) if isinstance(func, cst.Name) else None
+        if isinstance(callee, FuncRef):
+            return self.inline(callee, node, pos, kw)
+        if isinstance(callee, ModVal):
+            return self.module_call(callee, node, pos)
+        # torch / math functions
+        name = q
+        leaf = name.rsplit(".", 1)[-1]
+        if name in ("math.sqrt", "numpy.sqrt", "np.sqrt", "torch.sqrt", "sqrt") or leaf == "sqrt" and name.startswith(("math", "torch", "numpy")):
+            s = self.as_sym(pos[0]) if pos else None
+            if isinstance(pos[0] if pos else None, Tensor):
+                s = None
+            return s.pow(0.5) if s is not None else Sym(coef=None, opaque=True, name=_code(node))
+        if name in ("torch.rsqrt",):
+            s = self.as_sym(pos[0]) if pos else None
+            return s.pow(-0.5) if s is not None else Sym(coef=None, opaque=True, name=_code(node))
+        if name in ("math.pow", "pow", "torch.pow") and len(pos) == 2:
+            a, b = self.as_sym(pos[0]), self.as_sym(pos[1])
+            if a is not None and b is not None and b.is_literal():
+                return a.pow(b.coef)
+            return Sym(coef=None, opaque=True, name=_code(node))
+        if name in ("float", "int", "torch.tensor", "torch.as_tensor", "numpy.float32", "math.floor"):
+            if pos:
+                s = self.as_sym(pos[0])
+                if s is not None:
+                    return s
+            return UNK
+        if name in ("torch.full", "torch.full_like") and len(pos) >= 2:
+            s = self.as_sym(pos[1])
+            return s if s is not None else UNK
+        if name in ("torch.matmul",) and len(pos) >= 2:
+            return self.matmul(pos[0], pos[1], node, kind="matmul")
+        if name in ("torch.bmm",) and len(pos) >= 2:
+            return self.matmul(pos[0], pos[1], node, kind="bmm")
+        if name in ("torch.baddbmm",) and len(pos) >= 3:
+            r = self.matmul(pos[1], pos[2], node, kind="bmm")
+            alpha = kw.get("alpha")
+            if isinstance(r, Tensor) and r.scores:
+                s = self.as_sym(alpha) if alpha is not None else ONE
+                if s is None:
+                    s = Sym(coef=None, opaque=True, name="alpha")
+                if alpha is not None:
+                    r = replace(r, factors=r.factors + (Factor(s, "alpha", node),))
+            return r
+        if name in ("torch.einsum", "einops.einsum", "opt_einsum.contract") or name.endswith(".einsum") or name == "einsum":
+            return self.einsum(node, q)
+        if name in ("einops.rearrange", "rearrange"):
+            return self.rearrange(node, pos, kw)
+        if name in _TORCH_SOFTMAX:
+            if pos:
+                return self.softmax(pos[0], node, _arg(node, 1, "dim"), name)
+            return UNK
+        if name in _SDPA:
+            return self.sdpa(node, pos, kw)
+        if name in ("torch.nn.functional.normalize",) or leaf == "l2norm" or leaf == "l2_norm":
+            t = self.tensorize(pos[0]) if pos else None
+            if t is not None:
+                return replace(t, normalized=True, factors=())
+            return UNK
+        if name in ("torch.nn.functional.linear",) and pos:
+            x = self.tensorize(pos[0])
+            return self.project(x, None)
+        if name in ("torch.nn.functional.dropout", "torch.dropout") and pos:
+            return pos[0] if isinstance(pos[0], Tensor) else UNK
+        if name in ("torch.transpose", "torch.swapaxes") and len(pos) == 3:
+            t = self.tensorize(pos[0])
+            i, j = _int_of(node.args[1].value), _int_of(node.args[2].value)
+            if t is not None and i is not None and j is not None:
+                return self.transpose(t, i, j)
+            return UNK
+        if name in ("torch.nn.Softmax", "torch.nn.modules.activation.Softmax"):
+            d = _arg(node, 0, "dim")
+            return ModVal("softmax", dim=_int_of(d) if d is not None else None, has_dim=d is not None)
+        if name in ("torch.nn.Linear", "torch.nn.LazyLinear") or leaf in ("Conv1D",):
+            in_f = self.as_sym(pos[0]) if pos else None
+            out_f = self.as_sym(pos[1]) if len(pos) > 1 else None
+            if leaf == "Conv1D" and len(pos) > 1:  # HF Conv1D(nf, nx): out first
+                in_f, out_f = out_f, in_f
+            return ModVal("linear", in_f=in_f, out_f=out_f)
+        if name.startswith("torch.nn.") and leaf in ("Dropout", "Identity"):
+            return ModVal("dropout")
+        if name.startswith("torch.nn.") and "Norm" in leaf:
+            return ModVal("norm")
+        if name.startswith("torch.nn.") and leaf[:1].isupper():
+            return ModVal("other")
+        if name in ("torch.ones", "torch.zeros", "torch.randn", "torch.rand", "torch.empty"):
+            return Tensor(origin="proj")
+        if "rotary" in leaf.lower() or "rope" in leaf.lower() or leaf in ("repeat_kv", "apply_rotary_emb"):
+            ts = [self.tensorize(p) for p in pos]
+            ts = [t for t in ts if t is not None]
+            if leaf == "repeat_kv" or len(ts) == 1:
+                return ts[0] if ts else UNK
+            return Tup(tuple(ts)) if ts else UNK
+        return UNK
+
+    def _is_import(self, node: cst.BaseExpression) -> bool:
+        while isinstance(node, cst.Attribute):
+            node = node.value
+        return isinstance(node, cst.Name) and node.value not in self.env and node.value in self.ctx.imports.aliases
+
+    def method_call(self, recv: Any, meth: str, node: cst.Call, q: str) -> Any:
+        if isinstance(recv, SelfVal):
+            if meth in recv.attrs:
+                mv = recv.attrs[meth]
+                args = [self.eval(a.value) for a in node.args]
+                pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
+                if isinstance(mv, ModVal):
+                    return self.module_call(mv, node, pos)
+                return UNK
+            ms = self.an.methods.get(recv.cls, {})
+            if meth in ms:
+                args = [self.eval(a.value) for a in node.args]
+                kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
+                pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
+                return self.inline(FuncRef(meth, bound_self=recv), node, pos, kw)
+            if meth == "register_buffer" and len(node.args) >= 2:
+                nm = node.args[0].value
+                if isinstance(nm, cst.SimpleString):
+                    recv.attrs[nm.evaluated_value] = self.eval(node.args[1].value)
+                return UNK
+            # unknown module on self: a projection when its name says so
+            args = [self.eval(a.value) for a in node.args]
+            pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
+            low = meth.lower()
+            if pos and re.search(r"(proj|^q$|^k$|^v$|^w_?[qkv]|query|key|value|qkv|c_attn|to_[qkv]|linear|^wq|^wk|^wv|in_proj)", low) and "norm" not in low and "rot" not in low:
+                return self.project(self.tensorize(pos[0]), None)
+            if pos and "norm" in low:
+                t = self.tensorize(pos[0])
+                return replace(t, factors=()) if t is not None else UNK
+            return UNK
+        if isinstance(recv, Sym):
+            if meth in ("sqrt",):
+                return recv.pow(0.5)
+            if meth in ("rsqrt",):
+                return recv.pow(-0.5)
+            if meth in ("exp", "log", "clamp", "item"):
+                return Sym(coef=None, opaque=True, name=meth)
+            return None
+        if isinstance(recv, ShapeVal):
+            return None
+        t = self.tensorize(recv)
+        if t is None:
+            return None
+        ints = [_int_of(a.value) for a in node.args if a.keyword is None]
+        if meth == "size":
+            if not node.args:
+                return ShapeVal(t, _code(node.func.value) + ".size()")
+            i = ints[0] if ints else None
+            if i is not None:
+                return self._shape_dim(ShapeVal(t, _code(node.func.value) + ".shape"), i, node)
+            return UNK
+        if meth in ("transpose", "swapaxes", "swapdims") and len(ints) == 2 and None not in ints:
+            return self.transpose(t, ints[0], ints[1])
+        if meth == "permute":
+            if len(ints) == 1 and node.args and isinstance(node.args[0].value, (cst.Tuple, cst.List)):
+                ints = [_int_of(e.value) for e in node.args[0].value.elements]
+            if ints and None not in ints:
+                return self.permute(t, ints)
+            return replace(t, rank=None, axes=None, kT=False)
+        if meth in ("view", "reshape", "expand", "repeat", "unflatten", "flatten") and meth in ("view", "reshape"):
+            return self.view(t, node)
+        if meth == "flatten":
+            return replace(t, rank=None, axes=None, key_axis=t.key_axis if t.key_axis == -1 and ints and ints[0] not in (-1,) else None)
+        if meth in ("softmax",):
+            return self.softmax(t, node, _arg(node, 0, "dim"), "Tensor.softmax")
+        if meth in ("split", "chunk", "unbind", "tensor_split"):
+            dim = _arg(node, 1 if meth != "unbind" else 0, "dim")
+            di = _int_of(dim) if dim is not None else (0 if meth == "unbind" else 0)
+            if meth == "unbind":
+                if t.axes is not None and t.rank is not None and di is not None:
+                    axes = t.axes[:di] + t.axes[di + 1:]
+                    return _Many(replace(t, rank=t.rank - 1, axes=axes, dims=()))
+                return _Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None, dims=()))
+            out = t
+            if t.token_major and (di == -1 or (t.rank is not None and di == t.rank - 1) or (t.rank is None and di == 2)):
+                out = replace(t, last=None)
+            return _Many(replace(out, dims=()))
+        if meth in _PASSTHROUGH_METHODS or meth in ("expand", "expand_as", "repeat", "repeat_interleave"):
+            if meth in ("expand", "repeat", "repeat_interleave", "expand_as"):
+                return replace(t, dims=())
+            return t
+        if meth in ("unsqueeze", "squeeze"):
+            if t.scores:
+                return replace(t, rank=None if t.rank is None else t.rank + (1 if meth == "unsqueeze" else -1),
+                               axes=None, key_axis=-1 if t.key_axis == -1 else None)
+            return replace(t, rank=None, axes=None, dims=())
+        if meth in ("mul", "mul_", "div", "div_"):
+            args = [self.eval(a.value) for a in node.args if a.keyword is None]
+            if args:
+                return self.binop("Multiply" if meth.startswith("mul") else "Divide", t, args[0], node)
+            return t
+        if meth in ("matmul", "bmm") and node.args:
+            return self.matmul(t, self.eval(node.args[0].value), node, kind=meth)
+        if meth in ("masked_fill",):
+            return t
+        return None
+
+    def module_call(self, mv: ModVal, node: cst.Call, pos: list) -> Any:
+        if mv.kind == "softmax":
+            if not pos:
+                return UNK
+            return self.softmax(pos[0], node, None, "nn.Softmax", mod=mv)
+        if mv.kind == "dropout":
+            return pos[0] if pos and isinstance(pos[0], Tensor) else UNK
+        if mv.kind == "linear":
+            return self.project(self.tensorize(pos[0]) if pos else None, mv)
+        if mv.kind == "norm":
+            t = self.tensorize(pos[0]) if pos else None
+            return replace(t, factors=(), dims=()) if t is not None else UNK
+        if mv.kind == "other" and pos and isinstance(pos[0], Tensor):
+            return Tensor(origin="proj")  # a fresh tensor (conv, embedding, ...): layout unknown
+        return UNK
+
+    def project(self, x: Tensor | None, mv: ModVal | None) -> Tensor:
+        last = None
+        if mv is not None and mv.out_f is not None and not mv.out_f.opaque:
+            out = mv.out_f
+            if len(out.pows) == 1 and out.pows[0][1] == 1 and out.coef == 1:
+                d = out.pows[0][0]
+                last = d
+            else:
+                role = _role_of_sym(out)
+                last = Dim(out.text(), role, out.value())
+        axes = None
+        rank = None
+        if x is not None and x.axes is not None and x.rank is not None:
+            axes = x.axes[:-1] + (("H", "d"),)
+            rank = x.rank
+        else:
+            axes = (("*",), ("H", "d"))
+        perhead = last is not None and last.role == "d"
+        return Tensor(rank=rank, axes=axes, origin="proj", last=last, perhead=perhead, token_major=True)
+
+    def inline(self, ref: FuncRef, node: cst.Call, pos: list, kw: dict) -> Any:
+        if ref.bound_self is not None:
+            fn = self.an.methods.get(ref.bound_self.cls, {}).get(ref.name)
+        else:
+            fn = self.an.funcs.get(ref.name)
+        if fn is None or self.depth >= Analyzer.MAX_DEPTH:
+            return UNK
+        params = fn.params
+        plist = list(params.posonly_params) + list(params.params)
+        bound: dict[str, Any] = {}
+        names = [p.name.value for p in plist]
+        offset = 0
+        if ref.bound_self is not None and names and names[0] in ("self", "cls"):
+            offset = 1
+        for i, v in enumerate(pos):
+            if i + offset < len(names):
+                bound[names[i + offset]] = _unparam(v) if not isinstance(v, Unknown) else ("param", names[i + offset])
+        allnames = set(names) | {p.name.value for p in params.kwonly_params}
+        for k, v in kw.items():
+            if k in allnames:
+                val = _unparam(v) if not isinstance(v, Unknown) else ("param", k)
+                if SCALE_PARAM.match(k) and isinstance(v, Sym) and v.is_literal() and v.coef == 1.0:
+                    val = Sym(coef=1.0, explicit_one=True)
+                bound[k] = val
+        for p in plist + list(params.kwonly_params):
+            n = p.name.value
+            if n in bound and SCALE_PARAM.match(n) and isinstance(bound[n], Sym) and bound[n].is_literal() \
+                    and bound[n].coef == 1.0 and not bound[n].default_one:
+                bound[n] = Sym(coef=1.0, explicit_one=True)
+        # module-level helper receiving self as first arg (HF eager_attention_forward(self, ...))
+        selfv = ref.bound_self
+        return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record)
+
+    # ---- tensor ops
+    def transpose(self, t: Tensor, i: int, j: int) -> Tensor:
+        r = t.rank
+        if r is None and (i >= 0 or j >= 0) and not (i < 0 and j < 0):
+            return replace(t, pending=(i, j), kT=False, axes=None, dims=())
+        if r is None:
+            # negative indices: swapping the last two is kT
+            last_two = {i, j} == {-1, -2}
+            ka = t.key_axis
+            if t.scores and ka is not None and ka in (i, j):
+                ka = j if ka == i else i
+            return replace(t, kT=last_two or t.kT and not last_two, axes=None, key_axis=ka, dims=())
+        ii, jj = i % r, j % r
+        axes = None
+        if t.axes is not None and len(t.axes) == r:
+            ax = list(t.axes)
+            ax[ii], ax[jj] = ax[jj], ax[ii]
+            axes = tuple(ax)
+        last_two = {ii, jj} == {r - 2, r - 1}
+        ka = t.key_axis
+        if t.scores and ka is not None:
+            kpos = ka % r
+            if kpos in (ii, jj):
+                kpos = jj if kpos == ii else ii
+            ka = kpos - r
+        last = t.last if r - 1 not in (ii, jj) else None
+        return replace(t, axes=axes, kT=(not t.kT) if last_two else t.kT, key_axis=ka, last=last, dims=())
+
+    def permute(self, t: Tensor, perm: list[int]) -> Tensor:
+        r = len(perm)
+        if t.rank is not None and t.rank != r:
+            return replace(t, rank=None, axes=None)
+        perm = [p % r for p in perm]
+        axes = None
+        if t.axes is not None and len(t.axes) == r and "*" not in [a for ax in t.axes for a in ax]:
+            axes = tuple(t.axes[p] for p in perm)
+        kT = t.kT
+        feature_last = (t.axes is not None and t.axes[-1] in (("d",), ("H", "d"))) or t.last is not None \
+            or t.perhead or t.token_major
+        if perm[-2] == r - 1 and feature_last:
+            kT = not t.kT
+        ka = t.key_axis
+        if t.scores and ka is not None:
+            ka = perm.index(ka % r) - r
+        last = t.last if perm[-1] == r - 1 else None
+        return replace(t, rank=r, axes=axes, kT=kT, key_axis=ka, pending=None, last=last, dims=())
+
+    def _resolve(self, t: Tensor, rank: int | None) -> Tensor:
+        if t.pending is not None and rank is not None:
+            i, j = t.pending
+            base = replace(t, pending=None, rank=rank)
+            return self.transpose(base, i, j)
+        if rank is not None and t.rank is None:
+            return replace(t, rank=rank)
+        return t
+
+    def matmul(self, a: Any, b: Any, node: Any, kind: str) -> Any:
+        ta, tb = self.tensorize(a), self.tensorize(b)
+        if ta is None or tb is None:
+            return UNK
+        rank = 3 if kind == "bmm" else (ta.rank or tb.rank)
+        if rank is None and tb.pending is not None and abs(tb.pending[0] - tb.pending[1]) == 1:
+            rank = max(tb.pending) + 1  # k.transpose(2, 3) as a matmul operand: its last two axes
+        ta, tb = self._resolve(ta, rank), self._resolve(tb, rank)
+        if tb.pending is not None or ta.softmaxed or ta.scores:
+            # weights @ v
+            axes = None
+            if ta.axes is not None and tb.axes is not None:
+                axes = ta.axes[:-1] + tb.axes[-1:]
+            elif tb.axes is not None and not ta.scores:
+                axes = None
+            elif ta.axes is not None and ta.scores:
+                axes = ta.axes[:-1] + (tb.axes[-1:] if tb.axes else (("d",),))
+            return Tensor(rank=ta.rank or tb.rank, axes=axes, origin="proj", perhead=tb.perhead or ta.perhead,
+                          last=tb.last)
+        if not tb.kT:
+            return Tensor(rank=rank, origin="unknown")
+        if ta.rank is not None and ta.rank < 3 and rank is not None and rank < 3:
+            return Tensor(rank=rank, origin="unknown")
+        if kind == "@" and rank is None and ta.axes is None and tb.rank is None and ta.origin == "unknown" \
+                and tb.origin == "unknown":
+            pass
+        axes = None
+        if ta.axes is not None and tb.axes is not None and len(ta.axes) >= 2:
+            axes = ta.axes[:-1] + (("L",),)
+        factors = _qk_factors(ta, tb)
+        return Tensor(rank=rank, axes=axes, factors=factors, origin="proj", scores=True, key_axis=-1,
+                      q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized,
+                      perhead=ta.perhead or tb.perhead,
+                      uncertain=ta.uncertain or tb.uncertain)
+
+    def einsum(self, node: cst.Call, q: str) -> Any:
+        eq = None
+        ops: list = []
+        for a in node.args:
+            if a.keyword is not None:
+                continue
+            if isinstance(a.value, (cst.SimpleString, cst.ConcatenatedString)) and eq is None:
+                try:
+                    eq = a.value.evaluated_value
+                except Exception:
+                    eq = None
+                if eq is None:
+                    return UNK
+                continue
+            if isinstance(a.value, cst.FormattedString) and eq is None:
+                parts = [p.value for p in a.value.parts if isinstance(p, cst.FormattedStringText)]
+                if len(parts) != len(a.value.parts):
+                    return UNK
+                eq = "".join(parts)
+                continue
+            if a.star:
+                return UNK
+            ops.append(self.eval(a.value))
+        if not isinstance(eq, str) or len(ops) != 2:
+            for _ in ops:
+                pass
+            return UNK
+        parsed = parse_einsum(eq)
+        if parsed is None or len(parsed[0]) != 2:
+            return UNK
+        (sa, sb), out = parsed
+        ta, tb = self.tensorize(ops[0]), self.tensorize(ops[1])
+        if ta is None or tb is None or not sa or not sb:
+            return UNK
+        if isinstance(ops[0], Tensor) and ops[0].softmaxed:
+            return Tensor(rank=len(out), origin="proj", perhead=ta.perhead or tb.perhead)
+        contracted = [c for c in sa if c in sb and c not in out and c != "…"]
+        a_only = [c for c in sa if c not in sb and c in out]
+        b_only = [c for c in sb if c not in sa and c in out]
+        if len(contracted) != 1 or len(b_only) != 1 or len(a_only) < 1:
+            return Tensor(rank=len(out.replace("…", "")) if "…" not in out else None, origin="unknown")
+        c = contracted[0]
+        if sa[-1] != c or sb[-1] != c:
+            return Tensor(origin="unknown")
+        if "…" in out:
+            rank = None
+            key_axis = out.index(b_only[0]) - len(out)
+        else:
+            rank = len(out)
+            key_axis = out.index(b_only[0]) - rank
+        perhead = ta.perhead or tb.perhead or len(sa.replace("…", "")) >= 4
+        factors = _qk_factors(ta, tb)
+        return Tensor(rank=rank, factors=factors, origin="proj", scores=True, key_axis=key_axis,
+                      q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized, perhead=perhead)
+
+    def rearrange(self, node: cst.Call, pos: list, kw: dict) -> Any:
+        if len(pos) < 2 or not isinstance(node.args[1].value, cst.SimpleString):
+            return UNK
+        t = self.tensorize(pos[0])
+        if t is None:
+            return UNK
+        pat = node.args[1].value.evaluated_value
+        if "->" not in pat:
+            return UNK
+        rhs = pat.split("->", 1)[1]
+        toks = re.findall(r"\([^)]*\)|\S+", rhs)
+        perhead = any(tok == "h" for tok in toks)
+        return Tensor(rank=len(toks), origin=t.origin, factors=t.factors, perhead=perhead or t.perhead,
+                      normalized=t.normalized)
+
+    def view(self, t: Tensor, node: cst.Call) -> Any:
+        args = [a for a in node.args if a.keyword is None]
+        vals: list = []
+        for a in args:
+            v = self.eval(a.value)
+            if a.star:
+                if isinstance(v, Tup):
+                    vals.extend(v.items)
+                elif isinstance(v, ShapeVal):
+                    vals.append(("STAR", v))
+                else:
+                    vals.append(("STAR", None))
+            else:
+                vals.append(v)
+        if len(vals) == 1 and isinstance(vals[0], Tup):
+            vals = list(vals[0].items)
+        elif len(vals) == 1 and isinstance(vals[0], ShapeVal):
+            vals = [("STAR", vals[0])]
+        axes: list[tuple[str, ...]] = []
+        unknown = False
+        last_dim: Dim | None = None
+        for i, v in enumerate(vals):
+            if isinstance(v, tuple) and v and v[0] == "STAR":
+                sv = v[1]
+                if isinstance(sv, ShapeVal) and sv.t.axes is not None and "*" not in [x for ax in sv.t.axes for x in ax] \
+                        and sv.t.rank is not None:
+                    axes.extend(sv.t.axes[sv.start: sv.t.rank - sv.stop_minus])
+                else:
+                    axes.append(("*",))
+                continue
+            s = self.as_sym(v) if not isinstance(v, _ParamRef) or not v.glob else _glob_sym(v)
+            if s is None:
+                axes.append(("?",))
+                unknown = True
+                continue
+            at = s.atoms()
+            if at is None:
+                axes.append(("?" + s.text(),))
+                continue
+            axes.append(at)
+            if i == len(vals) - 1 and len(s.pows) == 1 and s.pows[0][1] == 1 and s.coef == 1:
+                last_dim = s.pows[0][0]
+        rank = None if any(ax == ("*",) for ax in axes) else len(axes)
+        out_axes = tuple(axes)
+        # resolve REST (-1) against the input's atoms
+        in_atoms = [a for ax in (t.axes or ()) for a in ax]
+        if t.axes is not None and sum(1 for ax in out_axes if ax == ("REST",)) == 1:
+            explicit = [a for ax in out_axes if ax != ("REST",) for a in ax]
+            rest = tuple(a for a in in_atoms if a not in explicit)
+            if "*" in rest:
+                if "L" in explicit or any(a.startswith("?") for a in explicit):
+                    rest = tuple(a for a in rest if a != "*")
+                elif "B" in explicit:
+                    rest = tuple("L" if a == "*" else a for a in rest)
+            out_axes = tuple(rest if ax == ("REST",) else ax for ax in out_axes)
+        if t.axes is not None and not unknown and self.record:
+            code = _reorder(t.axes, out_axes, t.token_major)
+            if code is not None:
+                self.an.result.view_events.append(ViewEvent(node, code, t.axes, out_axes))
+                # the tensor's real layout no longer matches any atom labelling
+                return replace(t, rank=len(out_axes) if ("*",) not in out_axes else None, axes=None,
+                               key_axis=None, perhead=True, token_major=False, pending=None, kT=False, dims=())
+        perhead = t.perhead
+        flat = [a for ax in out_axes for a in ax]
+        if any(ax == ("H",) for ax in out_axes) and out_axes and out_axes[-1] in (("d",), ("REST",)):
+            perhead = True
+        if len(out_axes) >= 2 and out_axes[-1] == ("d",) and "H" in flat:
+            perhead = True
+        key_axis = None
+        if t.scores and t.key_axis == -1:
+            lv = vals[-1] if vals else None
+            ls = self.as_sym(lv) if lv is not None and not isinstance(lv, tuple) else None
+            if ls is not None and ls.is_literal() and ls.coef == -1:
+                key_axis = -1
+            elif t.axes is not None and out_axes and out_axes[-1] == t.axes[-1]:
+                key_axis = -1
+        token_major = t.token_major and out_axes[-1:] == (("H", "d"),) if out_axes else False
+        if last_dim is None and out_axes and out_axes[-1] == ("d",) and t.last is not None and t.last.role == "d":
+            last_dim = t.last
+        if last_dim is not None and last_dim.role != "d" and perhead and out_axes and out_axes[-1] == ("d",):
+            last_dim = replace(last_dim, role="d")
+        if last_dim is None and out_axes and out_axes[-1] == ("d",):
+            last_dim = Dim("head_dim", "d")
+        return replace(t, rank=rank, axes=out_axes, key_axis=key_axis if t.scores else None,
+                       perhead=perhead, token_major=token_major, last=last_dim, pending=None, kT=False, dims=())
+
+    def softmax(self, v: Any, node: cst.Call, dim_node: Any, func: str, mod: ModVal | None = None) -> Any:
+        t = self.tensorize(v)
+        if t is None:
+            return UNK
+        if t.scores and self.record:
+            implicit = False
+            dim = None
+            if mod is not None:
+                if mod.has_dim:
+                    dim = mod.dim
+                    if dim is None:
+                        dim = "?"
+                else:
+                    implicit = True
+            elif dim_node is None:
+                implicit = True
+            else:
+                dim = _int_of(dim_node)
+                if dim is None:
+                    dim = "?"
+            if dim != "?":
+                self.an.result.softmax_events.append(
+                    SoftmaxEvent(node, dim, implicit, t.rank, t.key_axis, func))
+            self.an.result.scale_events.append(
+                ScaleEvent("softmax", node, t.factors, t.q, t.k, t, uncertain=t.uncertain))
+        return replace(t, scores=False, softmaxed=True, factors=())
+
+    def sdpa(self, node: cst.Call, pos: list, kw: dict) -> Any:
+        q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
+        k = self.tensorize(pos[1]) if len(pos) > 1 else self.tensorize(kw.get("key"))
+        v = self.tensorize(pos[2]) if len(pos) > 2 else self.tensorize(kw.get("value"))
+        scale_node = _arg(node, 6, "scale")
+        if q is None or k is None:
+            return UNK
+        factors = tuple(replace(f, where="q") for f in q.factors) + tuple(replace(f, where="k") for f in k.factors)
+        if scale_node is None:
+            d = q.last or Dim("q.size(-1)", "d")
+            factors += (Factor(Sym(pows=((replace(d, role="d"), -0.5),), name="sdpa-default"), "sdpa-default", node),)
+        else:
+            sv = self.eval(scale_node)
+            s = self.as_sym(sv) if not isinstance(sv, _ParamRef) or not sv.glob else _glob_sym(sv)
+            if isinstance(sv, Unknown) and isinstance(scale_node, cst.Name) and scale_node.value == "None":
+                d = q.last or Dim("q.size(-1)", "d")
+                s = Sym(pows=((replace(d, role="d"), -0.5),), name="sdpa-default")
+                factors += (Factor(s, "sdpa-default", node),)
+            else:
+                if s is None:
+                    s = Sym(coef=None, opaque=True, name=_code(scale_node))
+                if s.is_literal() and s.coef == 1.0 and not s.default_one:
+                    s = Sym(coef=1.0, explicit_one=True)
+                factors += (Factor(s, "sdpa", node),)
+        if self.record:
+            self.an.result.scale_events.append(ScaleEvent("sdpa", node, factors, q, k, None,
+                                                          uncertain=q.uncertain or k.uncertain))
+        axes = q.axes if q.axes is not None else None
+        return Tensor(rank=q.rank, axes=axes, origin="proj", perhead=q.perhead, last=v.last if v else None)
+
+
+@dataclass(frozen=True)
+class _ParamRef:
+    """A name whose value is a function parameter (``glob=False``) or something not tracked."""
+
+    name: str
+    glob: bool = False
+
+
+@dataclass(frozen=True)
+class _Many:
+    """Result of split/chunk/unbind (or a generator expression): any number of like values."""
+
+    t: Any
+
+
+def _qk_factors(ta: Tensor, tb: Tensor) -> tuple:
+    """Factors of q·kᵀ.  A factor applied once to a tensor that later yields both q and k (feature
+    matching: ``f = f / f.shape[-1] ** 0.5; f0 @ f1.T``) is a similarity temperature, not an
+    attention scale: it becomes opaque."""
+    shared = {id(f.node) for f in ta.factors if f.node is not None} & {
+        id(f.node) for f in tb.factors if f.node is not None}
+    out = []
+    for f, w in [(f, "q") for f in ta.factors] + [(f, "k") for f in tb.factors]:
+        if id(f.node) in shared:
+            if w == "k":
+                continue
+            f = Factor(Sym(coef=None, opaque=True, name="shared q/k normalization"), "q", f.node)
+        out.append(replace(f, where=w))
+    return tuple(out)
+
+
+def _glob_sym(v: "_ParamRef") -> Sym:
+    # an untracked attribute / global: a dimension when its name says so, else opaque
+    role = role_by_name(v.name)
+    if role != "?":
+        return Sym.dim(Dim(v.name, role))
+    return Sym.dim(Dim(v.name, "?"))
+
+
+def _unparam(v: Any) -> Any:
+    if isinstance(v, _ParamRef) and not v.glob:
+        return ("param", v.name)
+    if isinstance(v, _ParamRef):
+        return v
+    return v
+
+
+def _role_of_sym(s: Sym) -> str:
+    at = s.atoms()
+    if at is None:
+        return "?"
+    if at == ("d",):
+        return "d"
+    if at == ("H",):
+        return "H"
+    if at == ("H", "d") or at == ("d", "H"):
+        return "E"
+    if len(at) == 1 and at[0] in ("B", "L"):
+        return at[0]
+    return "?"
+
+
+def _named(v: Any, name: str) -> Any:
+    """A local ``name = <dim expr>`` keeps the expression's role but gets ``name`` for messages."""
+    if isinstance(v, Sym) and not v.opaque and v.coef == 1 and len(v.pows) == 1 and v.pows[0][1] == 1:
+        d = v.pows[0][0]
+        role = d.role
+        if role == "?" and not (d.atoms and d.atoms[0].startswith("?!")):
+            role = role_by_name(name)
+            return Sym.dim(Dim(name, role, d.value))
+        return Sym.dim(replace(d, text=name))
+    if isinstance(v, Sym) and not v.opaque and v.pows and all(e in (1, -1) for _, e in v.pows):
+        role = _role_of_sym(v)
+        if role in ("d", "E", "H"):
+            return Sym.dim(Dim(name, role, v.value()))
+        nrole = role_by_name(name)
+        if nrole != "?" and v.coef == 1:
+            return Sym.dim(Dim(name, nrole, v.value()))
+    if isinstance(v, _Many):
+        return v.t
+    return v
+
+
+def _named_attr(v: Sym, name: str) -> Sym:
+    if v.is_literal() and v.coef is not None and float(v.coef).is_integer():
+        role = role_by_name(name)
+        return Sym.dim(Dim(name, role, v.coef))
+    if v.pows and all(e in (1, -1) for _, e in v.pows):
+        return _named(v, name)
+    return replace(v, name=name)
+
+
+def _join(a: Any, b: Any) -> Any:
+    if a is b or a == b:
+        return a
+    if isinstance(a, Unknown):
+        return b if isinstance(b, (FuncRef,)) else (UNK if not isinstance(b, Tensor) else replace(b, uncertain=True))
+    if isinstance(b, Unknown):
+        return a if isinstance(a, (FuncRef,)) else (UNK if not isinstance(a, Tensor) else replace(a, uncertain=True))
+    if isinstance(a, FuncRef):
+        return a
+    if isinstance(b, FuncRef):
+        return b
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        same_f = a.factors == b.factors
+        return Tensor(
+            rank=a.rank if a.rank == b.rank else None,
+            axes=a.axes if a.axes == b.axes else None,
+            factors=a.factors if same_f else a.factors + b.factors,
+            origin=a.origin if a.origin == b.origin else "unknown",
+            scores=a.scores and b.scores,
+            key_axis=a.key_axis if a.key_axis == b.key_axis else None,
+            kT=a.kT and b.kT,
+            last=a.last if a.last == b.last else None,
+            perhead=a.perhead and b.perhead,
+            token_major=a.token_major and b.token_major,
+            normalized=a.normalized or b.normalized,
+            softmaxed=a.softmaxed and b.softmaxed,
+            uncertain=a.uncertain or b.uncertain or not same_f,
+            q=a.q, k=a.k, node=a.node,
+        )
+    if isinstance(a, Sym) and isinstance(b, Sym):
+        return Sym(coef=None, opaque=True, name=a.name or b.name)
+    if isinstance(a, Tensor):
+        return replace(a, uncertain=True)
+    if isinstance(b, Tensor):
+        return replace(b, uncertain=True)
+    return UNK
+
+
+def _reorder(in_axes: tuple, out_axes: tuple, token_major: bool) -> str | None:
+    """ATT401 when heads packed after the tokens move before them; ATT402 when heads before tokens
+    are merged after them.  A view keeps the memory order of atoms; only H vs L/leading matter."""
+    inf = [a for ax in in_axes for a in ax]
+    outf = [a for ax in out_axes for a in ax]
+    if "H" not in inf or "H" not in outf or inf.count("H") != 1 or outf.count("H") != 1:
+        return None
+    hi_in = inf.index("H")
+    ho = outf.index("H")
+    tokens = ("L", "*")
+    in_before = [a for a in inf[:hi_in] if a in tokens]
+    in_after = [a for a in inf[hi_in + 1:] if a in tokens]
+    out_before = [a for a in outf[:ho] if a in tokens]
+    out_after = [a for a in outf[ho + 1:] if a in tokens]
+    if in_before and not in_after and out_after:
+        # heads were after the tokens (B, L, H·d) and now come before them
+        if token_major or inf[-2:] == ["H", "d"] or inf[-1:] == ["d"]:
+            return "ATT401"
+    if in_after and not in_before and out_before and not out_after:
+        return "ATT402"
+    return None
+
+
+def analyze(ctx: Any) -> Provenance:
+    """Run score provenance over ``ctx.module`` (a :class:`FileContext`)."""
+    an = Analyzer(ctx)
+    try:
+        res = an.run()
+    except RecursionError:  # pragma: no cover - pathological nesting
+        res = an.result
+    return res

@@ -1,0 +1,214 @@
+"""``attncheck lint``, ``attncheck rules``, ``attncheck explain`` (click).
+
+Exit status: 0 clean, 1 findings (``--exit-zero``: 0), 2 usage / config / internal error
+(a path that does not exist, invalid config, a rule crash reported as ATT001).
+Never imports torch.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from attncheck.lint.formatters import FORMATS
+
+
+def _split(values: tuple[str, ...]) -> list[str] | None:
+    if not values:
+        return None
+    out: list[str] = []
+    for v in values:
+        out.extend(s.strip() for s in v.split(",") if s.strip())
+    return out
+
+
+def _console(soft_wrap: bool = True):
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=soft_wrap)
+
+
+@click.command("lint")
+@click.argument("paths", nargs=-1, type=str)
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Rule codes/prefixes to enable (comma-separated or repeated; ALL = every rule). "
+                   "Replaces the configured selection.")
+@click.option("--extend-select", multiple=True, metavar="CODES",
+              help="Rule codes/prefixes to enable in addition to the selection.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes/prefixes to disable.")
+@click.option("--output-format", type=click.Choice(FORMATS), default="concise",
+              show_default=True, help="How findings are printed.")
+@click.option("--statistics", is_flag=True, help="Print counts per rule instead of findings.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
+@click.option("--config", "config_path", type=str, default=None, metavar="PATH",
+              help="Config file (pyproject.toml with [tool.attncheck], or a bare TOML table). "
+                   "Default: the nearest pyproject.toml above each path.")
+@click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
+@click.option("--unsafe-fixes", is_flag=True, help="With --fix/--diff: include unsafe fixes.")
+@click.option("--diff", is_flag=True,
+              help="Print the diff the fixes would make; change nothing. Exit 1 if any.")
+@click.option("--add-noqa", is_flag=True,
+              help="Append `# noqa: CODE` to every line with a finding (baseline a codebase).")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Worker processes (0 = all usable cores; small runs stay in one process).")
+def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, exit_zero,
+             config_path, isolated, fix, unsafe_fixes, diff, add_noqa, jobs):
+    """Lint PATHS (files, directories, or - for stdin; default: .) for attention bugs."""
+    from attncheck.config import ConfigError
+    from attncheck.lint import formatters
+    from attncheck.lint.engine import lint_paths
+
+    if not paths:
+        paths = (".",)
+    if add_noqa and (fix or diff):
+        raise click.UsageError("--add-noqa cannot be combined with --fix/--diff")
+    try:
+        result = lint_paths(
+            paths, select=_split(select), ignore=_split(ignore),
+            extend_select=_split(extend_select), config=config_path, isolated=isolated,
+            fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, jobs=jobs)
+    except ConfigError as exc:
+        click.echo(f"attncheck: error: {exc}", err=True)
+        sys.exit(2)
+
+    for err in result.errors:
+        click.echo(f"attncheck: error: {err}", err=True)
+
+    if add_noqa:
+        sys.exit(_add_noqa(result))
+    if diff:
+        from attncheck.lint.fixes import unified_diff
+
+        for path, (old, new) in sorted(result.diffs.items()):
+            click.echo(unified_diff(path, old, new), nl=False)
+        n = len(result.diffs)
+        click.echo(f"Would fix {result.fixed} finding(s) in {n} file(s).", err=True)
+        sys.exit(2 if result.errors else (1 if n else 0))
+
+    findings = result.findings
+    if statistics:
+        stats = formatters.statistics(findings)
+        if output_format == "json":
+            click.echo(json.dumps(stats, indent=2))
+        else:
+            for s in stats:
+                mark = "[*] " if s["fixable"] else ""
+                click.echo(f"{s['count']:>5}  {s['code']}  {mark}{s['name']}")
+    elif output_format == "concise":
+        click.echo(formatters.format_concise(findings), nl=False)
+    elif output_format == "full":
+        formatters.render_full(findings, result.sources, _console())
+    elif output_format == "json":
+        click.echo(formatters.format_json(findings), nl=False)
+    elif output_format == "sarif":
+        click.echo(formatters.format_sarif(findings), nl=False)
+    elif output_format == "github":
+        click.echo(formatters.format_github(findings), nl=False)
+
+    if output_format in ("concise", "full") or statistics and output_format != "json":
+        _summary(result, fix)
+    sys.exit(result.exit_code(exit_zero))
+
+
+def _summary(result, fix: bool) -> None:
+    n = len(result.findings)
+    files = len({f.path for f in result.findings})
+    fixed = f"Fixed {result.fixed} finding(s). " if fix else ""
+    if n == 0:
+        click.echo(f"{fixed}All checks passed! ({len(result.files)} file(s) checked)")
+    else:
+        safe = sum(1 for f in result.findings if f.fix is not None
+                   and f.fix.applicability == "safe")
+        unsafe = sum(1 for f in result.findings if f.fix is not None) - safe
+        hints = []
+        if safe:
+            hints.append(f"{safe} fixable with --fix")
+        if unsafe:
+            hints.append(f"{unsafe} fixable with --fix --unsafe-fixes")
+        hint = f"\n{'; '.join(hints)} (preview with --diff)." if hints and not fix else ""
+        click.echo(f"{fixed}Found {n} finding(s) in {files} of {len(result.files)} file(s)."
+                   f"{hint}")
+
+
+def _add_noqa(result) -> int:
+    from attncheck.lint.suppression import add_noqa
+
+    by_path: dict[str, list] = {}
+    for f in result.findings:
+        by_path.setdefault(f.path, []).append(f)
+    total = 0
+    for path, findings in sorted(by_path.items()):
+        if path == "-":
+            continue
+        text = result.sources.get(path)
+        if text is None:
+            continue
+        new, n = add_noqa(text, findings)
+        if n:
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(new)
+            total += n
+    click.echo(f"Added {total} noqa directive(s).")
+    return 2 if result.errors else 0
+
+
+@click.command("rules")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+def rules_cmd(fmt):
+    """List the rule catalog: code, name, severity, default on/off, fix."""
+    from attncheck.lint import catalog
+    from attncheck.lint.rule import all_rules
+
+    rows = [{"code": c, "name": r.name, "severity": r.severity,
+             "default_enabled": bool(r.default_enabled), "fix": catalog.fix_kind(c) or "none",
+             "summary": r.summary}
+            for c, r in all_rules().items()]
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    from rich.table import Table
+
+    table = Table(title="attncheck rules", show_lines=False)
+    for col in ("code", "name", "severity", "default", "fix"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("summary", overflow="fold")
+    for r in rows:
+        table.add_row(r["code"], r["name"], r["severity"], "on" if r["default_enabled"] else "off",
+                      r["fix"], r["summary"])
+    _console(soft_wrap=False).print(table)
+
+
+@click.command("explain")
+@click.argument("code")
+@click.option("--raw", is_flag=True, help="Print the Markdown source instead of rendering it.")
+def explain_cmd(code, raw):
+    """Print the catalog page of rule CODE (e.g. ATT101, or its name: missing-scale)."""
+    from attncheck.lint import catalog
+    from attncheck.lint.rule import all_rules
+
+    registry = all_rules()
+    wanted = code.strip()
+    match = wanted.upper() if wanted.upper() in registry else next(
+        (c for c, r in registry.items() if r.name == wanted.lower()), None)
+    if match is None:
+        click.echo(f"attncheck: error: unknown rule {code!r}. Known rules: "
+                   f"{', '.join(registry)}", err=True)
+        sys.exit(2)
+    text = catalog.page(match)
+    if text is None:
+        r = registry[match]
+        click.echo(f"attncheck: error: no catalog page for {match} ({r.name}); "
+                   f"summary: {r.summary}", err=True)
+        sys.exit(2)
+    if raw or not sys.stdout.isatty():
+        click.echo(text, nl=not text.endswith("\n"))
+    else:
+        from rich.markdown import Markdown
+
+        _console(soft_wrap=False).print(Markdown(text))
+
+
+COMMANDS = [lint_cmd, rules_cmd, explain_cmd]

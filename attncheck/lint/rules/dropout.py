@@ -1,0 +1,188 @@
+"""ATT501 dropout-in-eval: functional dropout that stays active after ``model.eval()``.
+
+``nn.Dropout`` modules follow ``module.training``; functional calls do not: ``F.dropout``'s
+``training`` argument defaults to ``True`` and ``F.scaled_dot_product_attention(dropout_p=p)`` /
+``flash_attn_func(dropout_p=p)`` drop with probability ``p`` whatever the mode (PyTorch
+``torch.nn.functional.dropout`` and ``scaled_dot_product_attention`` docs).  Inside a method of a
+class (an ``nn.Module``), the probability must be gated: ``training=self.training`` or
+``dropout_p=self.p if self.training else 0.0``.  Parameters of the method are the caller's
+responsibility and are not flagged.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import libcst as cst
+
+from attncheck.lint.analysis.provenance import _num_of, mentions_training
+from attncheck.lint.rule import Rule, register
+
+_F_DROPOUT = {
+    "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
+    "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout",
+    "torch.nn.functional.feature_alpha_dropout", "torch.dropout",
+}
+_SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
+_FLASH_LEAVES = {"flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpacked_func",
+                 "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"}
+
+
+def _arg(call: cst.Call, pos: int | None, kw: str) -> cst.Arg | None:
+    i = 0
+    for a in call.args:
+        if a.keyword is not None:
+            if a.keyword.value == kw:
+                return a
+            continue
+        if a.star:
+            return None
+        if pos is not None and i == pos:
+            return a
+        i += 1
+    return None
+
+
+class _Method:
+    """What one method body holds: assignments per local name (with guard state) and calls."""
+
+    def __init__(self, fn: cst.FunctionDef, is_method: bool) -> None:
+        self.fn = fn
+        self.is_method = is_method
+        self.assigns: dict[str, list[tuple[cst.BaseExpression, bool]]] = {}
+        self.calls: list[tuple[cst.Call, bool]] = []
+        self.guard = 0
+
+
+@register
+class DropoutInEval(Rule):
+    code = "ATT501"
+    name = "dropout-in-eval"
+    severity = "error"
+    summary = "F.dropout without training=self.training; SDPA/flash dropout_p not gated by self.training"
+    tokens = ("dropout", "memory_efficient_attention")
+
+    # The rule rides the engine's batched visit (no traversal of its own).
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self._frames: list[_Method] = []
+        self._class_depth: list[cst.CSTNode] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._class_depth.append(node)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._class_depth.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        ps = list(node.params.posonly_params) + list(node.params.params)
+        directly_in_class = bool(self._class_depth) and any(
+            s is node for s in self._class_depth[-1].body.body)
+        is_method = directly_in_class and bool(ps) and ps[0].name.value == "self"
+        self._frames.append(_Method(node, is_method))
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        fr = self._frames.pop()
+        if fr.is_method:
+            self._check(fr)
+
+    def _guard_test(self, test: cst.BaseExpression, delta: int) -> None:
+        if self._frames and mentions_training(test):
+            self._frames[-1].guard += delta
+
+    def visit_If(self, node: cst.If) -> None:
+        self._guard_test(node.test, 1)
+
+    def leave_If(self, node: cst.If) -> None:
+        self._guard_test(node.test, -1)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._guard_test(node.test, 1)
+
+    def leave_IfExp(self, node: cst.IfExp) -> None:
+        self._guard_test(node.test, -1)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self._frames:
+            fr = self._frames[-1]
+            for t in node.targets:
+                if isinstance(t.target, cst.Name):
+                    fr.assigns.setdefault(t.target.value, []).append((node.value, fr.guard > 0))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self._frames and isinstance(node.target, cst.Name) and node.value is not None:
+            fr = self._frames[-1]
+            fr.assigns.setdefault(node.target.value, []).append((node.value, fr.guard > 0))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self._frames:
+            fr = self._frames[-1]
+            fr.calls.append((node, fr.guard > 0))
+
+    def _check(self, scan: _Method) -> None:
+        for call, guarded in scan.calls:
+            q = self.ctx.qualname(call.func) or ""
+            leaf = q.rsplit(".", 1)[-1]
+            if q in _F_DROPOUT:
+                self._f_dropout(call, q, guarded, scan)
+            elif q in _SDPA:
+                self._prob(call, _arg(call, 4, "dropout_p"), guarded, scan, "F.scaled_dot_product_attention")
+            elif leaf in _FLASH_LEAVES:
+                self._prob(call, _arg(call, None, "dropout_p"), guarded, scan, leaf)
+            elif leaf == "memory_efficient_attention":
+                self._prob(call, _arg(call, 4, "p"), guarded, scan, leaf)
+
+    def _f_dropout(self, call: cst.Call, q: str, guarded: bool, scan: _Method) -> None:
+        p = _arg(call, 1, "p")
+        train = _arg(call, 2, "training" if q != "torch.dropout" else "train")
+        if guarded:
+            return
+        if p is not None and _num_of(p.value) == 0:
+            return
+        name = "torch.dropout" if q == "torch.dropout" else "F." + q.rsplit(".", 1)[-1]
+        if train is None:
+            if q == "torch.dropout":
+                return
+            self.report(call, f"{name}(...) without training=: it defaults to training=True and keeps dropping "
+                              f"in eval(): pass training=self.training (or use an nn.Dropout module)")
+            return
+        v = train.value
+        if isinstance(v, cst.Name) and v.value == "True":
+            self.report(call, f"{name}(..., training=True) drops in eval() too: pass training=self.training")
+
+    def _gated(self, expr: cst.BaseExpression, scan: _Method, depth: int = 0) -> bool | None:
+        """True: gated/zero; False: an ungated module attribute or non-zero literal; None: unknown."""
+        n = _num_of(expr)
+        if n is not None:
+            return n == 0
+        if mentions_training(expr):
+            return True
+        if isinstance(expr, cst.Name):
+            assigns = scan.assigns.get(expr.value)
+            if not assigns:
+                return None  # a parameter or a global: the caller's business
+            if any(g for _, g in assigns):
+                return True
+            if depth > 3:
+                return None
+            res = [self._gated(v, scan, depth + 1) for v, _ in assigns]
+            if any(r is True for r in res):
+                return True
+            if all(r is False for r in res):
+                return False
+            return None
+        if isinstance(expr, cst.Attribute):
+            base = expr
+            while isinstance(base, cst.Attribute):
+                base = base.value
+            if isinstance(base, cst.Name) and base.value == "self":
+                return False
+        return None
+
+    def _prob(self, call: cst.Call, arg: cst.Arg | None, guarded: bool, scan: _Method, fname: str) -> None:
+        if arg is None or guarded:
+            return
+        if self._gated(arg.value, scan) is False:
+            code = cst.Module([]).code_for_node(arg.value)
+            kw = arg.keyword.value if arg.keyword is not None else "dropout_p"
+            self.report(arg, f"{fname}({kw}={code}) drops attention weights in eval() too: "
+                             f"use {kw}={code} if self.training else 0.0")

@@ -1,0 +1,60 @@
+"""ATT301 softmax-wrong-dim: softmax over an axis other than the key axis of attention scores.
+
+Attention weights are ``softmax(scores, dim=-1)`` over the key axis ``L_k`` of ``(…, L_q, L_k)``
+scores (Vaswani et al. 2017).  Implicit ``dim`` follows PyTorch's legacy rule
+(``torch.nn.functional._get_softmax_dim``): dim 0 for 0-, 1- and 3-D inputs, else dim 1.
+Fires only on scores established by the score-provenance analysis with a known rank/key axis.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from attncheck.lint.rule import Rule, register
+
+
+def implicit_dim(rank: int) -> int:
+    """PyTorch's implicit softmax dim for an input of ``rank`` dims."""
+    return 0 if rank in (0, 1, 3) else 1
+
+
+def wrong_axis(dim: int | None, implicit: bool, rank: int | None, key_axis: int | None) -> int | None:
+    """The (non-negative when possible) wrong dim, or ``None`` when the softmax is over the key axis or unknown."""
+    if key_axis is None:
+        return None
+    if implicit:
+        if rank is None:
+            return None
+        dim = implicit_dim(rank)
+    if dim is None:
+        return None
+    if dim >= 0:
+        if rank is None:
+            return None
+        nd = dim - rank
+    else:
+        nd = dim
+    if rank is not None and not (-rank <= nd < 0):
+        return None
+    return None if nd == key_axis else dim
+
+
+@register
+class SoftmaxWrongDim(Rule):
+    code = "ATT301"
+    name = "softmax-wrong-dim"
+    severity = "error"
+    summary = "softmax over an axis other than the key axis of the scores (incl. implicit dim)"
+    tokens = ("softmax", "Softmax")
+
+    def visit_Module(self, node: Any) -> None:
+        seen = set()
+        for ev in self.ctx.provenance.softmax_events:
+            bad = wrong_axis(ev.dim, ev.implicit, ev.rank, ev.key_axis)
+            if bad is None or id(ev.node) in seen:
+                continue
+            seen.add(id(ev.node))
+            shape = f"{ev.rank}-D " if ev.rank else ""
+            key = ev.key_axis + ev.rank if ev.rank else ev.key_axis
+            how = f"implicit dim (= {bad})" if ev.implicit else f"dim={bad}"
+            self.report(ev.node, f"softmax over {how} of {shape}attention scores whose key axis is dim {key}: "
+                                 f"weights must sum to 1 over the keys: use dim=-1")

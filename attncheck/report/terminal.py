@@ -1,0 +1,109 @@
+"""Terminal rendering of a :class:`~attncheck.results.Report` with rich (used by ``attncheck
+check`` and ``attncheck audit``).
+
+:func:`render_report` prints a table — check, status, message, key numbers — followed by the
+details (smallest failing example, reproduction line) of every failed / errored check and a
+summary line.  :func:`report_table` returns just the ``rich.table.Table``.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from attncheck.results import CheckResult, Report
+
+__all__ = ["render_report", "report_table", "STATUS_STYLE", "summary_line", "format_metrics"]
+
+STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold magenta",
+                "warn": "bold yellow", "skip": "dim"}
+
+_SKIP_METRICS = {"example", "sources", "exempt", "dropout"}
+
+
+def format_metrics(metrics: dict[str, Any], limit: int = 4) -> str:
+    """A short ``k=v`` summary of scalar metrics (floats to 3 significant digits)."""
+    parts = []
+    for k, v in metrics.items():
+        if k in _SKIP_METRICS or isinstance(v, (dict, list, tuple)):
+            continue
+        if isinstance(v, float):
+            v = f"{v:.3g}"
+        parts.append(f"{k}={v}")
+        if len(parts) >= limit:
+            break
+    return " ".join(parts)
+
+
+def summary_line(report: Report) -> str:
+    counts = {s: 0 for s in STATUS_STYLE}
+    for r in report.results:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    bits = [f"{n} {s}" for s, n in counts.items() if n]
+    verdict = "OK" if report.ok else "FAILED"
+    return f"{verdict}: {', '.join(bits) or 'no checks run'}"
+
+
+def report_table(report: Report, title: str | None = None) -> Table:
+    """The results as a rich table (columns: check, status, message, numbers)."""
+    mode = report.extra.get("mode", "eval")
+    t = Table(title=title or f"attncheck check {report.target}  "
+              f"[dim]({report.device}, {report.dtype}, {mode} mode)[/dim]",
+              show_lines=False, expand=False)
+    t.add_column("check", style="bold", no_wrap=True)
+    t.add_column("status", no_wrap=True)
+    t.add_column("message", overflow="fold")
+    t.add_column("numbers", style="dim", overflow="fold")
+    for r in report.results:
+        st = STATUS_STYLE.get(r.status, "")
+        t.add_row(escape(r.check), f"[{st}]{r.status}[/{st}]", escape(r.message),
+                  escape(format_metrics(r.metrics)))
+    return t
+
+
+def _details(r: CheckResult) -> str:
+    return r.details.strip()
+
+
+def render_report(report: Report, console: Console | None = None, *,
+                  show_details: bool = True, title: str | None = None) -> None:
+    """Print ``report`` to ``console`` (default: a new stdout console): the table, then the
+    details of failed / errored checks, then a summary line.  ``title`` replaces the table title
+    (default ``attncheck check <target> (device, dtype, mode)``)."""
+    console = console or Console()
+    console.print(report_table(report, title=title))
+    if show_details:
+        for r in report.results:
+            if r.status in ("fail", "error") and _details(r):
+                st = STATUS_STYLE[r.status]
+                console.print(f"[{st}]{r.status}[/{st}] [bold]{escape(r.check)}[/bold]: "
+                              f"{escape(r.message)}")
+                console.print(escape(_details(r)), style="dim", highlight=False)
+    ok = report.ok
+    console.print(f"[{'bold green' if ok else 'bold red'}]{summary_line(report)}"
+                  f"[/{'bold green' if ok else 'bold red'}]")
+
+
+def report_json(report: Report) -> str:
+    """``Report.to_dict()`` as indented JSON (NaN/inf written as strings, valid JSON)."""
+    return json.dumps(_clean(report.to_dict()), indent=2)
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float):
+        if x != x or x in (float("inf"), float("-inf")):
+            return str(x)
+        return x
+    if isinstance(x, dict):
+        return {str(k): _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [_clean(v) for v in x]
+    if isinstance(x, (str, int, bool)) or x is None:
+        return x
+    return str(x)
+
+
+__all__.append("report_json")

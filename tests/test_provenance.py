@@ -1,0 +1,211 @@
+"""Score provenance (attncheck.lint.analysis.provenance): facts the attention rules stand on."""
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attncheck.lint.analysis import provenance as P
+from attncheck.lint.context import FileContext
+
+
+def analyze(src: str) -> P.Provenance:
+    src = textwrap.dedent(src)
+    module = cst.parse_module(src)
+    return P.analyze(FileContext(module, src, "t.py"))
+
+
+HEADER = "import math\nimport torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+
+def factors_of(src: str) -> list[list[str]]:
+    res = analyze(HEADER + textwrap.dedent(src))
+    return [[f.sym.text() for f in ev.factors] for ev in res.scale_events]
+
+
+@pytest.mark.parametrize("expr", [
+    "q @ k.transpose(-2, -1)",
+    "torch.matmul(q, k.transpose(-1, -2))",
+    "torch.matmul(q, k.transpose(2, 3))",
+    "q @ k.mT",
+    "torch.bmm(q, k.transpose(1, 2))",
+    "torch.baddbmm(b, q, k.transpose(1, 2), beta=0)",
+    'torch.einsum("bhid,bhjd->bhij", q, k)',
+    'torch.einsum("b h i d, b h j d -> b h i j", q, k)',
+])
+def test_score_spellings_are_scores(expr):
+    res = analyze(HEADER + f"def f(q, k, b):\n    s = {expr}\n    return s.softmax(dim=-1)\n")
+    assert len(res.scale_events) == 1
+    assert res.softmax_events[0].key_axis == -1
+
+
+@pytest.mark.parametrize("expr", [
+    "torch.einsum(eq, q, k)",            # runtime equation: unknown
+    "q @ k",                             # no transpose: not q·kᵀ
+    "attn @ v",
+    "torch.bmm(q, k)",
+])
+def test_not_scores(expr):
+    res = analyze(HEADER + f"def f(q, k, v, attn, eq):\n    s = {expr}\n    return s.softmax(dim=-1)\n")
+    assert res.scale_events == []
+    assert res.softmax_events == []
+
+
+def test_factor_sources_local_init_and_alpha():
+    src = """
+    class A(nn.Module):
+        def __init__(self, dim=64, heads=4):
+            super().__init__()
+            self.heads, self.head_dim = heads, dim // heads
+            self.scale = self.head_dim ** -0.5
+            self.qkv = nn.Linear(dim, 3 * dim)
+
+        def forward(self, x):
+            B, L, C = x.shape
+            q, k, v = self.qkv(x).view(B, L, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4)
+            q = q * self.scale
+            s = q @ k.transpose(-2, -1)
+            s /= 2.0
+            return F.softmax(s, dim=-1) @ v
+    """
+    (fs,) = factors_of(src)
+    assert fs == ["1/√self.head_dim", "0.5"]
+
+
+def test_baddbmm_alpha_is_a_factor():
+    src = """
+    def f(q, k, head_dim):
+        s = torch.baddbmm(torch.empty(1), q, k.transpose(-1, -2), beta=0, alpha=head_dim ** -0.5)
+        return s.softmax(-1)
+    """
+    assert factors_of(src) == [["1/√head_dim"]]
+
+
+def test_sdpa_default_scale_and_explicit_one():
+    src = """
+    def f(q, k, v):
+        a = F.scaled_dot_product_attention(q, k, v)
+        b = F.scaled_dot_product_attention(q, k, v, scale=1.0)
+        return a, b
+    """
+    res = analyze(HEADER + textwrap.dedent(src))
+    kinds = [[f.where for f in ev.factors] for ev in res.scale_events]
+    assert kinds == [["sdpa-default"], ["sdpa"]]
+    assert res.scale_events[1].factors[0].sym.explicit_one
+
+
+def test_helper_inlined_with_caller_scale():
+    src = """
+    def eager(module, query, key, value, scaling, dropout=0.0):
+        w = torch.matmul(query, key.transpose(2, 3)) * scaling
+        return nn.functional.softmax(w, dim=-1) @ value
+
+    class M(nn.Module):
+        def __init__(self, hidden_size=64, num_heads=4):
+            super().__init__()
+            self.head_dim = hidden_size // num_heads
+            self.scaling = self.head_dim ** -0.5
+
+        def forward(self, q, k, v):
+            fn = eager
+            return fn(self, q, k, v, scaling=self.scaling)
+    """
+    (fs,) = factors_of(src)
+    assert fs == ["1/√self.head_dim"]
+
+
+def test_default_one_only_when_never_passed():
+    never = """
+    def attn(q, k, v, sm_scale=1.0):
+        return ((q @ k.transpose(-2, -1)) * sm_scale).softmax(-1) @ v
+
+    def caller(q, k, v):
+        return attn(q, k, v)
+    """
+    res = analyze(HEADER + textwrap.dedent(never))
+    assert [f.sym.default_one for f in res.scale_events[0].factors] == ["sm_scale"]
+    passed = never.replace("attn(q, k, v)\n", "attn(q, k, v, sm_scale=1.0)\n")
+    res = analyze(HEADER + textwrap.dedent(passed))
+    (f,) = res.scale_events[0].factors
+    assert f.sym.explicit_one and not f.sym.default_one
+
+
+def test_softmax_module_on_self_and_rank():
+    src = """
+    class A(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.softmax = nn.Softmax(dim=0)
+
+        def forward(self, q, c):
+            B, L, D = q.shape
+            s = torch.bmm(q, c.transpose(1, 2)).view(B * L, -1)
+            return self.softmax(s)
+    """
+    (ev,) = analyze(HEADER + textwrap.dedent(src)).softmax_events
+    assert (ev.dim, ev.rank, ev.key_axis, ev.implicit) == (0, 2, -1, False)
+
+
+def test_head_layout_events():
+    src = """
+    class A(nn.Module):
+        def __init__(self, dim=16, heads=4):
+            super().__init__()
+            self.h, self.d = heads, dim // heads
+            self.W = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            good = self.W(x).view(B, T, self.h, self.d).transpose(1, 2)
+            bad = self.W(x).view(B, self.h, T, self.d)
+            merged_ok = good.transpose(1, 2).reshape(B, T, C)
+            merged_bad = good.reshape(B, T, C)
+            return bad, merged_ok, merged_bad
+    """
+    evs = analyze(HEADER + textwrap.dedent(src)).view_events
+    assert sorted((ev.code, ev.out_axes) for ev in evs) == [
+        ("ATT401", (("B",), ("H",), ("L",), ("d",))),
+        ("ATT402", (("B",), ("L",), ("H", "d"))),
+    ]
+
+
+@pytest.mark.parametrize("name,role", [
+    ("head_dim", "d"), ("self.d_k", "d"), ("config.hidden_size", "E"), ("n_embd", "E"), ("C", "E"),
+    ("self.num_heads", "H"), ("bsz", "B"), ("q_len", "L"), ("T", "L"), ("temperature", "?"),
+])
+def test_role_by_name(name, role):
+    assert P.role_by_name(name) == role
+
+
+def test_parse_einsum():
+    assert P.parse_einsum("bhid,bhjd->bhij") == (["bhid", "bhjd"], "bhij")
+    ins, out = P.parse_einsum("b h i d, b h j d -> b h i j")
+    assert ins == ["bhid", "bhjd"] and out == "bhij"
+    assert P.parse_einsum("bhij") is None
+
+
+dims = st.sampled_from([P.Dim("head_dim", "d", 64.0), P.Dim("d_model", "E", 512.0), P.Dim("heads", "H", 8.0)])
+exps = st.sampled_from([-1.0, -0.5, 0.5, 1.0, 2.0])
+
+
+@given(dims, exps, exps)
+def test_sym_power_laws(d, a, b):
+    s = P.Sym.dim(d)
+    assert s.pow(a).pow(b) == s.pow(a * b)
+    assert s.pow(a).mul(s.pow(b)) == (s.pow(a + b) if a + b != 0 else P.Sym())
+    v = s.pow(a).value()
+    assert v == pytest.approx(d.value ** a)
+
+
+@given(st.lists(st.sampled_from(["B", "H", "L"]), min_size=1, max_size=3, unique=True))
+def test_sym_atoms_of_products(roles):
+    s = P.Sym()
+    for r in roles:
+        s = s.mul(P.Sym.dim(P.Dim(r.lower() + "_", r)))
+    assert s.atoms() == tuple(roles)
+    # dividing the last factor back out leaves the others
+    last = P.Sym.dim(P.Dim(roles[-1].lower() + "_", roles[-1]))
+    assert s.mul(last.inv()).atoms() == tuple(roles[:-1])

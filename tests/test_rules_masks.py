@@ -1,0 +1,231 @@
+"""Mask rules ATT201/202/204/205 (and later ATT2xx): fixtures, messages, fixes, legit patterns."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from attncheck.lint.engine import lint_source
+
+ROOT = Path(__file__).resolve().parents[1]
+BUGGY = sorted((ROOT / "fixtures" / "lint" / "buggy").glob("mask_*.py"))
+EXPECT_RE = re.compile(r"#\s*expect:\s*([A-Z0-9 ,]+)")
+CODES = ("ATT201", "ATT202", "ATT203", "ATT204", "ATT205", "ATT206", "ATT207", "ATT208",
+         "ATT209", "ATT210")
+
+
+def mask_findings(src: str, select=("ATT2",)):
+    return [f for f in lint_source(src, "<t>", select=select) if f.code in CODES]
+
+
+def pairs(src: str) -> set[tuple[int, str]]:
+    return {(f.line, f.code) for f in mask_findings(src)}
+
+
+def expected(src: str) -> set[tuple[int, str]]:
+    out = set()
+    for i, line in enumerate(src.splitlines(), 1):
+        m = EXPECT_RE.search(line)
+        if m:
+            out |= {(i, c.strip()) for c in m.group(1).split(",") if c.strip() in CODES}
+    return out
+
+
+def test_buggy_fixtures_exist_for_every_rule():
+    text = "".join(p.read_text() for p in BUGGY)
+    for code in ("ATT201", "ATT202", "ATT204", "ATT205"):
+        assert text.count(f"expect: {code}") >= 3, code
+
+
+@pytest.mark.parametrize("path", BUGGY, ids=lambda p: p.name)
+def test_buggy_fixture_raises_exactly_its_annotations(path):
+    src = path.read_text()
+    assert pairs(src) == expected(src)
+
+
+# ---------------------------------------------------------------- messages ----------------
+def test_att201_sdpa_message_names_convention_and_remedy():
+    src = """
+import torch
+import torch.nn.functional as F
+def f(q, k, v):
+    L = q.shape[-2]
+    m = torch.triu(torch.ones(L, L), diagonal=1).bool()
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+"""
+    (f,) = mask_findings(src)
+    assert f.code == "ATT201" and f.line == 7
+    assert "SDPA's boolean attn_mask is True = attend" in f.message
+    assert "True above the diagonal" in f.message
+    assert "is_causal=True" in f.message and "built on line 6" in f.message
+
+
+def test_att202_message_mentions_nan_and_diagonal_fix():
+    src = """
+import torch
+def f(s, L):
+    s = s.masked_fill(torch.ones(L, L, dtype=torch.bool).triu(), float("-inf"))
+    return s.softmax(-1)
+"""
+    (f,) = mask_findings(src)
+    assert f.code == "ATT202"
+    assert "diagonal=1" in f.message and "NaN" in f.message
+
+
+def test_att204_fix_names_the_filled_tensor():
+    src = "import torch\ndef f(scores, m):\n    return scores.masked_fill(m == 0, -1e9).softmax(-1)\n"
+    (f,) = mask_findings(src)
+    assert f.code == "ATT204" and f.col == src.splitlines()[2].index("-1e9")
+    assert "torch.finfo(scores.dtype).min" in f.message
+    assert f.fix is not None and f.fix.applicability == "unsafe"
+    (edit,) = f.fix.edits
+    lines = src.splitlines()
+    line = lines[edit.line - 1]
+    fixed = line[:edit.col] + edit.content + line[edit.end_col:]
+    assert fixed.strip() == "return scores.masked_fill(m == 0, torch.finfo(scores.dtype).min).softmax(-1)"
+    assert mask_findings(src.replace(line, fixed)) == []
+
+
+def test_att204_fix_uses_the_torch_alias():
+    src = "import torch as th\ndef f(w, m):\n    return th.where(m, w, -1e10).softmax(-1)\n"
+    (f,) = mask_findings(src)
+    assert f.fix.edits[0].content == "th.finfo(w.dtype).min"
+
+
+def test_att205_message():
+    src = "import torch\ndef f(scores, m):\n    return scores.masked_fill(m, 1e-9).softmax(-1)\n"
+    (f,) = mask_findings(src)
+    assert f.code == "ATT205" and "non-negative" in f.message and "-inf" in f.message
+
+
+# ---------------------------------------------------------------- legitimate code ---------
+CLEAN = {
+    "nanogpt": """
+import math
+import torch
+import torch.nn as nn
+from torch.nn import functional as F
+class A(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(n, n)).view(1, 1, n, n))
+    def forward(self, q, k, v):
+        T = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        return F.softmax(att, dim=-1) @ v
+""",
+    "sdpa_keep_and_mha_block": """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class A(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(16, 2)
+    def forward(self, x, q, k, v):
+        L = q.shape[-2]
+        keep = torch.ones(L, L, dtype=torch.bool).tril()
+        future = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+        a = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        b = F.scaled_dot_product_attention(q, k, v, attn_mask=~future)
+        c, _ = self.attn(x, x, x, attn_mask=future)
+        d, _ = self.attn(x, x, x, attn_mask=nn.Transformer.generate_square_subsequent_mask(L))
+        return a, b, c, d
+""",
+    "fills_that_work": """
+import torch
+def f(s, m, keep):
+    a = s.masked_fill(m, float("-inf")).softmax(-1)
+    b = s.masked_fill(m, -1e4).softmax(-1)
+    c = s.masked_fill(~keep, torch.finfo(s.dtype).min).softmax(-1)
+    d = torch.where(keep, s, -torch.inf).softmax(-1)
+    e = s.masked_fill(m, torch.finfo(torch.float16).min).softmax(-1)
+    g = s.masked_fill(m, -65504).softmax(-1)
+    return a, b, c, d, e, g
+""",
+    "zero_fill_not_before_softmax": """
+import torch
+class Enc:
+    def forward(self, hidden_states, attention_mask):
+        hidden_states = hidden_states.masked_fill(~attention_mask.unsqueeze(-1), 0.0)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states)
+        return hidden_states.softmax(-1)
+""",
+    "ssm_segsum_strict_lower": """
+import torch
+def segsum(x, T):
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=-1)
+    x = x.masked_fill(~mask, 0)
+    x = torch.cumsum(x, dim=-2)
+    mask = torch.tril(torch.ones(T, T, dtype=torch.bool), diagonal=0)
+    return x.masked_fill(~mask, -torch.inf)
+""",
+    "pointer_logits_not_softmaxed": """
+import torch
+def pointer(q, k, L):
+    logits = q @ k.transpose(-2, -1)
+    mask = torch.tril(torch.ones(L, L)).bool()
+    return logits.masked_fill(mask, -1e4)
+""",
+    "swin_additive_minus_100": """
+import torch
+def f(attn, mask_windows):
+    attn_mask = mask_windows.unsqueeze(1) - mask_windows.unsqueeze(2)
+    attn_mask = attn_mask.masked_fill(attn_mask != 0, float(-100.0)).masked_fill(attn_mask == 0, 0.0)
+    return (attn + attn_mask).softmax(-1)
+""",
+    "bert_minus_10000": """
+import torch
+def f(scores, attention_mask, dtype):
+    ext = attention_mask[:, None, None, :].to(dtype)
+    ext = (1.0 - ext) * -10000.0
+    return (scores + ext).softmax(-1)
+""",
+    "explicit_fp32_mask": """
+import torch
+def f(attention_mask):
+    return attention_mask.float().masked_fill(~attention_mask, -1e9)
+""",
+    "arange_causal": """
+import torch
+def f(s, L):
+    i = torch.arange(L)[:, None]
+    j = torch.arange(L)[None, :]
+    s = s.masked_fill(j > i, float("-inf"))
+    s = torch.where(i >= j, s, float("-inf"))
+    return s.softmax(-1)
+""",
+    "x_transformers_max_neg": """
+import torch
+def max_neg_value(t):
+    return -torch.finfo(t.dtype).max
+def attend(sim, mask, i, j):
+    causal = torch.ones((i, j), dtype=torch.bool).triu(j - i + 1)
+    sim = sim.masked_fill(causal, max_neg_value(sim))
+    sim = sim.masked_fill(~mask, max_neg_value(sim))
+    return sim.softmax(dim=-1)
+""",
+}
+
+
+@pytest.mark.parametrize("name", list(CLEAN))
+def test_legitimate_patterns_raise_nothing(name):
+    assert mask_findings(CLEAN[name]) == []
+
+
+def test_cases_fixtures_when_present():
+    """fixtures/cases versions of the handed mask cases raise exactly their annotations."""
+    cases = ROOT / "fixtures" / "cases"
+    wanted = {"b08": "ATT201", "b09": "ATT202", "b12": "ATT204", "b16": "ATT205"}
+    found = 0
+    for prefix, code in wanted.items():
+        for p in cases.glob(f"{prefix}_*.py"):
+            src = p.read_text()
+            got = {c for _, c in pairs(src)}
+            assert got == {code}, (p.name, got)
+            found += 1
+    if not found:
+        pytest.skip("no fixtures/cases yet")
