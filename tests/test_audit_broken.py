@@ -8,12 +8,10 @@ import math
 import pytest
 import torch
 
-pytest.importorskip("transformers")
-
-from transformers.modeling_utils import AttentionInterface
-from transformers.models.gpt2 import modeling_gpt2
-
 import attncheck
+
+modeling_gpt2 = pytest.importorskip("transformers.models.gpt2.modeling_gpt2")
+AttentionInterface = pytest.importorskip("transformers.modeling_utils").AttentionInterface
 
 L = 12
 

@@ -149,3 +149,20 @@ def test_hf_source_files_found_and_linted_clean():
     res, section = run_lint(modeling)
     assert res.status == "pass", section["findings"]  # no false failure on GPT-2's own source
     assert section["files"] == modeling
+
+
+def test_hf_config_override_per_layer_sliding_window():
+    """Qwen2 with sliding attention on layer 1 only (layer_types): each layer is judged against
+    its own declared type."""
+    pytest.importorskip("transformers")
+    rep = attncheck.audit("hf:qwen2", checks="mask-pattern,causality,kv-cache",
+                          config={"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1})
+    assert rep.extra["model"]["layer_types"] == ["full_attention", "sliding_attention"]
+    for v in ("eager", "sdpa"):
+        layers = rep[f"mask-pattern[{v}]"].metrics["layers"]
+        assert [(lay["observed"], lay["expected"]) for lay in layers] == [
+            ("causal", "causal"), ("sliding window 4", "sliding window 4")]
+        assert rep[f"causality[{v}]"].status == "pass"
+        assert rep[f"kv-cache[{v}]"].status == "pass"
+    with pytest.raises(ValueError):
+        attncheck.audit("xt:decoder", config={"x": 1})

@@ -130,6 +130,8 @@ def test_attncheck_select_enables_default_off_rules():
         default = {f.code for f in lint_lines(BUGGY.splitlines(True), "x.py")}
         assert default <= everything
         assert not (default & set(off))
+        if "ATT601" in registry:  # manual softmax(q·kᵀ)·v: unfused-attention (info, off)
+            assert "ATT601" in everything
     finally:
         Flake8Plugin.parse_options(type("O", (), {"attncheck_select": []})())
     assert Flake8Plugin.select is None

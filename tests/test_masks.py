@@ -95,6 +95,7 @@ def _unary(e: st.SearchStrategy) -> st.SearchStrategy:
             "({x} != 0)", "{x}.bool()", "{x}.float()", "(1.0 - {x})", "{x}.T",
             "{x}.transpose(-2, -1)", "torch.logical_not({x})", "({x} * -1e4)",
             "{x}[:L, :L]", "{x}.view(1, 1, L, L)[0, 0]", "({x} > 0)", "({x} < 0)",
+            "{x}.eq(0)", "{x}.ne(0)", "{x}.gt(0)",
         ]))
         return form.format(x=x, d=d)
     return build()

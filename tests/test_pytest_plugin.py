@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 import textwrap
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -322,3 +324,26 @@ def test_fixture_lint(attncheck, tmp_path):
         attncheck.assert_lint_clean(bad)
     with pytest.raises(FileNotFoundError):
         attncheck.lint(tmp_path / "missing.py")
+
+
+def test_hypothesis_storage_kept_out_of_the_project(monkeypatch, tmp_path):
+    """hypothesis caches constants under ./.hypothesis even with database=None; while attncheck
+    drives it, that goes to a temp dir unless the user chose a storage directory."""
+    import hypothesis.configuration as hconf
+
+    from attncheck.pytest_plugin import hypothesis_storage_outside_project
+
+    def where() -> Path:
+        return Path(hconf.storage_directory("constants", intent_to_write=False).path)
+
+    monkeypatch.delenv("HYPOTHESIS_STORAGE_DIRECTORY", raising=False)
+    before = where()
+    with hypothesis_storage_outside_project():
+        inside = where()
+    assert where() == before
+    assert inside != before
+    assert Path(tempfile.gettempdir()) in inside.parents
+    # a storage directory the user chose is left alone
+    monkeypatch.setenv("HYPOTHESIS_STORAGE_DIRECTORY", str(tmp_path / "mine"))
+    with hypothesis_storage_outside_project():
+        assert where() == before  # (hypothesis read its home once; unchanged by attncheck)

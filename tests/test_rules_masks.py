@@ -229,3 +229,105 @@ def test_cases_fixtures_when_present():
             found += 1
     if not found:
         pytest.skip("no fixtures/cases yet")
+
+
+def test_buggy_fixtures_cover_the_later_rules():
+    text = "".join(p.read_text() for p in BUGGY)
+    for code in ("ATT203", "ATT206", "ATT207", "ATT208", "ATT209", "ATT210"):
+        assert f"expect: {code}" in text, code
+
+
+def test_later_case_fixtures_when_present():
+    cases = ROOT / "fixtures" / "cases"
+    wanted = {"b10": "ATT203", "b19": "ATT206", "b28": "ATT209", "b30": "ATT208",
+              "b37": "ATT207"}
+    found = 0
+    for prefix, code in wanted.items():
+        for p in cases.glob(f"{prefix}_*.py"):
+            got = {c for _, c in pairs(p.read_text())}
+            assert got == {code}, (p.name, got)
+            found += 1
+    if not found:
+        pytest.skip("no fixtures/cases yet")
+
+
+def test_att206_needs_a_blocking_fill_and_attention_weights():
+    src = """
+import torch
+def f(s, rows, v):
+    p = s.softmax(-1)
+    p = p.masked_fill(rows, 0.0)
+    q = s.softmax(-1).masked_fill(rows, float("-inf"))
+    conf = s.softmax(-1).masked_fill(rows, float("-inf"))
+    top = conf.topk(3, dim=-1)
+    return p @ v, q @ v, top
+"""
+    assert pairs(src) == {(6, "ATT206")}
+
+
+def test_att207_bool_vs_additive_masks():
+    src = """
+import torch
+def f(scores, L):
+    keep = torch.ones(L, L, dtype=torch.bool).tril()
+    bias = torch.zeros(L, L).masked_fill(~keep, float("-inf"))
+    a = (scores + bias).softmax(-1)
+    b = (scores + keep).softmax(-1)
+    return a, b
+"""
+    assert pairs(src) == {(7, "ATT207")}
+
+
+def test_att208_negated_keep_mask_is_fine_and_message():
+    src = """
+import torch
+def f(scores, attention_mask):
+    a = scores.masked_fill(~attention_mask.bool(), float("-inf")).softmax(-1)
+    b = scores.masked_fill(attention_mask == 0, float("-inf")).softmax(-1)
+    c = scores.masked_fill(attention_mask.bool(), float("-inf")).softmax(-1)
+    return a, b, c
+"""
+    (f,) = mask_findings(src)
+    assert (f.line, f.code) == (6, "ATT208")
+    assert "attention goes to the padding" in f.message
+
+
+def test_att209_repeat_interleave_and_4d_repeat_are_fine():
+    src = """
+import torch
+from torch import nn
+class E(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(8, 2)
+    def forward(self, x, pad):
+        m = pad[:, None, :].expand(-1, 3, 3)
+        self.attn(x, x, x, attn_mask=m.repeat_interleave(2, dim=0))
+        self.attn(x, x, x, attn_mask=m[:, None].repeat(1, 2, 1, 1).flatten(0, 1))
+        return self.attn(x, x, x, attn_mask=m.repeat(2, 1, 1))
+"""
+    assert pairs(src) == {(12, "ATT209")}
+
+
+def test_att210_min_plus_zero_one_is_fine():
+    src = """
+import torch
+def f(attention_mask, L, dtype):
+    causal = torch.full((L, L), torch.finfo(dtype).min).triu(1)
+    a = causal + attention_mask[:, None, None, :]
+    b = causal + torch.full((L, L), torch.finfo(dtype).min).tril(-4)
+    return a, b
+"""
+    assert pairs(src) == {(6, "ATT210")}
+
+
+def test_att203_only_with_a_cache():
+    src = """
+import torch.nn.functional as F
+def prefill(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+def step(q, k, v, layer_past=None):
+    a = F.scaled_dot_product_attention(q, k, v, is_causal=q.shape[-2] > 1)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+"""
+    assert pairs(src) == {(7, "ATT203")}

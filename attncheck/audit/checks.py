@@ -129,7 +129,7 @@ def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, o
         real = mask.bool().to(d.device)  # (B, L)
         d = d * real[None, :, :]  # ignore pad queries
         d = d * real.T[:, :, None]  # ignore pad keys (padding check covers them)
-    return d.amax(1)  # (j, i)
+    return d.amax(1).cpu()  # (j, i)
 
 
 def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
@@ -164,8 +164,6 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         dq = d.T  # (i, j): query i, perturbed key j
         future = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
         leak = (dq > ctx.leak_atol) & future
-        if mask is not None:
-            leak &= torch.ones(L, L, dtype=torch.bool)  # pads already zeroed
         lo = 0 if mask is None else int((mask[0] == 0).sum())
         for i in range(L):
             if (mask is None or i >= lo) and not bool(dq[i, i] > 0):
@@ -228,8 +226,10 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     metrics: dict[str, Any] = {"real_positions": L, "padded_positions": PAD, "atol": ATOL, "rtol": RTOL}
     problems = []
     sides = ["right", "left"]
-    absolute_positions = m.kind in ("decoder", "encoder") and m.info.get("model_type") not in (None,)
-    if "position_ids" not in m.supports and absolute_positions and m.info.get("model_type") not in ("t5",):
+    # left padding shifts absolute positions unless the model takes position_ids; relative
+    # (T5) and position-free layers are unaffected
+    relative = m.info.get("model_type") in ("t5", "mt5", "umt5", "longt5") or m.input_kind == "features"
+    if "position_ids" not in m.supports and not relative:
         sides = ["right"]
         metrics["left"] = "skipped: the model takes no position_ids"
     for side in sides:
@@ -301,12 +301,12 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
         with torch.no_grad():
             inc = m.decode_fn(x, prefill)
         ok, dmax, _ = _close(inc, full)
-        per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2))
+        per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2)).cpu()
         metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax,
                                          "per_position": [float(v) for v in per_pos]}
         if not ok:
-            first = int(((per_pos > ATOL + RTOL * full.abs().max()).nonzero() + 0)[0]) if \
-                (per_pos > ATOL).any() else -1
+            off = (per_pos > ATOL + RTOL * float(full.abs().max())).nonzero()
+            first = int(off[0]) if off.numel() else -1
             bad.append(f"prefill {prefill}: max |Δ| {dmax:.3g} (first position {first})")
     if bad:
         return _result(m, "kv-cache", "fail",
@@ -408,7 +408,7 @@ def _no_maps(m: AuditModel, check: str, not_obs: list[str]) -> CheckResult:
 
 def _allowed(probs: torch.Tensor) -> torch.Tensor:
     """(L_q, L_k) bool: key j got a non-zero weight from query i in some sample/head."""
-    return (probs.detach() > 0).reshape(-1, *probs.shape[-2:]).any(0)
+    return (probs.detach() > 0).reshape(-1, *probs.shape[-2:]).any(0).cpu()
 
 
 def classify_pattern(allowed: torch.Tensor) -> tuple[str, int | None]:
@@ -661,7 +661,7 @@ def layer_summaries(m: AuditModel, ctx: AuditContext) -> list[dict[str, Any]]:
             "expected_scale": m.expected_scale,
             "kv_heads": int(lm.k.shape[-3]) if lm.k is not None else None,
         })
-        store["maps"].append((lm.index, lm.kind, p[0].float().numpy()))
+        store["maps"].append((lm.index, lm.kind, p[0].float().cpu().numpy()))
     return rows
 
 

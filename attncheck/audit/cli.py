@@ -70,7 +70,10 @@ def _render_text(reports, console) -> None:
 @click.option("--checks", default=None, metavar="A,B",
               help="Comma-separated subset of: lint, causality, padding, batch-independence, kv-cache, "
                    "backend-agreement, normalization, saturation, scale, mask-pattern, gqa.")
-def audit_cmd(specs, fmt, html_path, device, seed, checks):
+@click.option("--config", "config_items", multiple=True, metavar="KEY=VALUE",
+              help="transformers config override for hf: specs, e.g. --config sliding_window=8 "
+                   "(values parsed as JSON when possible).")
+def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
     """Audit models you did not write: build small random-weight models (no downloads), lint
     their source, and run model-level attention checks.
 
@@ -85,6 +88,15 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks):
     from attncheck.audit.runner import AUDIT_CHECKS, audit, reports_to_dict
 
     specs = list(specs) or demo_specs()
+    config = {}
+    for item in config_items:
+        if "=" not in item:
+            raise click.UsageError(f"--config {item!r}: expected KEY=VALUE")
+        k, v = item.split("=", 1)
+        try:
+            config[k.strip()] = json.loads(v)
+        except ValueError:
+            config[k.strip()] = v
     if checks:
         unknown = [c for c in checks.split(",") if c.strip() and c.strip() not in AUDIT_CHECKS]
         if unknown:
@@ -105,7 +117,8 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks):
                     progress.update(task, advance=1, step=label)
 
                 try:
-                    rep = audit(spec, checks=checks, device=device, seed=seed, progress=step)
+                    rep = audit(spec, checks=checks, device=device, seed=seed, progress=step,
+                                config=config or None)
                 except F.UnknownSpec as exc:
                     progress.stop()
                     err.print(f"[bold red]error:[/bold red] {exc}")

@@ -67,14 +67,21 @@ def known_specs() -> list[str]:
             + ["timm:<model name>", "package.module:factory", "path/to/file.py:factory"])
 
 
-def build(spec: str, device: str = "cpu") -> list[AuditModel]:
-    """Build the variants of ``spec`` (see module docstring) on ``device``, eval mode."""
+def build(spec: str, device: str = "cpu", config: dict[str, Any] | None = None) -> list[AuditModel]:
+    """Build the variants of ``spec`` (see module docstring) on ``device``, eval mode.
+
+    ``config``: extra transformers config values for ``hf:`` specs (e.g.
+    ``{"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}``), applied
+    over the tiny defaults; ``ValueError`` for other families.
+    """
+    if config and not spec.startswith("hf:"):
+        raise ValueError("config overrides apply to hf: specs only")
     family, sep, name = spec.partition(":")
     if not sep or not name:
         raise UnknownSpec(f"not a model spec: {spec!r} (expected FAMILY:NAME or module:factory)",
                           known_specs())
     if family == "hf":
-        models = _build_hf(spec, name)
+        models = _build_hf(spec, name, config or {})
     elif family == "xt":
         models = _build_xt(spec, name)
     elif family == "torch":
@@ -94,12 +101,11 @@ def build(spec: str, device: str = "cpu") -> list[AuditModel]:
 def _import_transformers():
     try:
         import transformers
+        from transformers.utils import logging as hf_logging
     except Exception as exc:  # pragma: no cover - depends on the environment
         raise FamilyUnavailable(
             f"transformers unavailable ({type(exc).__name__}: {exc}); "
             "install the extra: pip install 'attncheck[hf]'") from exc
-    import transformers
-    from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()
     return transformers
@@ -153,17 +159,18 @@ def _hf_kind(model_type: str, cls, config) -> str:
     return "encoder"
 
 
-def _hf_config(tf, model_type: str):
+def _hf_config(tf, model_type: str, overrides: dict[str, Any] | None = None):
     kwargs = dict(_TINY)
     kwargs.update(_FAMILY_OVERRIDES.get(model_type, {}))
+    kwargs.update(overrides or {})
     config = tf.AutoConfig.for_model(model_type, **kwargs)
     return config
 
 
-def _build_hf(spec: str, name: str) -> list[AuditModel]:
+def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None) -> list[AuditModel]:
     tf = _import_transformers()
     model_type, cls = _hf_resolve(tf, name)
-    config = _hf_config(tf, model_type)
+    config = _hf_config(tf, model_type, overrides)
     kind = _hf_kind(model_type, cls, config)
     if cls is None:
         if kind == "decoder":
@@ -327,11 +334,11 @@ def _hf_adapter(spec: str, model, config, kind: str, impl: str) -> AuditModel:
         att = list(o.attentions) if output_attentions and o.attentions else None
         return Forward(out, att)
 
-    decode_fn = None
+    decode_fn: Callable | None = None
     if kind == "decoder":
         supports.add("cache")
 
-        def decode_fn(x, prefill):
+        def decode_tokens(x, prefill):
             past = cache_cls(config=config) if cache_cls is not None else None
             outs = []
             steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
@@ -340,6 +347,8 @@ def _hf_adapter(spec: str, model, config, kind: str, impl: str) -> AuditModel:
                 past = _cache_of(o)
                 outs.append(o.logits)
             return torch.cat(outs, dim=1)
+
+        decode_fn = decode_tokens
 
     pattern_fn: Callable | None = None
     if kind == "decoder" and layer_types:

@@ -164,7 +164,8 @@ def _run_checks(models, selected, ctx, report: AuditReport, step) -> None:
 
 
 def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "cpu", seed: int = 0,
-          progress: Callable[[str], None] | None = None) -> AuditReport:
+          progress: Callable[[str], None] | None = None,
+          config: dict[str, Any] | None = None) -> AuditReport:
     """Audit one model.
 
     Args:
@@ -176,17 +177,20 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
         seed: seeds the random weights' inputs and perturbations (the weights are built with
             ``torch.manual_seed(0)``).
         progress: called with a short label before each step (the CLI's progress bar).
+        config: transformers config overrides for ``hf:`` specs (e.g. ``{"sliding_window": 8}``).
 
     Returns:
         :class:`AuditReport`; ``report.ok`` is False when any check failed or errored.
 
     Raises:
         attncheck.audit.families.UnknownSpec: unknown family or model (the CLI exits 2).
-        ValueError: unknown check name.
+        ValueError: unknown check name; ``config`` with a non-``hf:`` spec.
     """
     import torch
 
     selected = _select(checks)
+    if config and not (isinstance(spec, str) and spec.startswith("hf:")):
+        raise ValueError("config overrides apply to hf: specs only")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     label = spec if isinstance(spec, str) else type(spec).__name__
@@ -198,11 +202,11 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
         from attncheck.dynamic.state import preserved
 
         with preserved(spec):  # eval() below and the checks leave the user's module as it was
-            return _audit(spec, selected, device, seed, step, report, label)
-    return _audit(spec, selected, device, seed, step, report, label)
+            return _audit(spec, selected, device, seed, step, report, label, None)
+    return _audit(spec, selected, device, seed, step, report, label, config)
 
 
-def _audit(spec, selected, device, seed, step, report: AuditReport, label: str) -> AuditReport:
+def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, config) -> AuditReport:
     import torch
 
     from attncheck.audit import checks as C
@@ -214,7 +218,7 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str) 
         if isinstance(spec, torch.nn.Module):
             models = [F.adapt_module(label, spec.eval())]
         else:
-            models = F.build(spec, device=device)
+            models = F.build(spec, device=device, config=config)
     except F.UnknownSpec:
         raise
     except F.FamilyUnavailable as exc:

@@ -55,6 +55,11 @@ DEFAULT_CHECKS: tuple[str, ...] = ("shapes", "finite", "normalization", "causali
 #: Modules imported by :func:`all_checks` (each registers its check on import).
 CHECK_MODULES: tuple[str, ...] = tuple(
     "attncheck.dynamic.checks." + n.replace("-", "_") for n in DEFAULT_CHECKS)
+#: Checks of issue 6 (each module registers itself; ``default=`` in its ``register_check``
+#: decides whether it joins the default suite).
+EXTRA_CHECKS: tuple[str, ...] = ("padding", "batch-independence", "permutation-equivariance",
+                                 "reference", "mask-pattern", "kv-cache", "dtype")
+CHECK_MODULES += tuple("attncheck.dynamic.checks." + n.replace("-", "_") for n in EXTRA_CHECKS)
 
 
 class CheckTimeout(BaseException):

@@ -89,7 +89,8 @@ def _summary(reports) -> str:
                     f"<td>{_badge(verdict)}</td>{''.join(cells)}</tr>")
     head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
     return (f"<table class=sum><tr><th>model</th><th>verdict</th>{head}</tr>{''.join(rows)}</table>"
-            '<p class="muted">One badge per dispatch variant (e.g. eager, sdpa), in the order listed under each model.</p>')
+            '<p class="muted">One badge per dispatch variant (e.g. eager, sdpa), '
+            "in the order listed under each model.</p>")
 
 
 def _anchor(s: str) -> str:

@@ -74,6 +74,7 @@ _PRESERVE_METHODS = frozenset({
     "cuda", "cpu", "repeat", "repeat_interleave", "broadcast_to", "requires_grad_", "squeeze",
     "unflatten", "to_dense", "pin_memory",
 })
+_CMP_METHODS = {"eq": "==", "ne": "!=", "gt": ">", "lt": "<", "ge": ">=", "le": "<="}
 _FLOAT_METHODS = frozenset({"float", "half", "bfloat16", "double"})
 _INT_METHODS = frozenset({"long", "int", "byte", "short"})
 _MATMUL_NAMES = frozenset({
@@ -453,6 +454,8 @@ class MaskUse:
     reaches_softmax: bool
     function: str
     keyword: str | None = None
+    #: the masked tensor then meets the values in a matmul / einsum / bmm (same function)
+    reaches_matmul: bool = False
 
     @property
     def blocked(self) -> Blocked | None:
@@ -608,13 +611,17 @@ def _names_in(node: cst.CSTNode) -> set[str]:
     return out
 
 
-_KEEP_WORDS = ("valid", "keep", "attention_mask", "not_pad", "non_pad", "nonpad", "is_token")
+_KEEP_WORDS = ("valid", "keep", "not_pad", "non_pad", "nonpad", "is_token")
 _BLOCK_WORDS = ("pad", "is_masked", "blocked")
 
 
 def _polarity_of_name(name: str) -> str | None:
     low = name.lower().split(".")[-1]
-    if any(w in low for w in _KEEP_WORDS):
+    if any(w in low for w in ("invalid", "not_valid", "nonvalid")):
+        return "block"
+    # only the bare HF name: prefixed variants (grounding-dino's ``text_attention_mask``) are
+    # documented as True = padding in real code
+    if low == "attention_mask" or any(w in low for w in _KEEP_WORDS):
         return "keep"
     if any(w in low for w in _BLOCK_WORDS):
         return "block"
@@ -969,6 +976,7 @@ class _Analyzer:
     def _scan(self, expr: cst.CSTNode, state: "_State", assign_targets=None,
               returned: bool = False) -> None:
         """Find consumers inside one statement's expression."""
+        self._targets = assign_targets
         if not self.recording:
             # still record call-site arguments of same-file functions (pass 1)
             for n in _walk_exprs(expr):
@@ -976,13 +984,12 @@ class _Analyzer:
                     self._callsite(n, state)
             return
         in_softmax: set[int] = set()
+        self._in_matmul = in_matmul = set()
         for n in _walk_exprs(expr):
-            if isinstance(n, cst.Call):
-                if self.is_softmax_call(n, state):
-                    for a in n.args[:1]:
-                        in_softmax.update(id(x) for x in _walk_exprs(a.value))
-                    if isinstance(n.func, cst.Attribute):
-                        in_softmax.update(id(x) for x in _walk_exprs(n.func.value))
+            for a in self._operands(n, state, "softmax"):
+                in_softmax.update(id(x) for x in _walk_exprs(a))
+            for a in self._operands(n, state, "matmul"):
+                in_matmul.update(id(x) for x in _walk_exprs(a))
         for n in _walk_exprs(expr):
             if isinstance(n, cst.Call):
                 self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
@@ -1027,8 +1034,19 @@ class _Analyzer:
             return False
         return self._flows_to_softmax(node, names, state)
 
-    def _flows_to_softmax(self, node: cst.CSTNode, names: set[str], state) -> bool:
-        """Does a value assigned to ``names`` reach a softmax later in the current function?"""
+    def _reaches_matmul(self, node: cst.CSTNode, targets, state, direct: bool) -> bool:
+        if direct:
+            return True
+        names = {dotted_name(t) for t in targets or () if isinstance(t, (cst.Name, cst.Attribute))}
+        names.discard(None)
+        if not names or self.current is None:
+            return False
+        return self._flows_to_softmax(node, names, state, want="matmul")
+
+    def _flows_to_softmax(self, node: cst.CSTNode, names: set[str], state,
+                          want: str = "softmax") -> bool:
+        """Does a value assigned to ``names`` reach a softmax (or, with ``want="matmul"``, a
+        matmul) later in the current function?"""
         stmts = self._linear(self.current)
         start = None
         for i, (s, _) in enumerate(stmts):
@@ -1040,12 +1058,9 @@ class _Analyzer:
         tainted = set(names)
         for s, _ in stmts[start + 1:]:
             for n in _walk_exprs(s):
-                if self.is_softmax_call(n, state):
-                    argnodes = [a.value for a in n.args[:1]]
-                    if isinstance(n.func, cst.Attribute):
-                        argnodes.append(n.func.value)
-                    if any(_names_in(a) & tainted for a in argnodes):
-                        return True
+                argnodes = self._operands(n, state, want)
+                if argnodes and any(_names_in(a) & tainted for a in argnodes):
+                    return True
             if isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
                 value = s.value
                 if value is None:
@@ -1061,6 +1076,26 @@ class _Analyzer:
                     elif isinstance(s, cst.Assign):
                         tainted.discard(d)
         return False
+
+    def _operands(self, n: cst.CSTNode, state, want: str) -> list:
+        """The tensors a softmax (``want="softmax"``) or a matmul (``"matmul"``) consumes."""
+        if want == "softmax":
+            if not self.is_softmax_call(n, state):
+                return []
+            out = [a.value for a in n.args[:1]]
+            if isinstance(n.func, cst.Attribute):
+                out.append(n.func.value)
+            return out
+        if not self._is_matmul(n):
+            return []
+        if isinstance(n, cst.BinaryOperation):
+            return [n.left]
+        out = [a.value for a in n.args]
+        if isinstance(n.func, cst.Attribute) and dotted_name(n.func) is None or (
+                isinstance(n.func, cst.Attribute) and not (self.ctx.qualname(n.func) or "")
+                .startswith("torch.")):
+            out.append(n.func.value)
+        return out
 
     def _opaque_call(self, expr: cst.CSTNode) -> bool:
         """Whether ``expr`` calls a layer or helper (``self.layer(x)``, ``block(x)``): taint does
@@ -1108,6 +1143,10 @@ class _Analyzer:
 
     def _record(self, **kw) -> None:
         kw.setdefault("function", self.current.qual if self.current else "<module>")
+        if kw.get("target_tag") == "probs":
+            targets = self._targets
+            kw["reaches_matmul"] = self._reaches_matmul(
+                kw["call"], targets, None, id(kw["call"]) in getattr(self, "_in_matmul", ()))
         self.result.uses.append(MaskUse(**kw))
 
     def _as_mask(self, node: cst.BaseExpression | None, state) -> MaskVal | None:
@@ -1416,12 +1455,11 @@ class _Analyzer:
                 dt = src.dtype if isinstance(src, MaskVal) else None
             if q == "torch.empty":
                 return None
+            default = "float" if q.startswith("torch.") and not q.endswith("_like") else None
             if "ones" in (q + (meth or "")):
-                return MaskVal(ALL_P, dt or ("float" if not q.endswith("_like") and meth is None else None),
-                               None, None, node)
+                return MaskVal(ALL_P, dt or default, None, None, node)
             if "zeros" in (q + (meth or "")):
-                return MaskVal(ALL_Z, dt or ("float" if not q.endswith("_like") and meth is None else None),
-                               None, None, node)
+                return MaskVal(ALL_Z, dt or default, None, None, node)
             fv = _arg(node, 1, "fill_value")
             f = self._ev(fv, env, origin) if fv is not None else None
             if not isinstance(f, Fill):
@@ -1488,6 +1526,10 @@ class _Analyzer:
             return None
         if meth is None:
             return None
+        if meth in _CMP_METHODS and len(node.args) == 1 and node.args[0].keyword is None \
+                and isinstance(recv, (MaskVal, IndexVal)):
+            other = self._ev(node.args[0].value, env, origin)
+            return self._compare_vals(recv, _CMP_METHODS[meth], other, node, node.args[0].value)
         if isinstance(recv, ModuleRef) and meth in ("eval", "train", "to", "cuda", "cpu", "half",
                                                     "float", "requires_grad_"):
             return recv
@@ -1676,6 +1718,9 @@ class _Analyzer:
             return None
         a = self._ev(node.left, env, node)
         b = self._ev(comp.comparator, env, node)
+        return self._compare_vals(a, op, b, node, comp.comparator)
+
+    def _compare_vals(self, a, op: str, b, node, comparator) -> Any:
         if isinstance(a, IndexVal) and isinstance(b, IndexVal):
             axes = {a.axis, b.axis}
             if a.offset is None or b.offset is None or "row" not in axes or axes == {"row"}:
@@ -1704,7 +1749,7 @@ class _Analyzer:
                 return MaskVal(p_select(p, "N"), "bool", None, _flip(a.polarity), a.origin)
             return MaskVal(None, "bool", None, None, node)
         # padding-style comparisons: x != pad_id (keep) / x == pad_id (block)
-        text = self.ctx.module.code_for_node(comp.comparator).lower()
+        text = self.ctx.module.code_for_node(comparator).lower()
         if "pad" in text and op in ("==", "!="):
             return MaskVal(None, "bool", None, "keep" if op == "!=" else "block", node)
         return None
@@ -1775,7 +1820,14 @@ def _analyze(ctx) -> MaskAnalysis:
     for f in an.all_functions:
         for n in _walk_nested(f.node):
             nested.append(_Function(n, f.cls, f"{f.qual}.{n.name.value}"))
-    funcs = [f for f in an.all_functions + nested if _relevant(f.node)]
+    everything = an.all_functions + nested
+    names = {id(f): _identifiers(f.node) for f in everything}
+    relevant = {id(f) for f in everything
+                if names[id(f)] & _RELEVANT or any("mask" in n for n in names[id(f)])}
+    for _ in range(2):  # callers of relevant same-file helpers pass them masks
+        helpers = {f.node.name.value for f in everything if id(f) in relevant}
+        relevant |= {id(f) for f in everything if names[id(f)] & helpers}
+    funcs = [f for f in everything if id(f) in relevant]
     for f in funcs:  # pass 1: call-site arguments
         an.current = f
         if f.cls is not None:
@@ -1797,12 +1849,9 @@ _RELEVANT = frozenset({
 })
 
 
-def _relevant(fn: cst.FunctionDef) -> bool:
-    """Whether a function mentions anything the mask analysis could use (cheap name scan)."""
-    for n in _walk_exprs(fn.body):
-        if isinstance(n, cst.Name) and (n.value in _RELEVANT or "mask" in n.value):
-            return True
-    return False
+def _identifiers(fn: cst.FunctionDef) -> set[str]:
+    """Every identifier in a function's body (a cheap relevance test)."""
+    return {n.value for n in _walk_exprs(fn.body) if isinstance(n, cst.Name)}
 
 
 def _walk_nested(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:

@@ -254,6 +254,7 @@ class Tensor:
     normalized: bool = False
     softmaxed: bool = False
     uncertain: bool = False  # factors differ between branches
+    partial: bool = False  # another branch holds something unknown (e.g. a KV-cache update)
     q: "Tensor | None" = field(default=None, compare=False, repr=False)
     k: "Tensor | None" = field(default=None, compare=False, repr=False)
     node: Any = field(default=None, compare=False, repr=False)
@@ -306,6 +307,13 @@ class Unknown:
 UNK = Unknown()
 
 
+class _NoneType(Unknown):
+    """The literal ``None`` (an Unknown for every other purpose)."""
+
+
+NONE = _NoneType()
+
+
 # --------------------------------------------------------------------------- events for the rules
 
 @dataclass
@@ -323,6 +331,7 @@ class ScaleEvent:
     k: Tensor | None
     scores: Tensor | None
     uncertain: bool = False
+    partial: bool = False
 
 
 @dataclass
@@ -352,6 +361,10 @@ class Provenance:
     scale_events: list[ScaleEvent] = field(default_factory=list)
     softmax_events: list[SoftmaxEvent] = field(default_factory=list)
     view_events: list[ViewEvent] = field(default_factory=list)
+    #: abstract value of each expression evaluated in a recorded context: ``id(node)`` → values
+    #: (one per context, e.g. a helper inlined at two call sites has two); read by the layout
+    #: analysis (:mod:`attncheck.lint.analysis.layout`)
+    values: dict = field(default_factory=dict, repr=False)
 
     def _dedup(self) -> None:
         for name in ("scale_events", "softmax_events", "view_events"):
@@ -550,9 +563,9 @@ class Analyzer:
             if def_indent is not None:
                 body_lines.append(line)
         text = "\n".join(body_lines)
-        pat = re.compile(r"(?<![\w.])(?:self\.|cls\.)?([A-Za-z_]\w*)\s*\(|=\s*([A-Za-z_]\w*)\s*$", re.M)
+        pat = re.compile(r"(?<![\w.])(?:self\.|cls\.)?([A-Za-z_]\w*)\b")
         for m in pat.finditer(text):
-            nm = m.group(1) or m.group(2)
+            nm = m.group(1)
             if nm in names and not text[max(0, m.start() - 4):m.start()].endswith("def "):
                 self.called.add(nm)
 
@@ -576,7 +589,7 @@ class Analyzer:
                 continue
             default = p.default
             if default is not None and bound is not None:
-                env[name] = self._param_default(name, default, fn, passed_somewhere=False)
+                env[name] = self._param_default(name, default, fn, passed_somewhere=False, bound_call=True)
             elif default is not None:
                 env[name] = self._param_default(name, default, fn, passed_somewhere=False,
                                                 init=fn.name.value == "__init__")
@@ -599,14 +612,14 @@ class Analyzer:
         return fe.ret if fe.ret is not None else UNK
 
     def _param_default(self, name: str, default: cst.BaseExpression, fn: cst.FunctionDef,
-                       passed_somewhere: bool, init: bool = False) -> Any:
+                       passed_somewhere: bool, init: bool = False, bound_call: bool = False) -> Any:
         v = _num_of(default)
         if SCALE_PARAM.match(name) and v == 1.0 and not passed_somewhere:
             return Sym(coef=1.0, default_one=name)
         if init and v is not None:
             return Sym.dim(Dim(name, role_by_name(name), v))
-        if isinstance(default, cst.Name) and default.value == "None":
-            return ("param", name)
+        if isinstance(default, cst.Name) and default.value == "None" and bound_call:
+            return NONE
         return ("param", name)
 
 
@@ -660,7 +673,34 @@ class _Frame:
         elif isinstance(s, cst.IndentedBlock):
             self.exec_block(s)
 
+    def _none_test(self, test: cst.BaseExpression) -> bool | None:
+        """``x is None`` / ``x is not None`` with ``x`` known: True/False; else None."""
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
+            c = test.comparisons[0]
+            if isinstance(c.comparator, cst.Name) and c.comparator.value == "None" and \
+                    isinstance(c.operator, (cst.Is, cst.IsNot)):
+                v = self.env.get(test.left.value, UNK)
+                if v is NONE:
+                    known = True
+                elif isinstance(v, (Sym, Tensor, ModVal, FuncRef)):
+                    known = False
+                else:
+                    return None
+                return known if isinstance(c.operator, cst.Is) else not known
+        return None
+
     def _exec_if(self, s: cst.If) -> None:
+        decided = self._none_test(s.test)
+        if decided is True:
+            self.exec_block(s.body)
+            return
+        if decided is False:
+            if s.orelse is not None:
+                if isinstance(s.orelse, cst.If):
+                    self._exec_if(s.orelse)
+                else:
+                    self.exec_block(s.orelse.body)
+            return
         self.eval(s.test)
         before = dict(self.env)
         self.exec_block(s.body)
@@ -763,9 +803,12 @@ class _Frame:
         if node is None:
             return UNK
         try:
-            return self._eval(node)
+            v = self._eval(node)
         except RecursionError:  # pragma: no cover
             return UNK
+        if self.record:
+            self.an.result.values.setdefault(id(node), []).append(v)
+        return v
 
     def _eval(self, node: cst.BaseExpression) -> Any:
         if isinstance(node, cst.Name):
@@ -776,7 +819,9 @@ class _Frame:
                 return v
             if node.value in self.an.funcs:
                 return FuncRef(node.value)
-            if node.value in ("True", "False", "None"):
+            if node.value == "None":
+                return NONE
+            if node.value in ("True", "False"):
                 return UNK
             return _ParamRef(node.value, glob=True)
         if isinstance(node, (cst.Integer, cst.Float)):
@@ -1038,13 +1083,30 @@ class _Frame:
         kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
         pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
         callee = self.eval(func) if isinstance(func, cst.Name) else None
+        name = q
+        leaf = name.rsplit(".", 1)[-1]
+        low = leaf.lower()
+        if "rotary" in low or "rope" in low or low in ("repeat_kv", "apply_rotary_emb", "apply_pos_emb"):
+            # position embeddings / KV repetition keep the scale and layout of q and k
+            ts = [self.tensorize(p) for p in pos]
+            ts = [t for t in ts if t is not None]
+            if low == "repeat_kv" or len(ts) == 1:
+                return ts[0] if ts else UNK
+            return Tup(tuple(ts)) if ts else UNK
         if isinstance(callee, FuncRef):
             return self.inline(callee, node, pos, kw)
+        if leaf in ("get_interface", "get") and any(isinstance(v, FuncRef) for v in args):
+            # ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward): the fallback
+            return next(v for v in args if isinstance(v, FuncRef))
+        if leaf == "getattr" and len(node.args) >= 2 and isinstance(node.args[1].value, cst.SimpleString):
+            attr = node.args[1].value.evaluated_value
+            base = _code(node.args[0].value)
+            if isinstance(attr, str) and role_by_name(attr) != "?":
+                return Sym.dim(Dim(f"{base}.{attr}", role_by_name(attr)))
+            return _ParamRef(f"{base}.{attr}", glob=True)
         if isinstance(callee, ModVal):
             return self.module_call(callee, node, pos)
         # torch / math functions
-        name = q
-        leaf = name.rsplit(".", 1)[-1]
         if name in ("math.sqrt", "numpy.sqrt", "np.sqrt", "torch.sqrt", "sqrt") or leaf == "sqrt" and name.startswith(("math", "torch", "numpy")):
             s = self.as_sym(pos[0]) if pos else None
             if isinstance(pos[0] if pos else None, Tensor):
@@ -1206,6 +1268,10 @@ class _Frame:
             dim = _arg(node, 1 if meth != "unbind" else 0, "dim")
             di = _int_of(dim) if dim is not None else (0 if meth == "unbind" else 0)
             if meth == "unbind":
+                if di == -1 or (t.rank is not None and di == t.rank - 1):
+                    # unbinding the feature axis leaves scalars per token: head_dim is 1
+                    return _Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None,
+                                         last=Dim("1", "d", 1.0), token_major=False, dims=()))
                 if t.axes is not None and t.rank is not None and di is not None:
                     axes = t.axes[:di] + t.axes[di + 1:]
                     return _Many(replace(t, rank=t.rank - 1, axes=axes, dims=()))
@@ -1286,11 +1352,11 @@ class _Frame:
             offset = 1
         for i, v in enumerate(pos):
             if i + offset < len(names):
-                bound[names[i + offset]] = _unparam(v) if not isinstance(v, Unknown) else ("param", names[i + offset])
+                bound[names[i + offset]] = _unparam(v) if not isinstance(v, Unknown) or v is NONE else ("param", names[i + offset])
         allnames = set(names) | {p.name.value for p in params.kwonly_params}
         for k, v in kw.items():
             if k in allnames:
-                val = _unparam(v) if not isinstance(v, Unknown) else ("param", k)
+                val = _unparam(v) if not isinstance(v, Unknown) or v is NONE else ("param", k)
                 if SCALE_PARAM.match(k) and isinstance(v, Sym) and v.is_literal() and v.coef == 1.0:
                     val = Sym(coef=1.0, explicit_one=True)
                 bound[k] = val
@@ -1392,7 +1458,7 @@ class _Frame:
         return Tensor(rank=rank, axes=axes, factors=factors, origin="proj", scores=True, key_axis=-1,
                       q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized,
                       perhead=ta.perhead or tb.perhead,
-                      uncertain=ta.uncertain or tb.uncertain)
+                      uncertain=ta.uncertain or tb.uncertain, partial=ta.partial or tb.partial)
 
     def einsum(self, node: cst.Call, q: str) -> Any:
         eq = None
@@ -1546,7 +1612,15 @@ class _Frame:
         if last_dim is not None and last_dim.role != "d" and perhead and out_axes and out_axes[-1] == ("d",):
             last_dim = replace(last_dim, role="d")
         if last_dim is None and out_axes and out_axes[-1] == ("d",):
-            last_dim = Dim("head_dim", "d")
+            ls = vals[-1] if vals else None
+            ls = self.as_sym(ls) if ls is not None and not isinstance(ls, tuple) else None
+            if ls is not None and not ls.opaque and len(ls.pows) == 2 and ls.coef == 1 \
+                    and sorted(e for _, e in ls.pows) == [-1, 1]:
+                num = next(d for d, e in ls.pows if e == 1)
+                den = next(d for d, e in ls.pows if e == -1)
+                last_dim = Dim(f"{num.text} // {den.text}", "d", ls.value())
+            else:
+                last_dim = Dim("head_dim", "d")
         return replace(t, rank=rank, axes=out_axes, key_axis=key_axis if t.scores else None,
                        perhead=perhead, token_major=token_major, last=last_dim, pending=None, kT=False, dims=())
 
@@ -1574,7 +1648,7 @@ class _Frame:
                 self.an.result.softmax_events.append(
                     SoftmaxEvent(node, dim, implicit, t.rank, t.key_axis, func))
             self.an.result.scale_events.append(
-                ScaleEvent("softmax", node, t.factors, t.q, t.k, t, uncertain=t.uncertain))
+                ScaleEvent("softmax", node, t.factors, t.q, t.k, t, uncertain=t.uncertain, partial=t.partial))
         return replace(t, scores=False, softmaxed=True, factors=())
 
     def sdpa(self, node: cst.Call, pos: list, kw: dict) -> Any:
@@ -1603,7 +1677,8 @@ class _Frame:
                 factors += (Factor(s, "sdpa", node),)
         if self.record:
             self.an.result.scale_events.append(ScaleEvent("sdpa", node, factors, q, k, None,
-                                                          uncertain=q.uncertain or k.uncertain))
+                                                          uncertain=q.uncertain or k.uncertain,
+                                                          partial=q.partial or k.partial))
         axes = q.axes if q.axes is not None else None
         return Tensor(rank=q.rank, axes=axes, origin="proj", perhead=q.perhead, last=v.last if v else None)
 
@@ -1704,9 +1779,9 @@ def _join(a: Any, b: Any) -> Any:
     if a is b or a == b:
         return a
     if isinstance(a, Unknown):
-        return b if isinstance(b, (FuncRef,)) else (UNK if not isinstance(b, Tensor) else replace(b, uncertain=True))
+        return b if isinstance(b, (FuncRef,)) else (UNK if not isinstance(b, Tensor) else replace(b, partial=True))
     if isinstance(b, Unknown):
-        return a if isinstance(a, (FuncRef,)) else (UNK if not isinstance(a, Tensor) else replace(a, uncertain=True))
+        return a if isinstance(a, (FuncRef,)) else (UNK if not isinstance(a, Tensor) else replace(a, partial=True))
     if isinstance(a, FuncRef):
         return a
     if isinstance(b, FuncRef):
@@ -1727,6 +1802,7 @@ def _join(a: Any, b: Any) -> Any:
             normalized=a.normalized or b.normalized,
             softmaxed=a.softmaxed and b.softmaxed,
             uncertain=a.uncertain or b.uncertain or not same_f,
+            partial=a.partial or b.partial,
             q=a.q, k=a.k, node=a.node,
         )
     if isinstance(a, Sym) and isinstance(b, Sym):

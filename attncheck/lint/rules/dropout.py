@@ -67,6 +67,28 @@ class DropoutInEval(Rule):
         self._frames: list[_Method] = []
         self._class_depth: list[cst.CSTNode] = []
 
+    _MODULE_SUFFIXES = ("Module", "Attention", "Layer", "Block", "Model", "Transformer", "Encoder", "Decoder",
+                        "Net", "Network", "Head", "Mixer")
+
+    def _is_module_class(self, node: cst.ClassDef, seen: set | None = None) -> bool:
+        """Whether a class is an ``nn.Module``: a base resolves to ``torch.nn.*``, is a module class of
+        this file, or (imported, unknown) is named like one (``…Module``, ``…Attention``, ``…Layer``)."""
+        seen = seen or set()
+        local = {s.name.value: s for s in self.ctx.module.body if isinstance(s, cst.ClassDef)}
+        for b in node.bases:
+            q = self.ctx.qualname(b.value) or ""
+            leaf = q.rsplit(".", 1)[-1]
+            if q.startswith("torch.nn.") or q == "torch.nn.Module":
+                return True
+            if leaf in local and leaf not in seen:
+                seen.add(leaf)
+                if self._is_module_class(local[leaf], seen):
+                    return True
+                continue
+            if leaf.endswith(self._MODULE_SUFFIXES):
+                return True
+        return False
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._class_depth.append(node)
 
@@ -77,7 +99,8 @@ class DropoutInEval(Rule):
         ps = list(node.params.posonly_params) + list(node.params.params)
         directly_in_class = bool(self._class_depth) and any(
             s is node for s in self._class_depth[-1].body.body)
-        is_method = directly_in_class and bool(ps) and ps[0].name.value == "self"
+        is_method = directly_in_class and bool(ps) and ps[0].name.value == "self" \
+            and self._is_module_class(self._class_depth[-1])
         self._frames.append(_Method(node, is_method))
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:

@@ -5,6 +5,8 @@ Every rule reads the shared mask algebra (``ctx.masks``,
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 from libcst.metadata import PositionProvider
 
@@ -263,8 +265,8 @@ class MaskAfterSoftmax(_MaskUseRule):
     summary = "mask applied to the probabilities after softmax (rows no longer sum to 1)"
 
     def check(self, use: MaskUse) -> None:
-        if use.target_tag != "probs":
-            return
+        if use.target_tag != "probs" or not use.reaches_matmul:
+            return  # e.g. token confidences masked before top-k are not attention weights
         if use.consumer in ("masked_fill", "where", "index_assign"):
             if use.fill is None or not use.fill.blocking:
                 return
@@ -336,15 +338,21 @@ class PaddingMaskInverted(_MaskUseRule):
         if use.consumer in ("masked_fill", "where", "index_assign"):
             if use.fill is None or not use.fill.blocking:
                 return
+            if not (use.reaches_softmax or use.target_tag == "scores"):
+                return  # e.g. detection logits filtered before top-k, not attention
         elif use.consumer not in ("mha", "sdpa"):
             return
-        if use.convention == "true_blocked" and m.polarity == "keep":
+        conv = use.convention
+        if conv is None and m.dtype is None:  # a padding mask by name: boolean by convention
+            conv = {"sdpa": "true_kept", "mha": "true_blocked"}.get(use.consumer)
+        if conv == "true_blocked" and m.polarity == "keep":
             bad, want = "marks the real tokens (True/1 = keep)", "~mask (or mask == 0)"
-        elif use.convention == "true_kept" and m.polarity == "block":
+        elif conv == "true_kept" and m.polarity == "block":
             bad, want = "marks the padding (True = pad)", "~mask"
         else:
             return
-        self.report(use.node, f"{_convention(use)}; {_text(self, use.node)} {bad}, so the real "
+        self.report(use.node, f"{_convention(replace(use, convention=conv))}; "
+                              f"{_text(self, use.node)} {bad}, so the real "
                               f"tokens are masked and attention goes to the padding: pass {want}")
 
 

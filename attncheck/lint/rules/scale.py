@@ -86,7 +86,7 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
     if any(f.sym.opaque for f in real):
         return None
     if not real:
-        if explicit:
+        if explicit or ev.partial:
             return None
         if default_one:
             name = default_one[0].sym.default_one
@@ -98,6 +98,8 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
             return None
         if q is None or k is None or q.origin != "proj" or k.origin != "proj" or q.normalized or k.normalized:
             return None
+        if q.last is not None and q.last.value == 1:
+            return None  # head_dim 1: 1/√1 is no scale at all
         hd = q.last
         hint = f"head_dim{_fmt(hd.value)}" if hd is not None and hd.role == "d" else "head_dim"
         return ("ATT101", report_node,
@@ -148,8 +150,11 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
                 return ("ATT103", node, f"scores divided by {shown} instead of its square root: "
                                         f"use {d.text} ** -0.5")
             return None
+        hd_name = hd_txt.split(' (')[0]
+        if " " in hd_name:
+            hd_name = f"({hd_name})"
         return ("ATT102", node, f"scores scaled by {_pow_txt(d, e)}, {what}{_fmt(d.value)}; per-head q/k have "
-                                f"{hd_txt}: use {hd_txt.split(' (')[0]} ** -0.5")
+                                f"{hd_txt}: use {hd_name} ** -0.5")
     return None
 
 

@@ -1,0 +1,128 @@
+"""``kv-cache``: incremental decoding reproduces the full causal forward.
+
+Calling conventions (hints):
+
+- **layers** with ``cache={"arg": "past_kv", "flag": "use_cache", "returns": "(output, cache)"}``
+  (or ``kv_cache=True``, same defaults): ``m(x, **{arg: past, flag: True}) -> (out, present)``
+  on ``(B, L, E)`` inputs (``(L, B, E)`` when ``batch_first=False``); ``present`` is passed back
+  unchanged as ``past`` on the next call (a ``(k, v)`` tuple or any cache object).  The first
+  call gets ``past=None``.
+- **kernels** with ``kv_cache=True`` (or a ``cache`` hint): a decode step is the kernel called
+  with the new queries only, ``L_q < L_k``, and the whole cache as keys/values —
+  ``f(q[:, :, t0:t1], k[:, :, :t1], v[:, :, :t1])`` with the causal flag set: the queries are the
+  *last* ``L_q`` positions (bottom-right alignment, ``torch.nn.attention.bias.causal_lower_right``).
+
+For ``L = 8``, ``B = 2`` the check runs the full causal forward, then a prefill of 3 tokens and
+single-token decode steps (and, for kernels, a chunked step of 2 queries), and compares every
+position with the full forward within the dtype tolerance (fp32 atol 1e-5, rtol 1e-4; DESIGN §3).
+A mismatch names the first wrong step.  Catches ``is_causal=True`` kept on decode steps where
+``L_q ≠ L_k`` (SDPA's top-left alignment lets a 1-token query see only the first cached key),
+caches that drop or duplicate tokens, and position offsets ignored on decode.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from attncheck.dynamic.base import RunContext, register_check
+from attncheck.dynamic.checks._compare import compare, hint
+from attncheck.dynamic.targets import Inputs, Target
+from attncheck.results import CheckResult
+
+__all__ = ["L_CACHE", "PREFILL", "cache_convention", "check_kv_cache"]
+
+L_CACHE = 8
+PREFILL = 3
+
+
+def cache_convention(target: Target) -> dict[str, Any] | None:
+    """The cache calling convention from the hints (``cache`` dict or ``kv_cache=True``), with
+    defaults ``arg="past_kv"``, ``flag="use_cache"``; None when the target takes no cache."""
+    c = hint(target, "cache", "kv_cache")
+    if not c:
+        return None
+    conv = {"arg": "past_kv", "flag": "use_cache"}
+    if isinstance(c, dict):
+        conv.update({k: c[k] for k in ("arg", "flag") if k in c})
+    return conv
+
+
+def _applies(target: Target) -> bool | str:
+    if cache_convention(target) is None:
+        return "the target takes no KV cache (hint cache={'arg': ..., 'flag': ...} or kv_cache=True)"
+    if not target.is_kernel and not target.self_attention:
+        return "KV-cache decoding is checked on self-attention layers m(x, past) only"
+    return True
+
+
+def _steps(L: int) -> list[tuple[int, int]]:
+    steps = [(0, PREFILL)]
+    steps += [(t, t + 1) for t in range(PREFILL, L)]
+    return steps
+
+
+@register_check("kv-cache", applies=_applies,
+                description="incremental decoding with a KV cache reproduces the full forward")
+def check_kv_cache(target: Target, ctx: RunContext) -> CheckResult:
+    """Prefill + one-token decode steps vs the full causal forward."""
+    conv = cache_convention(target)
+    atol, rtol = ctx.tolerances
+    L = L_CACHE
+    ex = ctx.example(target, B=2, L_q=L, L_k=L)
+    ex = replace(ex, B=2, L_q=L, L_k=L)
+    full_in = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype, causal=True)
+    metrics: dict[str, Any] = {"L": L, "prefill": PREFILL, "convention": conv,
+                               "example": ex.as_dict()}
+    steps_diff: list[Any] = []
+    bad: list[str] = []
+    with torch.no_grad():
+        full = target(full_in).out
+        if target.is_kernel:
+            steps = _steps(L) + [(L - 2, L)]
+            kt = replace(target, alignment="bottom_right")
+            for t0, t1 in steps:
+                ctx.check_time()
+                q = full_in.q[:, :, t0:t1]
+                k, v = full_in.k[:, :, :t1], full_in.v[:, :, :t1]
+                one = Inputs(replace(ex, L_q=t1 - t0, L_k=t1), q, k, v, causal=True)
+                out = kt(one).out
+                cmp = compare(out, full[:, :, t0:t1], atol, rtol)
+                steps_diff.append([t0, t1, cmp.max_abs if cmp.max_abs != float("inf") else "inf"])
+                if not cmp.ok and not bad:
+                    bad.append(f"decode step queries {t0}..{t1 - 1} over {t1} cached keys "
+                               f"(L_q={t1 - t0} < L_k={t1}) differs from the full forward "
+                               f"(max |Δ|={cmp.max_abs:.3g})")
+        else:
+            m = target.obj
+            past = None
+            outs = []
+            for t0, t1 in _steps(L):
+                ctx.check_time()
+                x = target._to_native(full_in.q[:, t0:t1])
+                raw = m(x, **{conv["arg"]: past, **({conv["flag"]: True} if conv["flag"]
+                                                    else {})})
+                if not isinstance(raw, (tuple, list)) or len(raw) < 2:
+                    return ctx.result("fail", f"with {conv['flag']}=True the target returned "
+                                              f"{type(raw).__name__}, expected (output, cache)",
+                                      metrics)
+                out, past = raw[0], raw[1]
+                out = target._from_native(out)
+                outs.append(out)
+                cmp = compare(out, full[:, t0:t1], atol, rtol)
+                steps_diff.append([t0, t1, cmp.max_abs if cmp.max_abs != float("inf") else "inf"])
+                if not cmp.ok and not bad:
+                    what = "prefill" if t0 == 0 else f"decode step at position {t0}"
+                    bad.append(f"{what} (L_q={t1 - t0}, {t1} keys with the cache) differs from "
+                               f"the full forward (max |Δ|={cmp.max_abs:.3g})")
+    metrics["steps"] = steps_diff
+    worst = max((s[2] if s[2] != "inf" else float("inf")) for s in steps_diff)
+    metrics["max_abs_diff"] = worst if worst != float("inf") else "inf"
+    if bad:
+        return ctx.result("fail", bad[0] + " — with L_q < L_k the causal mask must be aligned "
+                                           "bottom-right (SDPA's is_causal is top-left: pass an "
+                                           "explicit mask or is_causal=False for 1-token steps)",
+                          metrics, example=ex)
+    return ctx.result("pass", f"prefill {PREFILL} + {L - PREFILL} decode steps reproduce the "
+                              f"full forward (max |Δ|={worst:.3g})", metrics)

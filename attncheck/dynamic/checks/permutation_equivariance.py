@@ -1,0 +1,150 @@
+"""``permutation-equivariance``: unmasked attention without positions commutes with a
+permutation of the tokens.
+
+Scaled dot-product attention treats its keys as a set and each query on its own (Vaswani et al.
+2017, §3.2; Lee et al. 2019, "Set Transformer", Lemma 1): for permutations ``p`` of the queries
+and ``p'`` of the keys/values, ``f(q[p], k[p'], v[p']) = f(q, k, v)[p]``.  For hypothesis-drawn
+examples (``L ≥ 2``) and a permutation drawn from the example's seed the check compares, within
+the dtype tolerance (fp32 atol 1e-5, rtol 1e-4; DESIGN §3):
+
+- kernels ``(B, H, L, d)``: queries permuted by ``p``, keys and values by ``p'``;
+- self-attention layers ``m(x)``: ``m(x[:, p]) = m(x)[:, p]``;
+- q/k/v layers: ``q`` permuted by ``p``, ``k`` and ``v`` by ``p'``.
+
+No mask is passed.  Skipped with the reason for causal targets (``causal=True``, or detected:
+SDPA ``is_causal=True`` / a triangular zero pattern in the probe) and targets that declare
+positions (hint ``positional=True``: RoPE, absolute or relative position embeddings; detected
+from parameter / buffer / submodule names such as ``relative_attention_bias``, ``rotary``,
+``inv_freq``, ``pos_embed`` unless ``positional=False``).
+Catches heads split with a bare ``view`` (tokens mixed into heads), layout mix-ups
+(``(B, H, L, d)`` fed to a ``(B, L, H, d)`` kernel) and head merges without transpose.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attncheck.dynamic.base import RunContext, register_check
+from attncheck.dynamic.checks._common import failure_result
+from attncheck.dynamic.checks._compare import compare, hint, seq_dim
+from attncheck.dynamic.checks.causality import _probe_says_causal
+from attncheck.dynamic.probe import Probe
+from attncheck.dynamic.strategies import Fail, examples, run_property
+from attncheck.dynamic.targets import Example, Target
+from attncheck.results import CheckResult
+
+#: examples per run at most (the default suite's time budget: DESIGN §3, bench/)
+MAX_EXAMPLES = 4
+
+__all__ = [
+    "POSITION_NAMES",
+    "check_permutation_equivariance",
+    "detected_positions",
+    "draw_permutation",
+]
+
+
+def draw_permutation(n: int, seed: int) -> torch.Tensor:
+    """A permutation of ``range(n)`` from ``seed`` that moves every position when ``n ≥ 2``
+    (a random permutation composed with a cyclic shift when it has fixed points)."""
+    g = torch.Generator(device="cpu").manual_seed(int(seed))
+    p = torch.randperm(n, generator=g)
+    if n >= 2 and bool((p == torch.arange(n)).any()):
+        p = torch.roll(p, 1)
+        if bool((p == torch.arange(n)).any()):
+            p = torch.roll(torch.arange(n), 1)
+    return p
+
+
+#: parameter / buffer / submodule name fragments that mean "this module uses positions"
+POSITION_NAMES = ("relative_attention_bias", "relative_position", "rel_pos", "pos_emb",
+                  "pos_embed", "position", "rotary", "rope", "alibi", "inv_freq", "pos_bias")
+
+
+def detected_positions(target: Target) -> str | None:
+    """Name of a parameter, buffer or submodule of the target's module that looks like a
+    position embedding / bias (``POSITION_NAMES``), or None."""
+    m = target.module
+    if m is None:
+        return None
+    names = [n for n, _ in m.named_parameters()] + [n for n, _ in m.named_buffers()] + \
+        [n for n, _ in m.named_modules() if n]
+    for n in names:
+        low = n.lower()
+        if any(f in low for f in POSITION_NAMES):
+            return n
+    return None
+
+
+def _applies(target: Target) -> bool | str:
+    if target.causal is True:
+        return "causal target: a causal mask is not permutation equivariant"
+    pos = hint(target, "positional")
+    if pos:
+        return "the target declares positions (positional=True): not permutation equivariant"
+    if pos is None:
+        found = detected_positions(target)
+        if found:
+            return (f"the target uses positions ({found!r} looks like a position embedding or "
+                    "bias): not permutation equivariant; pass positional=False to check anyway")
+    return True
+
+
+@register_check("permutation-equivariance", applies=_applies,
+                description="f(x[:, p]) = f(x)[:, p] for unmasked, position-free attention")
+def check_permutation_equivariance(target: Target, ctx: RunContext) -> CheckResult:
+    """Permute tokens (queries by p, keys/values by p'); the output rows must follow p."""
+    # a target of unknown causality that is causal in fact: skip, do not blame it
+    if target.causal is None:
+        ex0 = ctx.example(target)
+        inp = target.make_inputs(ex0, device=ctx.device, dtype=ctx.dtype, causal=False)
+        with torch.no_grad(), Probe(max_records=16, track_matmuls=False) as probe:
+            target(inp)
+        why = _probe_says_causal(probe, ex0.L_q) if ex0.L_q == ex0.L_k else None
+        if why:
+            return ctx.result("skip", f"the target is causal ({why}): a causal mask is not "
+                                      "permutation equivariant", {"causal_evidence": why})
+    atol, rtol = ctx.tolerances
+    sd = seq_dim(target)
+    worst = {"diff": 0.0}
+
+    def prop(ex: Example) -> Any:
+        inputs = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype, causal=False)
+        p = draw_permutation(ex.L_q, ex.seed).to(ctx.device)
+        pk = p if target.self_attention else draw_permutation(ex.L_k, ex.seed + 7).to(ctx.device)
+        with torch.no_grad():
+            out = target(inputs).out
+            if target.self_attention:
+                x = inputs.q.index_select(sd, p)
+                perm = inputs.with_tensors(q=x, k=x, v=x)
+            else:
+                k = inputs.k.index_select(sd, pk)
+                v = k if inputs.k is inputs.v else inputs.v.index_select(sd, pk)
+                perm = inputs.with_tensors(q=inputs.q.index_select(sd, p), k=k, v=v)
+            outp = target(perm).out
+        if outp.shape != out.shape or out.dim() <= sd or out.shape[sd] != ex.L_q:
+            raise Fail(f"output shape {tuple(out.shape)} has no query axis {sd} of length "
+                       f"{ex.L_q}")
+        expected = out.index_select(sd, p)
+        cmp = compare(outp, expected, atol, rtol)
+        worst["diff"] = max(worst["diff"], cmp.max_abs)
+        if not cmp.ok:
+            pos = cmp.worst[sd] if cmp.worst else 0
+            err = Fail(f"not permutation equivariant: f(x[p]) ≠ f(x)[p] at query row {pos} "
+                       f"(max |Δ|={cmp.max_abs:.3g} > atol {atol:g} + rtol {rtol:g}·|ref|; "
+                       f"p={p.tolist()}) — tokens are mixed across positions (head split / "
+                       "merge without transpose, or a layout mix-up)")
+            err.data = {"permutation": p.tolist(), "key_permutation": pk.tolist(),
+                        "worst_row": pos, "fail_max_abs_diff": cmp.max_abs}
+            raise err
+        return {"last_perm": p.tolist()}
+
+    outcome = run_property(prop, target, ctx, strategy=examples(target, max_l=8, min_l=2),
+                           max_examples=min(ctx.max_examples, MAX_EXAMPLES))
+    metrics = {"examples": outcome.examples_run, "max_abs_diff": worst["diff"], "atol": atol,
+               "rtol": rtol}
+    if outcome.failure is not None:
+        return failure_result(ctx, outcome.failure, metrics=metrics)
+    return ctx.result("pass", f"{outcome.examples_run} examples: f(x[p]) = f(x)[p] "
+                              f"(max |Δ|={worst['diff']:.3g})", metrics)

@@ -1,0 +1,68 @@
+"""``permutation-equivariance``: f(x[:, p]) = f(x)[:, p]."""
+import torch
+import torch.nn.functional as F
+from _dynamic_helpers import load
+from _issue6_helpers import run, run_case
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attncheck.dynamic.checks.permutation_equivariance import draw_permutation
+from attncheck.dynamic.spec import build
+
+
+@given(st.integers(1, 40), st.integers(0, 2**31 - 1))
+def test_draw_permutation_moves_everything(n, seed):
+    p = draw_permutation(n, seed)
+    assert sorted(p.tolist()) == list(range(n))
+    if n >= 2:
+        assert not bool((p == torch.arange(n)).any())
+
+
+def test_textbook_mha_passes():
+    mod = load("lint/correct/textbook_mha.py")
+    r = run(build(mod.MultiHeadAttention, "x"), "permutation-equivariance",
+            **mod.DYNAMIC["hints"])
+    assert r.status == "pass", r.message
+    assert r.metrics["max_abs_diff"] < 1e-5
+
+
+def test_sdpa_kernel_passes():
+    r = run(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), "permutation-equivariance",
+            kind="kernel", causal=False)
+    assert r.status == "pass" and r.metrics["max_abs_diff"] < 1e-5
+
+
+def test_split_heads_view_b23_fails_with_permutation():
+    r = run_case("b23_split_heads_view_no_transpose", "permutation-equivariance")
+    assert r.status == "fail"
+    assert r.metrics["fail_max_abs_diff"] > 0.01
+    p = r.metrics["permutation"]
+    assert sorted(p) == list(range(len(p))) and len(p) >= 2
+
+
+def test_layout_mismatch_b41_fails():
+    r = run_case("b41_layout_bhld_vs_blhd", "permutation-equivariance")
+    assert r.status == "fail" and r.metrics["fail_max_abs_diff"] > 0.01
+
+
+def test_causal_and_positional_skip():
+    k = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    assert run(k, "permutation-equivariance", kind="kernel", causal=True).status == "skip"
+    r = run(lambda q, k, v: F.scaled_dot_product_attention(q, k, v), "permutation-equivariance",
+            kind="kernel", positional=True)
+    assert r.status == "skip" and "positions" in r.message
+
+
+def test_undeclared_causal_is_detected_and_skipped():
+    k = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    r = run(k, "permutation-equivariance", kind="kernel")
+    assert r.status == "skip" and "is_causal=True" in r.metrics["causal_evidence"]
+
+
+def test_relative_position_bias_is_detected():
+    mod = load("lint/correct/t5_unscaled.py")
+    obj = build(getattr(mod, mod.DYNAMIC["target"]), "t5")
+    r = run(obj, "permutation-equivariance", **mod.DYNAMIC["hints"])
+    assert r.status == "skip" and "relative_attention_bias" in r.message
+    forced = run(obj, "permutation-equivariance", positional=False, **mod.DYNAMIC["hints"])
+    assert forced.status == "fail" and forced.metrics["fail_max_abs_diff"] > 1e-3
