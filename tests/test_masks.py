@@ -119,7 +119,7 @@ EXPR = st.recursive(LEAF, lambda e: st.one_of(_unary(e), _binary(e)), max_leaves
 
 
 def _torch_eval(expr: str):
-    return eval(expr, {"torch": torch, "L": L, "float": float})  # noqa: S307 - test grammar only
+    return eval(expr, {"torch": torch, "L": L, "float": float})
 
 
 @given(EXPR)
@@ -345,15 +345,23 @@ def test_fill_predicates(value, blocking, overflow, ineffective):
 def test_padding_polarity_from_names_and_comparisons():
     src = """
 import torch
-def f(s, input_ids, attention_mask, key_padding_mask, pad_id):
-    s1 = s.masked_fill(attention_mask, float("-inf"))
-    s2 = s.masked_fill(~attention_mask, float("-inf"))
+def f(s, input_ids, valid_mask, key_padding_mask, pad_id):
+    s1 = s.masked_fill(valid_mask, float("-inf"))
+    s2 = s.masked_fill(~valid_mask, float("-inf"))
     s3 = s.masked_fill(key_padding_mask, float("-inf"))
     s4 = s.masked_fill(input_ids != pad_id, float("-inf"))
     return s1, s2, s3, s4
 """
     pols = [u.mask.polarity for u in _uses(src)]
     assert pols == ["keep", "block", "block", "keep"]
+
+
+@pytest.mark.parametrize("name", ["attention_mask", "text_attention_mask", "attn_mask", "mask"])
+def test_ambiguous_mask_names_have_no_polarity(name):
+    """Real code uses these names for keep-masks and for blocked masks alike."""
+    src = f"import torch\ndef f(s, {name}):\n    return s.masked_fill({name}, -1e4).softmax(-1)\n"
+    (u,) = _uses(src)
+    assert u.mask is not None and u.mask.polarity is None
 
 
 def test_repeat_over_heads_is_recorded():

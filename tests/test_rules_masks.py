@@ -281,11 +281,12 @@ def f(scores, L):
 def test_att208_negated_keep_mask_is_fine_and_message():
     src = """
 import torch
-def f(scores, attention_mask):
-    a = scores.masked_fill(~attention_mask.bool(), float("-inf")).softmax(-1)
-    b = scores.masked_fill(attention_mask == 0, float("-inf")).softmax(-1)
-    c = scores.masked_fill(attention_mask.bool(), float("-inf")).softmax(-1)
-    return a, b, c
+def f(scores, keep_mask, attention_mask):
+    a = scores.masked_fill(~keep_mask.bool(), float("-inf")).softmax(-1)
+    b = scores.masked_fill(keep_mask == 0, float("-inf")).softmax(-1)
+    c = scores.masked_fill(keep_mask.bool(), float("-inf")).softmax(-1)
+    d = scores.masked_fill(attention_mask, float("-inf")).softmax(-1)
+    return a, b, c, d
 """
     (f,) = mask_findings(src)
     assert (f.line, f.code) == (6, "ATT208")
@@ -331,3 +332,14 @@ def step(q, k, v, layer_past=None):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 """
     assert pairs(src) == {(7, "ATT203")}
+
+
+def test_att208_polarity_from_the_assigned_name():
+    src = """
+import torch
+def f(scores, attention_mask):
+    valid = attention_mask[:, None, None, :].bool()
+    scores = scores.masked_fill(valid, float("-inf"))
+    return scores.softmax(-1)
+"""
+    assert pairs(src) == {(5, "ATT208")}

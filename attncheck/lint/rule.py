@@ -42,6 +42,10 @@ RULE_MODULES = (
     "attncheck.lint.rules.softmax",
     "attncheck.lint.rules.heads",
     "attncheck.lint.rules.dropout",
+    "attncheck.lint.rules.stability",
+    "attncheck.lint.rules.gqa",
+    "attncheck.lint.rules.state",
+    "attncheck.lint.rules.performance",
 )
 
 

@@ -35,16 +35,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import libcst as cst
 
 from attncheck.lint.context import dotted_name
 
-Region = Optional[str]  # "Z" | "P" | "N" | None
+Region = str | None  # "Z" | "P" | "N" | None
 Pattern = tuple[Region, Region, Region]  # (lower j<i, diagonal j=i, upper j>i)
-Blocked = tuple[Optional[bool], Optional[bool], Optional[bool]]
+Blocked = tuple[bool | None, bool | None, bool | None]
 
 LOWER, DIAG, UPPER = 0, 1, 2
 ALL_P: Pattern = ("P", "P", "P")
@@ -132,7 +133,7 @@ class Fill:
         return self.kind == "literal" and self.value is not None and not self.is_bool and (
             self.value >= 0 or abs(self.value) < 1.0)
 
-    def scaled(self, c: float) -> "Fill":
+    def scaled(self, c: float) -> Fill:
         if self.kind == "literal" and self.value is not None:
             return replace(self, value=self.value * c)
         if c > 0:
@@ -164,7 +165,7 @@ class MaskVal:
     #: every positive entry is exactly 1 (True / ones), so ``1 - m`` flips P and Z
     unit: bool = True
 
-    def with_pattern(self, p: Pattern | None, **kw: Any) -> "MaskVal":
+    def with_pattern(self, p: Pattern | None, **kw: Any) -> MaskVal:
         return replace(self, pattern=p, **kw)
 
 
@@ -205,7 +206,7 @@ class Tag:
 # region algebra
 # --------------------------------------------------------------------------------------------
 
-def _nz(r: Region) -> Optional[bool]:
+def _nz(r: Region) -> bool | None:
     return None if r is None else r != "Z"
 
 
@@ -342,7 +343,7 @@ def _region_tri(p: Pattern, d: int | None, lower: bool) -> Pattern:
     if d is None:
         return tuple(r if r == "Z" else None for r in p)  # type: ignore
 
-    def kept(region: int) -> Optional[bool]:
+    def kept(region: int) -> bool | None:
         # δ = j - i ranges: lower (-inf, -1], diag {0}, upper [1, inf)
         if region == DIAG:
             return (0 <= d) if lower else (0 >= d)
@@ -619,9 +620,9 @@ def _polarity_of_name(name: str) -> str | None:
     low = name.lower().split(".")[-1]
     if any(w in low for w in ("invalid", "not_valid", "nonvalid")):
         return "block"
-    # only the bare HF name: prefixed variants (grounding-dino's ``text_attention_mask``) are
-    # documented as True = padding in real code
-    if low == "attention_mask" or any(w in low for w in _KEEP_WORDS):
+    # ``attention_mask`` is deliberately absent: real code uses the name for keep-masks (HF
+    # inputs), blocked masks (MPT's bool-cast 4-D mask) and padding masks (grounding-dino)
+    if any(w in low for w in _KEEP_WORDS):
         return "keep"
     if any(w in low for w in _BLOCK_WORDS):
         return "block"
@@ -652,9 +653,9 @@ def _flip(pol: str | None) -> str | None:
 
 
 class _Function:
-    __slots__ = ("node", "cls", "qual", "params", "returns", "busy", "done")
+    __slots__ = ("busy", "cls", "done", "node", "params", "qual", "returns")
 
-    def __init__(self, node: cst.FunctionDef, cls: "_Class | None", qual: str) -> None:
+    def __init__(self, node: cst.FunctionDef, cls: _Class | None, qual: str) -> None:
         self.node = node
         self.cls = cls
         self.qual = qual
@@ -666,7 +667,7 @@ class _Function:
 
 
 class _Class:
-    __slots__ = ("node", "name", "attrs", "methods", "bases", "done")
+    __slots__ = ("attrs", "bases", "done", "methods", "name", "node")
 
     def __init__(self, node: cst.ClassDef) -> None:
         self.node = node
@@ -786,14 +787,14 @@ class _Analyzer:
             val = r if i == 0 else _join(val, r)
         f.returns = val
 
-    def _block(self, body, state: "_State", cls_env) -> None:
+    def _block(self, body, state: _State, cls_env) -> None:
         stmts = body.body if hasattr(body, "body") else body
         if isinstance(stmts, cst.BaseSuite):
             stmts = stmts.body
         for stmt in stmts:
             self._stmt(stmt, state, cls_env)
 
-    def _stmt(self, stmt: cst.CSTNode, state: "_State", cls_env) -> None:
+    def _stmt(self, stmt: cst.CSTNode, state: _State, cls_env) -> None:
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 self._small(small, state, cls_env)
@@ -832,7 +833,7 @@ class _Analyzer:
                 self._block(stmt.finalbody.body, state, cls_env)
         # nested FunctionDef / ClassDef: analysed on their own (see analyze)
 
-    def _small(self, small: cst.CSTNode, state: "_State", cls_env) -> None:
+    def _small(self, small: cst.CSTNode, state: _State, cls_env) -> None:
         if isinstance(small, cst.Assign):
             self._scan(small.value, state, assign_targets=[t.target for t in small.targets])
             val = self.ev(small.value, state.env)
@@ -866,9 +867,14 @@ class _Analyzer:
             self._scan(small.value, state, returned=True)
             self._returns.append(self.ev(small.value, state.env))
 
-    def _bind(self, target, val, tag, state: "_State", cls_env, value_node) -> None:
+    def _bind(self, target, val, tag, state: _State, cls_env, value_node) -> None:
         if isinstance(target, cst.Name):
             name = target.value
+            if isinstance(val, MaskVal) and val.polarity is None and (
+                    val.pattern is None or None in val.pattern):
+                pol = _polarity_of_name(name)  # ``valid = attention_mask.bool()``
+                if pol is not None:
+                    val = replace(val, polarity=pol)
             if val is None:
                 state.env.pop(name, None)
             else:
@@ -890,15 +896,14 @@ class _Analyzer:
                 self._bind(e, vals[i] if vals else None, None, state, cls_env, None)
         elif isinstance(target, cst.Attribute) and cls_env is not None:
             d = dotted_name(target)
-            if d is not None and d.startswith("self.") and d.count(".") == 1:
-                if val is not None:
-                    cls_env.attrs[target.attr.value] = val
+            if d is not None and d.startswith("self.") and d.count(".") == 1 and val is not None:
+                cls_env.attrs[target.attr.value] = val
         elif isinstance(target, cst.Attribute):
             d = dotted_name(target)
             if d is not None and tag is not None:
                 state.tags[d] = tag
 
-    def _inplace(self, expr: cst.BaseExpression, state: "_State") -> None:
+    def _inplace(self, expr: cst.BaseExpression, state: _State) -> None:
         """``m.tril_()``, ``m.masked_fill_(...)``, ``self.register_buffer("bias", ...)``."""
         if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
             return
@@ -923,7 +928,7 @@ class _Analyzer:
                 state.env[recv.value] = v
 
     # ---- tags (scores / probs) --------------------------------------------------------------
-    def is_softmax_call(self, node: cst.CSTNode, state: "_State | None" = None) -> bool:
+    def is_softmax_call(self, node: cst.CSTNode, state: _State | None = None) -> bool:
         if not isinstance(node, cst.Call):
             return False
         func = node.func
@@ -952,7 +957,7 @@ class _Analyzer:
                 return True
         return False
 
-    def tag_of(self, expr: cst.BaseExpression, state: "_State") -> str | None:
+    def tag_of(self, expr: cst.BaseExpression, state: _State) -> str | None:
         has_softmax = has_mm = False
         names = set()
         for n in _walk_exprs(expr):
@@ -973,7 +978,7 @@ class _Analyzer:
         return None
 
     # ---- consumers ------------------------------------------------------------------------
-    def _scan(self, expr: cst.CSTNode, state: "_State", assign_targets=None,
+    def _scan(self, expr: cst.CSTNode, state: _State, assign_targets=None,
               returned: bool = False) -> None:
         """Find consumers inside one statement's expression."""
         self._targets = assign_targets
@@ -996,7 +1001,7 @@ class _Analyzer:
             elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Add):
                 self._additive(n, n.left, n.right, state, assign_targets, id(n) in in_softmax)
 
-    def _callsite(self, call: cst.Call, state: "_State") -> None:
+    def _callsite(self, call: cst.Call, state: _State) -> None:
         q = self.ctx.qualname(call.func)
         f = None
         if q in self.functions:
@@ -1128,8 +1133,8 @@ class _Analyzer:
                 elif isinstance(c, (cst.If, cst.While)):
                     out.append((c.test, None))
                     rec(c)
-                elif isinstance(c, cst.BaseCompoundStatement) or isinstance(c, cst.BaseSuite) \
-                        or isinstance(c, (cst.Else, cst.ExceptHandler, cst.Finally)):
+                elif isinstance(c, (cst.BaseCompoundStatement, cst.BaseSuite, cst.Else,
+                                    cst.ExceptHandler, cst.Finally)):
                     rec(c)
 
         rec(f.node.body)
@@ -1579,7 +1584,7 @@ class _Analyzer:
             text = self.ctx.module.code_for_node(a) if a is not None else ""
             dt = _dtype_of(a, self.ctx) if a is not None else None
             if meth == "type_as":
-                return replace(m, dtype="float" if m.dtype != "bool" else "float")
+                return replace(m, dtype="float")
             if dt == "bool":
                 return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
             if dt is not None:
@@ -1778,10 +1783,10 @@ class _State:
         self.env = env
         self.tags = tags
 
-    def copy(self) -> "_State":
+    def copy(self) -> _State:
         return _State(dict(self.env), dict(self.tags))
 
-    def join(self, other: "_State") -> "_State":
+    def join(self, other: _State) -> _State:
         env = {}
         for k in set(self.env) | set(other.env):
             if k in self.env and k in other.env:
@@ -1794,7 +1799,7 @@ class _State:
         tags.update(other.tags)
         return _State(env, tags)
 
-    def assign_from(self, other: "_State") -> None:
+    def assign_from(self, other: _State) -> None:
         self.env = other.env
         self.tags = other.tags
 

@@ -24,7 +24,6 @@ Everything unknown stays unknown: rules only fire on established facts.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -41,7 +40,7 @@ _HEAD_DIM_NAMES = {
 _WIDTH_NAMES = {
     "c", "e", "d_model", "dmodel", "embed_dim", "hidden_size", "n_embd", "n_embed", "dim", "emb_dim",
     "embedding_dim", "embed_size", "n_state", "channels", "all_head_size", "inner_dim", "hidden_dim",
-    "width", "model_dim", "d_embed", "n_embed", "num_channels", "in_channels", "query_dim", "embedding_size",
+    "model_dim", "d_embed", "num_channels", "in_channels", "query_dim", "embedding_size",
 }
 _HEADS_NAMES = {
     "heads", "num_heads", "n_head", "n_heads", "nh", "num_attention_heads", "num_key_value_heads",
@@ -54,7 +53,7 @@ _SEQ_NAMES = {
     "s", "kv_seq_len", "key_len", "query_len", "n_ctx", "seq", "tokens", "q_length", "kv_length",
 }
 _SCALE_NAME = re.compile(r"(^|_)(scale|scaling|softmax_scale|sm_scale|scale_factor|norm_factor|"
-                         r"inv_norm_factor|attn_scale|qk_scale|scalar|temperature|inv_sqrt)", re.I)
+                         r"inv_norm_factor|attn_scale|qk_scale|scalar|temperature|inv_sqrt)", re.IGNORECASE)
 # a parameter with these names is a softmax scale supplied by the caller
 SCALE_PARAM = re.compile(r"^(scale|scaling|softmax_scale|sm_scale|attn_scale|qk_scale|scale_factor)$")
 
@@ -117,11 +116,11 @@ class Sym:
 
     # constructors
     @staticmethod
-    def lit(v: float) -> "Sym":
+    def lit(v: float) -> Sym:
         return Sym(coef=float(v))
 
     @staticmethod
-    def dim(d: Dim) -> "Sym":
+    def dim(d: Dim) -> Sym:
         return Sym(pows=((d, 1.0),))
 
     def is_literal(self) -> bool:
@@ -140,7 +139,7 @@ class Sym:
                 return None
         return v
 
-    def mul(self, other: "Sym") -> "Sym":
+    def mul(self, other: Sym) -> Sym:
         if self.opaque or other.opaque:
             return Sym(coef=None, opaque=True, name=self.name or other.name)
         pows: dict[Dim, float] = {}
@@ -150,7 +149,7 @@ class Sym:
         return Sym(coef=coef, pows=tuple((d, e) for d, e in pows.items() if abs(e) > 1e-12),
                    name=self.name or other.name)
 
-    def pow(self, p: float) -> "Sym":
+    def pow(self, p: float) -> Sym:
         if self.opaque:
             return Sym(coef=None, opaque=True, name=self.name)
         coef = None
@@ -161,7 +160,7 @@ class Sym:
                 coef = None
         return Sym(coef=coef, pows=tuple((d, e * p) for d, e in self.pows), name=self.name)
 
-    def inv(self) -> "Sym":
+    def inv(self) -> Sym:
         return self.pow(-1.0)
 
     def atoms(self) -> tuple[str, ...] | None:
@@ -255,8 +254,8 @@ class Tensor:
     softmaxed: bool = False
     uncertain: bool = False  # factors differ between branches
     partial: bool = False  # another branch holds something unknown (e.g. a KV-cache update)
-    q: "Tensor | None" = field(default=None, compare=False, repr=False)
-    k: "Tensor | None" = field(default=None, compare=False, repr=False)
+    q: Tensor | None = field(default=None, compare=False, repr=False)
+    k: Tensor | None = field(default=None, compare=False, repr=False)
     node: Any = field(default=None, compare=False, repr=False)
     dims: tuple = field(default=(), compare=False, repr=False)
 
@@ -415,7 +414,7 @@ def _arg(call: cst.Call, pos: int | None, kw: str | None) -> cst.BaseExpression 
                 return a.value
             continue
         if a.star:
-            return None if pos is not None and i <= pos else None
+            return None
         if pos is not None and i == pos:
             return a.value
         i += 1
@@ -557,7 +556,7 @@ class Analyzer:
             indent = len(line) - len(stripped)
             if def_indent is not None and indent <= def_indent and not stripped.startswith((")", "]", "}")):
                 def_indent = None
-            if def_indent is None and (stripped.startswith("def ") or stripped.startswith("async def ")):
+            if def_indent is None and stripped.startswith(("def ", "async def ")):
                 def_indent = indent
                 continue
             if def_indent is not None:
@@ -872,7 +871,7 @@ class _Frame:
             a = self.eval(node.left)
             b = self.eval(node.right)
             return _join(a, b)
-        if isinstance(node, cst.GeneratorExp) or isinstance(node, cst.ListComp):
+        if isinstance(node, (cst.GeneratorExp, cst.ListComp)):
             return self.eval_comp(node)
         if isinstance(node, cst.Comparison):
             self.eval(node.left)
@@ -1020,7 +1019,6 @@ class _Frame:
             if ta and tb:
                 if a.scores or b.scores:
                     s = a if a.scores else b
-                    o = b if a.scores else a
                     return replace(s, factors=s.factors + (Factor(Sym(coef=None, opaque=True, name="tensor"),
                                                                   "scores", node),),
                                    normalized=s.normalized)
@@ -1068,7 +1066,6 @@ class _Frame:
         func = node.func
         q = self.ctx.qualname(func) or ""
         # method calls on values
-        head = q.split(".", 1)[0]
         imported = isinstance(func, cst.Attribute) and self._is_import(func.value)
         if isinstance(func, cst.Attribute) and not imported:
             recv = self.eval(func.value)
@@ -1579,6 +1576,8 @@ class _Frame:
         if t.axes is not None and sum(1 for ax in out_axes if ax == ("REST",)) == 1:
             explicit = [a for ax in out_axes if ax != ("REST",) for a in ax]
             rest = tuple(a for a in in_atoms if a not in explicit)
+            if any(a.startswith("?") for a in explicit) and any(not a.startswith("?") and a != "*" for a in rest):
+                rest = ("?rest",)  # an unknown explicit axis may stand for any of the remaining atoms
             if "*" in rest:
                 if "L" in explicit or any(a.startswith("?") for a in explicit):
                     rest = tuple(a for a in rest if a != "*")
@@ -1602,9 +1601,7 @@ class _Frame:
         if t.scores and t.key_axis == -1:
             lv = vals[-1] if vals else None
             ls = self.as_sym(lv) if lv is not None and not isinstance(lv, tuple) else None
-            if ls is not None and ls.is_literal() and ls.coef == -1:
-                key_axis = -1
-            elif t.axes is not None and out_axes and out_axes[-1] == t.axes[-1]:
+            if ls is not None and ls.is_literal() and ls.coef == -1 or t.axes is not None and out_axes and out_axes[-1] == t.axes[-1]:
                 key_axis = -1
         token_major = t.token_major and out_axes[-1:] == (("H", "d"),) if out_axes else False
         if last_dim is None and out_axes and out_axes[-1] == ("d",) and t.last is not None and t.last.role == "d":
@@ -1714,7 +1711,7 @@ def _qk_factors(ta: Tensor, tb: Tensor) -> tuple:
     return tuple(out)
 
 
-def _glob_sym(v: "_ParamRef") -> Sym:
+def _glob_sym(v: _ParamRef) -> Sym:
     # an untracked attribute / global: a dimension when its name says so, else opaque
     role = role_by_name(v.name)
     if role != "?":
@@ -1769,6 +1766,8 @@ def _named(v: Any, name: str) -> Any:
 def _named_attr(v: Sym, name: str) -> Sym:
     if v.is_literal() and v.coef is not None and float(v.coef).is_integer():
         role = role_by_name(name)
+        if role == "?":
+            return replace(v, name=name)  # self.scaling = 1.0: a number, not a dimension
         return Sym.dim(Dim(name, role, v.coef))
     if v.pows and all(e in (1, -1) for _, e in v.pows):
         return _named(v, name)

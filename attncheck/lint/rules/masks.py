@@ -11,7 +11,11 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from attncheck.lint.analysis.masks import (
-    DIAG, LOWER, UPPER, MaskUse, describe_pattern,
+    DIAG,
+    LOWER,
+    UPPER,
+    MaskUse,
+    describe_pattern,
 )
 from attncheck.lint.context import dotted_name
 from attncheck.lint.finding import Edit, Fix

@@ -183,7 +183,7 @@ class _ScaleRule(Rule):
             r = classify(ev)
             if r is None or r[0] != self.code:
                 continue
-            code, n, msg = r
+            _, n, msg = r
             if id(n) in seen:
                 continue
             seen.add(id(n))

@@ -64,6 +64,11 @@ class _FunctionRule(Rule):
             if isinstance(t.target, cst.Name):
                 fr.assigns.setdefault(t.target.value, []).append(node.value)
                 fr.lowp_stmts.append((t.target.value, node.value))
+            elif isinstance(t.target, (cst.Tuple, cst.List)) and isinstance(node.value, (cst.Tuple, cst.List)) \
+                    and len(t.target.elements) == len(node.value.elements):
+                for te, ve in zip(t.target.elements, node.value.elements):
+                    if isinstance(te.value, cst.Name):
+                        fr.lowp_stmts.append((te.value.value, ve.value))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
         if isinstance(node.target, cst.Name):

@@ -1,0 +1,191 @@
+"""ATT502 state-mutated-in-forward: ``forward()`` assigns a hyper-parameter on ``self``.
+
+A module's hyper-parameters (dropout probability, softmax scale, causal flag, head count) are fixed
+in ``__init__``; ``forward`` reassigning one (``self.dropout = 0.0``, ``self.causal = True``,
+``self.scale = q.shape[-1] ** -0.5``) changes the module for every later call, breaks
+``torch.compile`` guards and makes a module's behaviour depend on call history.  Assigning
+``self.training`` bypasses ``train()``/``eval()`` (which also recurse into the children).
+
+What counts as a hyper-parameter (decided, documented in rules/ATT502.md):
+
+* ``self.training``, always;
+* an attribute that ``__init__`` of the same class sets from a number / bool literal, from one
+  of ``__init__``'s parameters, or from a field of one (``config.attention_dropout``).
+
+Not reported (legitimate state): attributes whose name says they are state or caches (``cache``,
+``cached``, ``past``, ``seen``, ``step``, ``count``, ``index``/``idx``, ``offset``, ``len``,
+``state``, ``buffer``, ``memory``, ``history``, ``running``, ``stats``, ``prev``, ``last``,
+``num_batches``, ``seq``), augmented counters (``self._seen_tokens += 1``), attributes whose
+``__init__`` value is ``None`` or a tensor/module (lazy caches, buffers), and an idempotent lazy
+default under ``if self.x is None:``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import libcst as cst
+
+from attncheck.lint.analysis.layout import code
+from attncheck.lint.context import dotted_name
+from attncheck.lint.rule import Rule, register
+
+_STATE = re.compile(r"cache|cached|past|seen|step|count|index|idx|offset|len|state|buffer|memory|history|"
+                    r"running|stats|prev|last|num_batches|seq|pos|iter|tick|calls|ready|initialized|"
+                    r"warned|logged|shape|hook|output|outputs|_saved|store|record", re.I)
+_HYPER_WORDS = re.compile(r"drop|scale|scaling|causal|heads|head_dim|window|temperature|softcap|"
+                          r"is_decoder|use_|enable|fused|flash|sdpa", re.I)
+
+
+def _self_attr(target: cst.BaseExpression) -> str | None:
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+        return target.attr.value
+    return None
+
+
+def _init_kind(value: cst.BaseExpression, params: set[str]) -> str | None:
+    """``literal`` / ``param`` / ``config`` for a hyper-parameter-like ``__init__`` value, else ``None``."""
+    v = value
+    if isinstance(v, cst.UnaryOperation):
+        v = v.expression
+    if isinstance(v, (cst.Integer, cst.Float)):
+        return "literal"
+    if isinstance(v, cst.Name) and v.value in ("True", "False"):
+        return "literal"
+    if isinstance(v, cst.Name) and v.value in params:
+        return "param"
+    if isinstance(v, cst.Attribute):
+        d = dotted_name(v)
+        if d and d.split(".", 1)[0] in params:
+            return "config"
+    if isinstance(v, cst.BinaryOperation) and isinstance(v.operator, cst.Power):
+        return _init_kind(v.left, params)
+    return None
+
+
+class _Forward:
+    def __init__(self, fn: cst.FunctionDef) -> None:
+        self.fn = fn
+        self.assigns: list[tuple[cst.CSTNode, str, cst.CSTNode, bool]] = []
+        self.lazy: list[str] = []  # attrs tested "is None" by enclosing ifs
+
+
+@register
+class StateMutatedInForward(Rule):
+    """ATT502: ``forward`` reassigns a hyper-parameter on ``self``."""
+
+    code = "ATT502"
+    name = "state-mutated-in-forward"
+    severity = "warning"
+    summary = "forward assigns a hyper-parameter on self (e.g. dropout)"
+    tokens = ("def forward",)
+
+    def __init__(self, ctx: Any) -> None:
+        super().__init__(ctx)
+        self._classes: list[cst.ClassDef] = []
+        self._fwd: list[_Forward | None] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.append(node)
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
+        self._classes.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        direct = bool(self._classes) and any(s is node for s in self._classes[-1].body.body)
+        self._fwd.append(_Forward(node) if direct and node.name.value == "forward" else None)
+
+    def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        fw = self._fwd.pop()
+        if fw is not None:
+            self._check(fw, self._classes[-1])
+
+    def _lazy_test(self, test: cst.BaseExpression) -> list[str]:
+        """Attributes an ``if`` tests for ``None`` (``if self.x is None`` / ``if not self.x``)."""
+        out = []
+        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
+                test.comparisons[0].operator, (cst.Is, cst.Equal)) and \
+                isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
+            a = _self_attr(test.left)
+            if a:
+                out.append(a)
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            a = _self_attr(test.expression)
+            if a:
+                out.append(a)
+        if isinstance(test, cst.BooleanOperation):
+            out += self._lazy_test(test.left) + self._lazy_test(test.right)
+        return out
+
+    def visit_If(self, node: cst.If) -> None:
+        if self._fwd and self._fwd[-1] is not None:
+            self._fwd[-1].lazy.extend(self._lazy_test(node.test))
+
+    def leave_If(self, node: cst.If) -> None:
+        if self._fwd and self._fwd[-1] is not None:
+            for a in self._lazy_test(node.test):
+                self._fwd[-1].lazy.remove(a)
+
+    def _record(self, target: cst.BaseExpression, stmt: cst.CSTNode, aug: bool) -> None:
+        if not self._fwd or self._fwd[-1] is None:
+            return
+        a = _self_attr(target)
+        if a is not None:
+            fw = self._fwd[-1]
+            fw.assigns.append((target, a, stmt, (aug and not _HYPER_WORDS.search(a)) or a in fw.lazy))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            targets = [e.value for e in t.target.elements] if isinstance(t.target, (cst.Tuple, cst.List)) \
+                else [t.target]
+            for tt in targets:
+                self._record(tt, node, False)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self._record(node.target, node, False)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._record(node.target, node, True)
+
+    def _init_attrs(self, cls: cst.ClassDef) -> dict[str, str]:
+        init = next((s for s in cls.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+                    None)
+        if init is None:
+            return {}
+        p = init.params
+        params = {x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)} - {"self"}
+        kinds: dict[str, str | None] = {}
+
+        class V(cst.CSTVisitor):
+            def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+                return n is init
+
+            def visit_Assign(self, n: cst.Assign) -> None:
+                for t in n.targets:
+                    a = _self_attr(t.target)
+                    if a is not None:
+                        k = _init_kind(n.value, params)
+                        kinds[a] = k if kinds.get(a, k) == k else None
+
+        init.visit(V())
+        return {a: k for a, k in kinds.items() if k is not None}
+
+    def _check(self, fw: _Forward, cls: cst.ClassDef) -> None:
+        if not fw.assigns:
+            return
+        hyper = self._init_attrs(cls)
+        for target, attr, stmt, exempt in fw.assigns:
+            if attr == "training":
+                self.report(stmt, "forward() assigns self.training: that switches this module alone (not its "
+                                  "children) and persists after the call; use module.train() / module.eval() "
+                                  "from outside")
+                continue
+            if exempt or attr not in hyper or _STATE.search(attr):
+                continue
+            kind = hyper[attr]
+            src = "a constructor argument" if kind in ("param", "config") else "a constant"
+            hint = " (e.g. dropout_p = self.dropout if self.training else 0.0)" if "drop" in attr.lower() else ""
+            self.report(stmt, f"forward() reassigns self.{attr}, a hyper-parameter set from {src} in __init__: "
+                              f"the change persists into every later call; compute a local instead"
+                              f"{hint}")
