@@ -228,6 +228,10 @@ class RunContext:
                 parts += ["--device", self.device.type]
             if self.dtype != torch.float32:
                 parts += ["--dtype", str(self.dtype).replace("torch.", "")]
+            if self.max_examples != 8:  # runner.DEFAULT_MAX_EXAMPLES: the search depends on it
+                parts += ["--max-examples", str(self.max_examples)]
+            if self.train:
+                parts.append("--train")
             if self.cli_options:
                 parts.append(self.cli_options)
             return " ".join(parts)

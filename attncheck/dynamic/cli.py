@@ -18,16 +18,32 @@ def _parse_hint(values: tuple[str, ...]) -> dict:
         if "=" not in item:
             raise click.UsageError(f"--hint {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
-        low = v.lower()
-        if low in ("true", "false"):
-            val: object = low == "true"
-        else:
-            try:
-                val = int(v)
-            except ValueError:
-                val = v
-        out[k.strip()] = val
+        out[k.strip()] = _hint_value(v)
     return out
+
+
+def _hint_value(v: str) -> object:
+    """``--hint`` value: true/false → bool, integers, floats, JSON objects / lists (``{...}``,
+    ``[...]``, as emitted by reproduction lines), else the string itself."""
+    import json
+
+    low = v.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    try:
+        return int(v)
+    except ValueError:
+        pass
+    try:
+        return float(v)
+    except ValueError:
+        pass
+    if v[:1] in ("{", "["):
+        try:
+            return json.loads(v)
+        except ValueError:
+            raise click.UsageError(f"--hint value {v!r}: invalid JSON") from None
+    return v
 
 
 @click.command("check")

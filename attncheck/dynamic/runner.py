@@ -184,10 +184,12 @@ def _run_guarded(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResul
 
 def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
     """Run one check isolated (state restored, exceptions → result, time limit)."""
+    module = target.module
+    if target.needs_mask_detection():
+        _detect_masks(target, ctx)
     ok, why = spec.applicable(target)
     if not ok:
         return ctx.result("skip", why)
-    module = target.module
     with preserved(module):
         try:
             if module is not None:
@@ -204,6 +206,32 @@ def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
     if not res.check:
         res.check = spec.name
     return res
+
+
+def _detect_masks(target: Target, ctx: RunContext) -> None:
+    """Settle the target's mask convention once (``Target.ensure_mask_convention``), isolated
+    like a check (state restored, time limit); a target that raises or hangs here gets
+    ``mask_detection`` source "failed" (masks are then not passed)."""
+    from attncheck.dynamic.base import CheckSpec
+
+    def work(t: Target, c: RunContext) -> CheckResult:
+        t.ensure_mask_convention(c.device, c.dtype)
+        return CheckResult(c.check, "pass", "")
+
+    module = target.module
+    with preserved(module):
+        try:
+            if module is not None:
+                _prepare(module, ctx)
+            torch.manual_seed(ctx.seed)
+            ctx.start()
+            _run_guarded(CheckSpec("mask-convention", work), target, ctx)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            target.mask_detection = {"convention": None, "source": "failed", "tried": [],
+                                     "message": f"detecting the mask convention raised "
+                                                f"{type(exc).__name__}: {exc}"}
 
 
 def _prepare(module: torch.nn.Module, ctx: RunContext) -> None:
@@ -235,7 +263,9 @@ def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
     seed = 0 if seed is None else int(seed)
     n = DEFAULT_MAX_EXAMPLES if max_examples is None else int(max_examples)
     results: list[CheckResult] = []
-    with preserved(target.module):
+    from attncheck.dynamic.strategies import hypothesis_storage_outside_cwd
+
+    with preserved(target.module), hypothesis_storage_outside_cwd():
         for name in names:
             ctx = RunContext(device=dev, dtype=dt, seed=seed, max_examples=n,
                              time_limit=timeout, check=name, spec=target.spec,
@@ -247,6 +277,9 @@ def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
                 on_result(res)
     extra = {"kind": target.kind, "mode": "train" if train else "eval", "seed": seed,
              "max_examples": n}
+    if target.mask_detection is not None and target.mask_arg:
+        extra["mask_convention"] = {k: target.mask_detection.get(k)
+                                    for k in ("convention", "source", "message")}
     return Report(target=target.name, results=results, device=str(dev),
                   dtype=str(dt).replace("torch.", ""), extra=extra)
 

@@ -13,8 +13,12 @@ search and finds the same smallest example.
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterator
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hyp_seed
@@ -24,7 +28,8 @@ from hypothesis.errors import HypothesisException
 from attncheck.dynamic.base import CheckTimeout, RunContext
 from attncheck.dynamic.targets import Example, Target
 
-__all__ = ["examples", "run_property", "PropertyFailure", "PropertyOutcome", "Fail"]
+__all__ = ["examples", "run_property", "PropertyFailure", "PropertyOutcome", "Fail",
+           "hypothesis_storage_outside_cwd"]
 
 MAX_B, MAX_L, MAX_H, MAX_D = 3, 12, 4, 16
 
@@ -121,16 +126,46 @@ def run_property(prop: Callable[[Example], Any], target: Target, ctx: RunContext
         if isinstance(r, dict):
             state["data"] = r
 
-    with _outside_hypothesis():
+    with _outside_hypothesis(), hypothesis_storage_outside_cwd():
         return _run(body, strat, n, ctx, state)
+
+
+@contextlib.contextmanager
+def hypothesis_storage_outside_cwd() -> Iterator[None]:
+    """Keep hypothesis from writing ``./.hypothesis`` while attncheck drives it.
+
+    The properties run with ``database=None``, but hypothesis still caches the literal constants
+    of local modules under its storage directory (``.hypothesis/constants``), which defaults to
+    ``./.hypothesis`` in the current working directory.  Unless the caller chose a storage
+    directory (``HYPOTHESIS_STORAGE_DIRECTORY``, or
+    ``hypothesis.configuration.set_hypothesis_home_dir`` — e.g. the attncheck pytest plugin or a
+    test suite), point it at ``<tempdir>/attncheck-hypothesis-<uid>`` for the duration, then
+    restore it.  Same policy as :func:`attncheck.pytest_plugin.hypothesis_storage_outside_project`.
+    """
+    try:
+        import hypothesis.configuration as hconf
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    key = "__hypothesis_home_directory"
+    prev = hconf.__dict__.get(key)
+    default = hconf.__dict__.get(key + "_default")
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or (prev is not None and prev != default) \
+            or not hasattr(hconf, "set_hypothesis_home_dir"):
+        yield  # the caller chose where hypothesis writes
+        return
+    uid = os.getuid() if hasattr(os, "getuid") else "user"
+    hconf.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / f"attncheck-hypothesis-{uid}")
+    try:
+        yield
+    finally:
+        hconf.set_hypothesis_home_dir(prev)
 
 
 def _outside_hypothesis():
     """Run as if no outer hypothesis test were active: ``attncheck.check`` may be called from a
     user's own ``@given`` test, where a nested ``@given`` would fail hypothesis' nested-given
     health check (decided on the *outer* settings) and share its build context."""
-    import contextlib
-
     try:
         from hypothesis.control import _current_build_context
     except ImportError:  # pragma: no cover - other hypothesis versions

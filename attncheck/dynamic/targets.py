@@ -338,6 +338,10 @@ class Target:
     cross: bool = True
     spec: str | None = None
     hints: dict[str, Any] = field(default_factory=dict)
+    #: how ``mask_convention`` was settled: None (not yet), or a dict ``{"convention": str |
+    #: None, "source": "hint" | "adapter" | "detected" | "failed", "message": str, ...}``
+    #: (see :mod:`attncheck.dynamic.maskconv`); "failed" means masks are not passed
+    mask_detection: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -361,8 +365,65 @@ class Target:
 
     @property
     def accepts_mask(self) -> bool:
-        """True when masks (``Inputs.keep``) can be passed to the target."""
-        return self.mask_arg is not None
+        """True when masks (``Inputs.keep``) can be passed to the target: it has a mask
+        argument and its convention is known (given, or detected — see
+        :meth:`ensure_mask_convention`; when detection found none, masks are not passed)."""
+        if not self.mask_arg:
+            return False
+        det = self.mask_detection
+        return not (det is not None and det.get("source") == "failed")
+
+    @property
+    def mask_convention_known(self) -> bool:
+        """True when the convention came from a hint or a built-in adapter (no detection)."""
+        return self.kind in ("mha", "encoder_layer") or "mask_convention" in self.hints
+
+    def needs_mask_detection(self) -> bool:
+        """True when the target takes a mask whose convention was neither given nor detected."""
+        return (bool(self.mask_arg) and not self.mask_convention_known
+                and self.mask_detection is None)
+
+    def ensure_mask_convention(self, device: torch.device | str = "cpu",
+                               dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+        """Settle ``mask_convention`` once: from the hint / adapter, else empirically
+        (:func:`attncheck.dynamic.maskconv.detect_mask_convention`).  Returns (and stores in
+        ``mask_detection``) the outcome; never raises for a misbehaving target."""
+        if self.mask_detection is not None:
+            return self.mask_detection
+        if not self.mask_arg:
+            return {"convention": None, "source": "none", "message": "the target takes no mask"}
+        if self.mask_convention_known:
+            src = "hint" if "mask_convention" in self.hints else "adapter"
+            self.mask_detection = {"convention": self.mask_convention, "source": src,
+                                   "message": f"mask convention {self.mask_convention} "
+                                              f"({'given' if src == 'hint' else 'built-in'})"}
+            return self.mask_detection
+        from attncheck.dynamic.maskconv import detect_mask_convention
+
+        self.mask_detection = detect_mask_convention(self, device=device, dtype=dtype)
+        if self.mask_detection.get("convention"):
+            self.mask_convention = self.mask_detection["convention"]
+        return self.mask_detection
+
+    def mask_note(self) -> str:
+        """Short description of the mask convention in use, for check messages."""
+        det = self.mask_detection
+        if not self.mask_arg:
+            return ""
+        if det is None:
+            return f"mask {self.mask_arg!r}: convention {self.mask_convention}"
+        if det.get("source") == "failed":
+            return f"masks not passed: {det.get('message')}"
+        return (f"mask {self.mask_arg!r}: convention {det.get('convention')} "
+                f"({det.get('source')})")
+
+    def mask_metrics(self) -> dict[str, Any]:
+        """``{"mask_convention": .., "mask_convention_source": ..}`` for check metrics."""
+        if not self.mask_arg:
+            return {}
+        det = self.mask_detection or {}
+        return {"mask_convention": det.get("convention", self.mask_convention),
+                "mask_convention_source": det.get("source", "default")}
 
     @property
     def accepts_causal_flag(self) -> bool:
@@ -509,7 +570,8 @@ class Target:
         out = None
         if inputs.causal or self.causal:
             out = causal_blocked(ex.L_q, ex.L_k, self.alignment, dev)
-        if inputs.keep is not None:
+        if inputs.keep is not None and (self.accepts_mask or self.kind in ("mha",
+                                                                           "encoder_layer")):
             b = ~inputs.keep.to(dev)
             out = b if out is None else (out | b)
         return out
@@ -589,13 +651,14 @@ class Target:
                     kwargs["is_causal"] = True
             raw = obj(x, **kwargs)
         else:
-            keep = inputs.keep
-            if inputs.causal and self.causal_arg:
-                if keep is not None and self.mask_arg and not self.key_only_mask:
-                    # SDPA refuses attn_mask together with is_causal=True: fold the causal
-                    # triangle into the mask instead (same semantics)
+            keep = inputs.keep if self.accepts_mask else None
+            if inputs.causal:
+                if keep is not None and not self.key_only_mask:
+                    # fold the causal triangle into the mask: SDPA refuses attn_mask together
+                    # with is_causal=True, and HF-style layers take a prepared mask that
+                    # already holds the causal part (the mask replaces their own causal mask)
                     keep = keep & ~causal_blocked(ex.L_q, ex.L_k, self.alignment, keep.device)
-                else:
+                elif self.causal_arg:
                     kwargs[self.causal_arg] = True
             if self.is_kernel:
                 args = [self._to_native(t) for t in (inputs.q, inputs.k, inputs.v)]
@@ -605,7 +668,7 @@ class Target:
                 args = [self._to_native(inputs.q), self._to_native(inputs.k)]
             else:
                 args = [self._to_native(t) for t in (inputs.q, inputs.k, inputs.v)]
-            if keep is not None and self.mask_arg:
+            if keep is not None:
                 shapes = [self.mask_shape] if self.mask_shape else (
                     ["BQK" if self.layout == "BLd" else "B1QK"] if self.is_kernel
                     else ["B1QK", "BQK"])
@@ -647,11 +710,53 @@ class Target:
         return shapes
 
     def cli_args(self) -> str:
-        """Hints as ``attncheck check`` options, for reproduction lines."""
-        parts = []
-        if self.causal is not None and "causal" in self.hints:
-            parts.append("--causal" if self.causal else "--no-causal")
-        return " ".join(parts)
+        """Every hint that was given, as ``attncheck check`` options (``--causal`` /
+        ``--no-causal``, ``--hint KEY=VALUE``; dicts and lists as JSON), shell-quoted, for
+        reproduction lines: the printed command rebuilds the same target."""
+        return " ".join(hint_options(self.hints))
+
+
+#: hints that are not emitted in reproduction lines (display only, or carried by the spec)
+_NOT_REPRODUCED = ("name", "spec", "returns")
+
+
+def hint_options(hints: dict[str, Any]) -> list[str]:
+    """``attncheck check`` options that reproduce ``hints`` (see :meth:`Target.cli_args`).
+
+    A ``mask`` dict is emitted as its parts (``mask_arg``, ``mask_convention``,
+    ``mask_shape``); values that are not JSON-serialisable are left out.
+    """
+    import json
+    import shlex
+
+    parts: list[str] = []
+    h = dict(hints)
+    mask = h.pop("mask", None)
+    if isinstance(mask, dict):
+        for src, dst in (("arg", "mask_arg"), ("convention", "mask_convention"),
+                         ("shape", "mask_shape")):
+            if src in mask:
+                h.setdefault(dst, mask[src])
+    elif isinstance(mask, str):
+        h.setdefault("mask_arg", mask)
+    for key in sorted(h):
+        val = h[key]
+        if key in _NOT_REPRODUCED or val is None:
+            continue
+        if key == "causal" and isinstance(val, bool):
+            parts.append("--causal" if val else "--no-causal")
+            continue
+        if isinstance(val, bool):
+            txt = "true" if val else "false"
+        elif isinstance(val, (int, float, str)):
+            txt = str(val)
+        else:
+            try:
+                txt = json.dumps(val, separators=(",", ":"))
+            except (TypeError, ValueError):
+                continue
+        parts.append(f"--hint {shlex.quote(f'{key}={txt}')}")
+    return parts
 
 
 def _detect_layer(m: nn.Module, h: dict[str, Any]) -> dict[str, Any]:
@@ -730,6 +835,10 @@ def target(obj: Any, **hints: Any) -> Target:
         t = replace(obj, **{k: v for k, v in hints.items() if k != "name"}, hints=merged)
         if "name" in hints:
             t.name = hints["name"]
+        if t.mask_arg == "":
+            t.mask_arg = None
+        if any(k in hints for k in ("mask_arg", "mask_convention", "mask_shape", "kind")):
+            t.mask_detection = None  # the mask convention must be settled again
         return t
 
     name = hints.pop("name", None)
@@ -801,6 +910,8 @@ def target(obj: Any, **hints: Any) -> Target:
         if isinstance(obj, nn.Module):
             name = spec or type(obj).__name__
     fields.setdefault("name", name)
+    if fields.get("mask_arg") == "":
+        fields["mask_arg"] = None  # mask_arg="" / --hint mask_arg= : do not pass masks
     # consistency
     t = Target(obj=obj, hints=dict(all_hints), **fields)
     if t.num_heads and t.embed_dim and t.embed_dim % t.num_heads and t.head_dim is None:

@@ -53,8 +53,16 @@ def _console(soft_wrap: bool = True):
               help="Append `# noqa: CODE` to every line with a finding (baseline a codebase).")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,
               help="Worker processes (0 = all usable cores; small runs stay in one process).")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the result cache.")
+@click.option("--cache-dir", type=str, default=None, metavar="DIR",
+              help="Result cache directory (default: .attncheck_cache in the current directory, "
+                   "or $ATTNCHECK_CACHE_DIR).")
+@click.option("--no-regions", is_flag=True, hidden=True,
+              help="Parse whole files instead of the regions the rules need (same findings; "
+                   "for benchmarks and tests).")
 def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, exit_zero,
-             config_path, isolated, fix, unsafe_fixes, diff, add_noqa, jobs):
+             config_path, isolated, fix, unsafe_fixes, diff, add_noqa, jobs, no_cache,
+             cache_dir, no_regions):
     """Lint PATHS (files, directories, or - for stdin; default: .) for attention bugs."""
     from attncheck.config import ConfigError
     from attncheck.lint import formatters
@@ -62,13 +70,22 @@ def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, ex
 
     if not paths:
         paths = (".",)
+    if no_cache:
+        cache_dir = None
+    elif cache_dir is None:
+        import os
+
+        from attncheck.lint.cache import DEFAULT_DIR
+
+        cache_dir = os.environ.get("ATTNCHECK_CACHE_DIR") or DEFAULT_DIR
     if add_noqa and (fix or diff):
         raise click.UsageError("--add-noqa cannot be combined with --fix/--diff")
     try:
         result = lint_paths(
             paths, select=_split(select), ignore=_split(ignore),
             extend_select=_split(extend_select), config=config_path, isolated=isolated,
-            fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, jobs=jobs)
+            fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, jobs=jobs,
+            regions=False if no_regions else None, cache_dir=cache_dir)
     except ConfigError as exc:
         click.echo(f"attncheck: error: {exc}", err=True)
         sys.exit(2)

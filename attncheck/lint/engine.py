@@ -36,9 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from attncheck.config import Config, ConfigError, find_config, load_config, validate_selectors
+from attncheck.lint import regions as _regions
 from attncheck.lint import suppression
 from attncheck.lint.context import FileContext
 from attncheck.lint.discovery import STDIN, PathNotFound, Source, discover, matches
@@ -206,8 +207,85 @@ def _where(exc: BaseException) -> str:
     return f" at {Path(f.filename).name}:{f.lineno}"
 
 
+class _LazyPositions:
+    """``PositionProvider`` metadata computed on first use.
+
+    libcst's position computation re-generates the code of the whole tree; rules only ask for
+    the positions of the nodes they report, and most files have no finding, so the engine
+    hands rules this mapping instead of resolving positions up front (one computation per file,
+    shared by all rules, only when a rule asks)."""
+
+    __slots__ = ("module", "_map")
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._map = None
+
+    def _positions(self):
+        if self._map is None:
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._map = wrapper.resolve(PositionProvider)
+        return self._map
+
+    def __getitem__(self, node):
+        return self._positions()[node]
+
+    def get(self, node, default=None):
+        return self._positions().get(node, default)
+
+    def __contains__(self, node) -> bool:
+        return node in self._positions()
+
+
+def _lazy_ok(rules: list[type[Rule]]) -> bool:
+    return all(set(r.get_inherited_dependencies()) <= {PositionProvider} for r in rules)
+
+
+class _Visitor:
+    """Runs rule instances over a module: lazily computed positions when every rule needs at
+    most ``PositionProvider`` (the built-in rules), else libcst's ``MetadataWrapper``."""
+
+    def __init__(self, module: cst.Module, rules: list[type[Rule]]) -> None:
+        self.module = module
+        self.lazy = _LazyPositions(module) if _lazy_ok(rules) else None
+        self.wrapper = None if self.lazy is not None else MetadataWrapper(module, unsafe_skip_copy=True)
+
+    def visit_batched(self, instances: list[Rule]) -> None:
+        if self.wrapper is not None:
+            self.wrapper.visit_batched(instances)
+            return
+        for inst in instances:
+            inst.metadata = {PositionProvider: self.lazy}
+        try:
+            self.module.visit(_batched(instances))
+        finally:
+            for inst in instances:
+                inst.metadata = {}
+
+
+#: rule class → names of its visitor methods (libcst's ``get_visitors`` runs
+#: ``inspect.getmembers`` on every instance: a noticeable cost per file and rule).
+_VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _batched(instances: list[Rule]) -> cst.CSTVisitor:
+    from libcst._batched_visitor import _BatchedCSTVisitor
+
+    methods: dict[str, list] = {}
+    for inst in instances:
+        cls = type(inst)
+        names = _VISITOR_NAMES.get(cls)
+        if names is None or type(inst).get_visitors is not cst.BatchableCSTVisitor.get_visitors:
+            names = tuple(inst.get_visitors())
+            if type(inst).get_visitors is cst.BatchableCSTVisitor.get_visitors:
+                _VISITOR_NAMES[cls] = names
+        for name in names:
+            methods.setdefault(name, []).append(getattr(inst, name))
+    return _BatchedCSTVisitor(methods)
+
+
 def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]]) -> list[Finding]:
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    wrapper = _Visitor(module, rules)
     try:
         instances = [r(ctx) for r in rules]
         wrapper.visit_batched(instances)
@@ -246,20 +324,54 @@ class FileOutcome:
     encoding: str = "utf-8"
 
 
+#: Parse only the regions of a file the enabled rules can need (:mod:`attncheck.lint.regions`);
+#: ``ATTNCHECK_REGIONS=0`` in the environment (or ``regions=False``) parses whole files.
+REGIONS = os.environ.get("ATTNCHECK_REGIONS", "1") != "0"
+
+_PARSE_ERRORS = (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError)
+
+
+def _parse_regions(text: str, active: list[type[Rule]]) -> cst.Module | None:
+    """libcst module of the selected regions of ``text`` (same line numbers), or ``None`` when
+    the whole file must be parsed."""
+    tokens: set[str] | None = set()
+    for r in active:
+        if not r.tokens:
+            tokens = None
+            break
+        tokens.update(r.tokens)
+    sel = _regions.select(text, tokens)
+    if sel is None:
+        return None
+    try:
+        module = cst.parse_module(sel.text)
+    except _PARSE_ERRORS:
+        return None
+    if _regions.top_level_def_names(module) != sel.kept_defs:
+        return None
+    return module
+
+
 def lint_text(text: str, display: str, enabled: frozenset[str],
-              registry: dict[str, type[Rule]] | None = None, settings=None) -> FileOutcome:
-    """Lint decoded source text with the rules whose codes are in ``enabled``."""
+              registry: dict[str, type[Rule]] | None = None, settings=None,
+              regions: bool | None = None) -> FileOutcome:
+    """Lint decoded source text with the rules whose codes are in ``enabled``.
+
+    ``regions`` (default :data:`REGIONS`): parse only the top-level definitions the enabled
+    rules can need (findings are the same as with a whole-file parse)."""
     registry = registry if registry is not None else all_rules()
     visitors = [registry[c] for c in sorted(enabled)
                 if c in registry and not getattr(registry[c], "engine_only", False)]
     active = prefilter(text, visitors)
     if not active:
         return FileOutcome([], False, text)
-    try:
-        module = cst.parse_module(text)
-    except (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError) as exc:
-        found = [_syntax_error(text, display, exc)]
-        return FileOutcome([f for f in found if f.code in enabled], True, text)
+    module = _parse_regions(text, active) if (REGIONS if regions is None else regions) else None
+    if module is None:
+        try:
+            module = cst.parse_module(text)
+        except _PARSE_ERRORS as exc:
+            found = [_syntax_error(text, display, exc)]
+            return FileOutcome([f for f in found if f.code in enabled], True, text)
     ctx = FileContext(module, text, display, settings=settings)
     findings = [f for f in _visit(module, ctx, active) if f.code in enabled]
     findings = suppression.filter_findings(findings, text)
@@ -267,14 +379,15 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
 
 
 def lint_bytes(data: bytes, display: str, enabled: frozenset[str],
-               registry: dict[str, type[Rule]] | None = None, settings=None) -> FileOutcome:
+               registry: dict[str, type[Rule]] | None = None, settings=None,
+               regions: bool | None = None) -> FileOutcome:
     """Decode then :func:`lint_text`; undecodable input → ``ATT000``."""
     try:
         text, encoding = decode_source(data)
     except _Unreadable as u:
         f = _engine_finding(display, "ATT000", f"cannot read source: {u.message}", u.line, u.col)
         return FileOutcome([f] if "ATT000" in enabled else [], False, None)
-    out = lint_text(text, display, enabled, registry, settings)
+    out = lint_text(text, display, enabled, registry, settings, regions)
     out.encoding = encoding
     return out
 
@@ -365,7 +478,9 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
                config: Config | str | Path | None = None, isolated: bool = False,
                exclude: Iterable[str] | None = None, fix: bool = False,
                unsafe_fixes: bool = False, diff: bool = False,
-               stdin: str | bytes | None = None, jobs: int = 1) -> LintResult:
+               stdin: str | bytes | None = None, jobs: int = 1,
+               regions: bool | None = None,
+               cache_dir: str | Path | None = None) -> LintResult:
     """Lint files and directories.
 
     ``paths``: files, directories (walked for ``*.py``/``*.pyi``) or ``"-"`` (stdin; ``stdin``
@@ -375,7 +490,10 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     config file, or ``None`` = the nearest ``pyproject.toml`` with ``[tool.attncheck]`` above
     each path (``isolated=True``: none).  ``exclude``: extra globs relative to the current
     directory.  ``fix``: write fixes back (``unsafe_fixes`` includes unsafe ones); ``diff``:
-    compute fixed text without writing (``result.diffs``).  ``jobs``: worker processes
+    compute fixed text without writing (``result.diffs``).  ``cache_dir``: a result cache
+    directory (:mod:`attncheck.lint.cache`; ``None`` = no cache; never used with ``fix``/``diff``
+    or stdin); a cached run returns the same result.  ``regions``: ``False`` parses whole files
+    (the findings are the same; for tests and benchmarks).  ``jobs``: worker processes
     (``0`` = all usable cores; a pool is only started for at least
     ``MIN_FILES_PER_JOB`` files per job); the result does not depend on it.
 
@@ -426,7 +544,8 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
             data = None
             if src.path is None:
                 data = _read(src, stdin)
-            work.append(_Work(src, cfg, file_enabled, data, fix, unsafe_fixes, diff))
+            work.append(_Work(src, cfg, file_enabled, data, fix, unsafe_fixes, diff, regions,
+                              None if cache_dir is None else str(cache_dir)))
 
     jobs = default_jobs() if jobs <= 0 else jobs
     jobs = min(jobs, len(work) // MIN_FILES_PER_JOB)
@@ -461,6 +580,29 @@ class _Work:
     fix: bool
     unsafe: bool
     diff: bool
+    regions: bool | None = None
+    cache_dir: str | None = None
+
+
+_CACHES: dict[str, "Cache"] = {}
+
+
+def _cache_for(w: _Work):
+    if w.cache_dir is None or w.fix or w.diff or w.src.path is None:
+        return None
+    c = _CACHES.get(w.cache_dir)
+    if c is None:
+        from attncheck.lint.cache import Cache
+
+        c = _CACHES[w.cache_dir] = Cache(w.cache_dir)
+    return c
+
+
+def _display_text(data: bytes) -> str:
+    try:
+        return decode_source(data)[0]
+    except _Unreadable:
+        return data.decode("utf-8", "replace")
 
 
 def _read(src: Source, stdin: str | bytes | None) -> bytes:
@@ -482,8 +624,20 @@ def _run_work(w: _Work, registry=None) -> LintResult:
         rep.errors.append(f"{src.display}: cannot read: {exc.strerror or exc}")
         return rep
     rep.files.append(src.display)
+    cache = _cache_for(w)
+    key = None
+    if cache is not None:
+        key = cache.key(file_enabled, data)
+        hit = cache.get(key, src.display)
+        if hit is not None:
+            findings, parsed = hit
+            rep.parsed += parsed
+            if findings:
+                rep.sources[src.display] = _display_text(data)
+            rep.findings.extend(findings)
+            return rep
     try:
-        out = lint_bytes(data, src.display, file_enabled, registry, cfg)
+        out = lint_bytes(data, src.display, file_enabled, registry, cfg, w.regions)
     except Exception as exc:  # noqa: BLE001 - an engine bug must not end the run
         if os.environ.get("ATTNCHECK_RAISE"):
             raise
@@ -493,6 +647,8 @@ def _run_work(w: _Work, registry=None) -> LintResult:
         return rep
     rep.parsed += out.parsed
     findings = out.findings
+    if key is not None and not any(f.code == "ATT001" for f in findings):
+        cache.put(key, findings, out.parsed)
     if (w.fix or w.diff) and out.text is not None and any(applicable(f, unsafe) for f in findings):
         text = out.text
         for _ in range(MAX_FIX_PASSES):
@@ -501,7 +657,7 @@ def _run_work(w: _Work, registry=None) -> LintResult:
                 break
             text = new
             rep.fixed += n
-            findings = lint_text(text, src.display, file_enabled, registry, cfg).findings
+            findings = lint_text(text, src.display, file_enabled, registry, cfg, w.regions).findings
             if not any(applicable(f, unsafe) for f in findings):
                 break
         if text != out.text:

@@ -11,7 +11,10 @@ Where the weights come from, for each drawn example (all available sources are j
    kernels and masks applied after the softmax.
 
 Masked keys: the causal triangle for causal targets (``Target.causal``) and, when the target takes
-a mask, a random keep-mask (key 0 always kept, so no row is fully masked); their weights must be
+a mask (in its convention: the ``mask_convention`` hint, else detected empirically once per target
+— :mod:`attncheck.dynamic.maskconv`; reported as metrics ``mask_convention`` /
+``mask_convention_source``; when no convention works, masks are not passed and the result is
+``warn`` with the reason), a random keep-mask (key 0 always kept, so no row is fully masked); their weights must be
 exactly 0 (``exp(-inf) = 0``; a -1e9 fill underflows to exactly 0 as well).
 
 Tolerance on row sums (dtype): fp64 1e-10, fp32 1e-4, fp16 1e-2, bf16 2e-2.  Weights must be
@@ -123,7 +126,7 @@ def check_normalization(target: Target, ctx: RunContext) -> CheckResult:
     metrics = {"examples": outcome.examples_run, "sources": sorted(info["sources"]),
                "masked_keys_tested": info["masked"], "tolerance": tol,
                "max_row_sum_error": info["max_row_sum_error"],
-               "mode": "train" if ctx.train else "eval"}
+               "mode": "train" if ctx.train else "eval", **target.mask_metrics()}
     if outcome.failure is not None:
         f = outcome.failure
         if ctx.train and dropout and f.error is None:
@@ -142,7 +145,15 @@ def check_normalization(target: Target, ctx: RunContext) -> CheckResult:
     mode = ("training mode" if ctx.train else
             "eval mode: dropout off" if dropout else "eval mode")
     masked = ", masked keys exactly 0" if info["masked"] else ""
-    return ctx.result("pass", f"weights ≥ 0 and rows sum to 1 (|err| ≤ "
+    note = target.mask_note()
+    if note:
+        masked += f" ({note})" if target.accepts_mask else ""
+    status = "pass"
+    if target.mask_arg and not target.accepts_mask:
+        # the target takes a mask but no convention hid a blocked key: masked keys untested
+        status = "warn"
+        masked += f"; masked keys not tested — {note}"
+    return ctx.result(status, f"weights ≥ 0 and rows sum to 1 (|err| ≤ "
                       f"{info['max_row_sum_error']:.2g}){masked}; sources: "
                       f"{', '.join(sorted(info['sources']))} ({mode})", metrics=metrics)
 

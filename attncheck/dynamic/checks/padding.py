@@ -67,6 +67,8 @@ def _real_positions(n: int, L: int, side: str) -> list[int]:
 
 
 def _applies(target: Target) -> bool | str:
+    if target.mask_arg and not target.accepts_mask:
+        return target.mask_note()
     if not target.accepts_mask:
         return "the target takes no mask argument (give the mask hint: mask={'arg': ...})"
     if target.mask_shape == "QK":
@@ -231,11 +233,13 @@ def check_padding(target: Target, ctx: RunContext) -> CheckResult:
             problems.append("padded batch differs from the unpadded run: " + "; ".join(mism)
                             + (" (position ids / absolute positions must skip the padding)"
                                if side == "left" else ""))
+    metrics.update(target.mask_metrics())
     if problems:
         return ctx.result("fail", "; ".join(problems), metrics, example=ex)
     n_real = sum(len(r) for r in real_rows)
     return ctx.result("pass", f"{side} padding (lengths {lengths}): padded keys invisible to "
                               f"{n_real} real rows (max Δ={worst:.3g}); each sample equals its "
                               "unpadded run" + ("; fully padded sample finite" if degenerate
-                                                else ""), metrics)
+                                                else "")
+                      + (f" ({target.mask_note()})" if target.mask_note() else ""), metrics)
 

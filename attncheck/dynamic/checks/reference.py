@@ -179,12 +179,19 @@ def _kernel(target: Target, ctx: RunContext) -> CheckResult:
     hkv = hint(target, "num_kv_heads", "num_key_value_heads")
     causal = target.causal is True
     worst: dict[str, Any] = {"max_abs_diff": 0.0, "error_ratio": 0.0}
+    # causality not declared: a kernel that is causal in fact (SDPA is_causal=True, a
+    # triangular zero pattern) is compared with the causal reference, in either alignment
+    inferred = _inferred_causal(target, ctx) if target.causal is None else None
+    if inferred:
+        causal = True
 
     def prop(ex: Example) -> Any:
         keep = target.random_keep(ex, device=ctx.device) if (
             target.accepts_mask and ex.seed % 2 == 1) else None
         inputs = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype, keep=keep,
                                     causal=causal)
+        if inferred and ex.L_q != ex.L_k:
+            return _either_alignment(target, ctx, inputs, atol, rtol, worst)
         gqa = False
         if hkv and ex.H % int(hkv) == 0 and int(hkv) != ex.H:
             inputs = inputs.with_tensors(k=inputs.k[:, :int(hkv)].contiguous(),
@@ -230,6 +237,8 @@ def _kernel(target: Target, ctx: RunContext) -> CheckResult:
     metrics = dict({k: (v if math.isfinite(v) else "inf") for k, v in worst.items()},
                    examples=outcome.examples_run, atol=atol, rtol=rtol,
                    dtype=str(ctx.dtype).replace("torch.", ""))
+    if inferred:
+        metrics["causal_inferred"] = inferred
     if ctx.dtype in _LOW:
         metrics["k"] = K_OUT
     else:
@@ -240,6 +249,55 @@ def _kernel(target: Target, ctx: RunContext) -> CheckResult:
                               f"reference (max |Δ|={worst['max_abs_diff']:.3g}"
                               + (f", error ratio {worst['error_ratio']:.3g}"
                                  if ctx.dtype in _LOW else "") + ")", metrics)
+
+
+def _inferred_causal(target: Target, ctx: RunContext) -> str | None:
+    """Evidence (from one probed forward, L_q = L_k) that an undeclared kernel is causal."""
+    from attncheck.dynamic.checks.causality import _probe_says_causal
+
+    ex = ctx.example(target)
+    ex = replace(ex, L_k=ex.L_q)
+    inputs = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype, causal=False)
+    try:
+        with torch.no_grad(), Probe(max_records=16, track_matmuls=False) as probe:
+            target(inputs)
+    except Exception:  # noqa: BLE001 - the property reports the target's errors
+        return None
+    return _probe_says_causal(probe, ex.L_q)
+
+
+def _either_alignment(target: Target, ctx: RunContext, inputs: Inputs, atol: float,
+                      rtol: float, worst: dict[str, Any]) -> Any:
+    """Undeclared causal kernel, L_q ≠ L_k: accept the causal reference in either alignment
+    (SDPA's top-left or flash-attention's bottom-right); declare ``alignment=`` to pin one."""
+    ex = inputs.example
+    with torch.no_grad():
+        out = target(inputs).out
+    best = None
+    for al in ALIGN:
+        blocked = causal_blocked(ex.L_q, ex.L_k, al, inputs.q.device)
+        if inputs.keep is not None:
+            blocked = blocked | ~inputs.keep.to(inputs.q.device)
+        mask = ~blocked
+        if mask.dim() == 4:
+            mask = mask.expand(ex.B, 1, ex.L_q, ex.L_k)
+        _, _, ref = sdpa_reference(inputs.q, inputs.k, inputs.v, mask, False,
+                                   _expected_scale(target, ex.d), False)
+        base = (low_precision_baseline(inputs.q, inputs.k, inputs.v, mask,
+                                       _expected_scale(target, ex.d), False, ref)
+                if ctx.dtype in _LOW else None)
+        ok, m = judge(out, ref, ctx.dtype, atol, rtol, base)
+        if ok:
+            worst["max_abs_diff"] = max(worst["max_abs_diff"], _num(m["max_abs_diff"]))
+            return {}
+        best = m if best is None else best
+    err = Fail(f"output differs from the float64 causal SDPA reference in both alignments "
+               f"(top-left and bottom-right; max |Δ|={best['max_abs_diff']})")
+    err.data = dict(best)
+    raise err
+
+
+ALIGN = ("top_left", "bottom_right")
 
 
 def _num(x: Any) -> float:

@@ -24,6 +24,16 @@ fail       ``saturated_share > 0.20`` or ``entropy_norm_mean < 0.60``
 warn       ``saturated_share > 0.05`` or ``entropy_norm_mean < 0.70``
 =========  ==========================================================
 
+Learned temperature (hint ``scale="learned"``, e.g. Swin V2 cosine attention, whose logits are
+cosine similarities times a learned ``logit_scale.exp()`` initialised at 10): the entropy and
+saturated-share thresholds above assume logits scaled by 1/√d_k to unit variance, a premise the
+learned temperature deliberately replaces — its initial value is a design choice (peaky rows are
+intended) and training moves it.  What still matters at init is that gradients reach the logits
+*and the temperature itself*: ∂L/∂τ flows through the softmax Jacobian, so rows with
+``‖J‖_F < 1e-3`` cannot learn their way out.  For ``scale="learned"`` the verdict therefore uses
+the dead-gradient share with the same limits (``fail > 0.20``, ``warn > 0.05``, else pass) and
+the message reports the entropy figures without judging them.
+
 Why: for logits N(0, σ²) over 32 keys the mean normalized entropy is 0.98 at σ = 0.33, 0.87 at
 σ = 1 (unit-variance logits, the premise of scaling by 1/√d_k — Vaswani et al. 2017, §3.2.1),
 0.74 at σ = 1.5, 0.62 at σ = 2, 0.47 at σ = 2.7 (4000 rows each).  Measured at default
@@ -133,6 +143,20 @@ def _verdict(st: dict[str, Any]) -> str:
     return "pass"
 
 
+def _learned(target: Target) -> bool:
+    from attncheck.dynamic.checks.scale import declared_scale
+
+    return isinstance(declared_scale(target), str)
+
+
+def _learned_verdict(st: dict[str, Any]) -> str:
+    if st["dead_gradient_share"] > FAIL_SATURATED:
+        return "fail"
+    if st["dead_gradient_share"] > WARN_SATURATED:
+        return "warn"
+    return "pass"
+
+
 @register_check("saturation", applies=_applies,
                 description="attention rows are not saturated at default initialisation")
 def check_saturation(target: Target, ctx: RunContext) -> CheckResult:
@@ -198,7 +222,12 @@ def check_saturation(target: Target, ctx: RunContext) -> CheckResult:
         return ctx.result("skip", f"not observable: {why}",
                           {"not_observable": list(probe.not_observable)})
     worst_name, worst = min(sources, key=lambda s: s[1]["entropy_norm_mean"])
-    status = _verdict(worst)
+    learned = _learned(target)
+    if learned:
+        worst_name, worst = max(sources, key=lambda s: s[1]["dead_gradient_share"])
+        status = _learned_verdict(worst)
+    else:
+        status = _verdict(worst)
     first = ("saturated_share", "entropy_norm_mean", "logit_std", "jacobian_fro_mean")
     metrics: dict[str, Any] = {k: worst[k] for k in first}
     metrics.update((k, v) for k, v in worst.items() if k not in metrics)
@@ -219,6 +248,18 @@ def check_saturation(target: Target, ctx: RunContext) -> CheckResult:
             f"softmax Jacobian ‖J‖_F {worst['jacobian_fro_mean']:.3g} "
             f"(uniform {worst['jacobian_fro_uniform']:.3g})")
     where = f" in {worst_name}" if len(sources) > 1 else ""
+    if learned:
+        metrics["scale"] = "learned"
+        metrics["judged_by"] = "dead_gradient_share"
+        dead = f"{worst['dead_gradient_share']:.0%} of rows with ‖J‖_F < {DEAD_JACOBIAN:g}"
+        if status == "pass":
+            msg = (f"learned temperature (scale='learned'): gradients reach the logits and the "
+                   f"temperature{where} ({dead}); entropy thresholds not applied: {desc}")
+        else:
+            msg = (f"learned temperature (scale='learned'): {dead}{where} — the softmax "
+                   f"Jacobian is ~0 there, so neither the logits nor the temperature get a "
+                   f"gradient; {desc}")
+        return ctx.result(status, msg, metrics, example=ex if status == "fail" else None)
     if status == "pass":
         msg = f"not saturated at init{where}: {desc}"
     else:

@@ -618,6 +618,8 @@ _BLOCK_WORDS = ("pad", "is_masked", "blocked")
 
 def _polarity_of_name(name: str) -> str | None:
     low = name.lower().split(".")[-1]
+    if "bias" in low:  # an additive bias, not a boolean padding mask
+        return None
     if any(w in low for w in ("invalid", "not_valid", "nonvalid")):
         return "block"
     # ``attention_mask`` is deliberately absent: real code uses the name for keep-masks (HF
@@ -1423,10 +1425,12 @@ class _Analyzer:
                 return Fill("literal", v, node)
             inner = self._ev(a, env, origin)
             return inner if isinstance(inner, Fill) else None
+        shape0 = _arg(node, 0, "size")
+        scalar_shape = isinstance(shape0, (cst.List, cst.Tuple)) and not shape0.elements
+        if scalar_shape and q in ("torch.zeros", "torch.ones"):  # torch.zeros(()) is a scalar
+            return Fill("literal", 0.0 if q == "torch.zeros" else 1.0, node)
         if q in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor") or meth == "new_tensor" \
-                or (q == "torch.full" and _arg(node, 0) is not None
-                    and isinstance(_arg(node, 0), (cst.List, cst.Tuple))
-                    and not _arg(node, 0).elements):
+                or (q == "torch.full" and scalar_shape):
             a = _arg(node, 1, "fill_value") if q == "torch.full" else _arg(node, 0, "data")
             inner = self._ev(a, env, origin) if a is not None else None
             return inner if isinstance(inner, Fill) else None
@@ -1519,6 +1523,8 @@ class _Analyzer:
             fa, fb = self._ev(a, env, origin), self._ev(b, env, origin)
             if isinstance(fa, Fill) and isinstance(fb, Fill):
                 fill = fa if fa.region == "N" else fb if fb.region == "N" else None
+                if fill is not None and fill.overflows_fp16 and self.recording:
+                    self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive"))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
                 return MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,

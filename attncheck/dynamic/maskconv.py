@@ -1,0 +1,151 @@
+"""Empirical detection of a target's mask convention.
+
+A target that takes a mask argument (``Target.mask_arg``) but was given no ``mask_convention``
+hint may expect any of three conventions (``attncheck.dynamic.targets``):
+
+- ``"keep"``: bool, True = the query may attend to the key (``F.scaled_dot_product_attention``'s
+  bool ``attn_mask``, PyTorch docs; the textbook ``masked_fill(mask == 0, -1e9)`` layer);
+- ``"blocked"``: bool, True = masked (``nn.MultiheadAttention``'s bool ``attn_mask`` /
+  ``key_padding_mask``, PyTorch docs);
+- ``"additive"``: float, 0 = kept, ``-inf`` = blocked, added to the logits (HF transformers'
+  prepared ``attention_mask`` of shape ``(B, 1, L_q, L_k)``).
+
+Guessing wrong turns a correct layer into a false failure (an additive layer given a bool mask
+adds 0/1 to its logits and blocks nothing).  So, once per target, each candidate is tried in the
+order keep, blocked, additive on a small example (B=2, L_q = L_k = 5): key position 0 is blocked
+for every query row ≥ 1 (row 0 keeps it, so no row is fully masked — also under a causal mask,
+which is folded into the mask; with a key-padding shape ``(B, L_k)`` / ``(B, 1, 1, L_k)`` key 0 is
+blocked for every row and row 0 is ignored).  Then the input at position 0 (the key / value
+sequence, or x for self-attention) is perturbed with large finite noise, once with each sign
+(a visible key whose logit the noise drives to −∞ looks blocked; the opposite sign drives it to
++∞).  A candidate is accepted when
+
+- the call succeeds and output rows ≥ 1 are finite and unchanged under both perturbations
+  (near-exact: ``8 ulp × max|out|``; a blocked key contributes exactly ``0 × v``), and
+- returned weights ``(..., L_q, L_k)``, when the target returns them, are exactly 0 on the
+  blocked key for rows ≥ 1.
+
+The first accepted candidate is used (``Target.mask_convention``) and recorded in
+``Target.mask_detection`` (``{"convention", "source": "detected", "message", "tried"}``); checks
+report it in their metrics (``mask_convention``, ``mask_convention_source``).  When no candidate
+works (the layer ignores the mask, or uses it for something else), masks are not passed at all
+(``source: "failed"``, ``Target.accepts_mask`` False) and the mask-based checks say so
+(``warn`` / ``skip`` with the reason) — never a false failure.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from attncheck.dynamic.targets import Example, Inputs, Target
+
+__all__ = ["detect_mask_convention", "CANDIDATES", "NOISE_SCALE"]
+
+#: tried in this order (the first that works wins)
+CANDIDATES: tuple[str, ...] = ("keep", "blocked", "additive")
+#: std of the noise added at position 0 (fp32 / fp64); fp16 / bf16 use 1/10 of it
+NOISE_SCALE = 100.0
+_LEN = 5
+_SEED = 1729
+
+
+def _detection_keep(target: Target, ex: Example, device: Any) -> torch.Tensor:
+    """Canonical keep-mask blocking key 0 (rows ≥ 1; every row for key-padding shapes)."""
+    if target.key_only_mask:
+        keep = torch.ones(ex.B, 1, 1, ex.L_k, dtype=torch.bool)
+        keep[..., 0] = False
+    elif target.mask_shape == "QK":
+        keep = torch.ones(ex.L_q, ex.L_k, dtype=torch.bool)
+        keep[1:, 0] = False
+    else:
+        keep = torch.ones(ex.B, 1, ex.L_q, ex.L_k, dtype=torch.bool)
+        keep[:, :, 1:, 0] = False
+    return keep.to(device)
+
+
+def _perturbed(target: Target, inputs: Inputs, noise: torch.Tensor) -> Inputs:
+    """``inputs`` with ``noise`` added at sequence position 0 of the key/value input."""
+    sd = 2 if target.is_kernel else 1
+
+    def bump(t: torch.Tensor) -> torch.Tensor:
+        t = t.clone()
+        idx = [slice(None)] * t.dim()
+        idx[sd] = 0
+        t[tuple(idx)] = t[tuple(idx)] + noise.to(t.dtype)
+        return t
+
+    if target.self_attention:
+        x = bump(inputs.q)
+        return inputs.with_tensors(q=x, k=x, v=x)
+    k = bump(inputs.k)
+    v = k if inputs.v is inputs.k else bump(inputs.v)
+    return inputs.with_tensors(k=k, v=v)
+
+
+def _rows(t: torch.Tensor, qdim: int) -> torch.Tensor:
+    return t.narrow(qdim, 1, t.shape[qdim] - 1)
+
+
+def _try(target: Target, conv: str, ex: Example, device: Any,
+         dtype: torch.dtype) -> tuple[bool, str]:
+    t = replace(target, mask_convention=conv, mask_detection={"source": "probing"})
+    keep = _detection_keep(t, ex, device)
+    inputs = t.make_inputs(ex, device=device, dtype=dtype, keep=keep)
+    qdim = 2 if t.is_kernel else 1
+    scale = NOISE_SCALE if dtype in (torch.float32, torch.float64) else NOISE_SCALE / 10
+    g = torch.Generator(device="cpu").manual_seed(_SEED)
+    pos0 = inputs.k[:, :, 0] if t.is_kernel else inputs.k[:, 0]
+    noise = (torch.randn(*pos0.shape, generator=g, dtype=torch.float64) * scale).to(device)
+    try:
+        with torch.no_grad():
+            base = t(inputs)
+            outs = [t(_perturbed(t, inputs, s * noise)).out for s in (1.0, -1.0)]
+    except Exception as exc:  # noqa: BLE001 - a convention the target rejects
+        return False, f"{conv}: the call raised {type(exc).__name__}: {str(exc)[:80]}"
+    ref = _rows(base.out, qdim)
+    if not torch.isfinite(ref).all():
+        return False, f"{conv}: NaN/inf in the output"
+    tol = 8 * torch.finfo(ref.dtype).eps * max(1.0, float(ref.abs().max()))
+    for o in outs:
+        if o.shape != base.out.shape:
+            return False, f"{conv}: output shape changed"
+        d = (_rows(o, qdim).double() - ref.double()).abs()
+        if not torch.isfinite(d).all() or float(d.max()) > tol:
+            return False, (f"{conv}: the blocked key still changes other rows (max |Δ| "
+                           f"{float(d.nan_to_num(float('inf')).max()):.3g})")
+    w = base.weights
+    if isinstance(w, torch.Tensor) and w.dim() >= 2 and tuple(w.shape[-2:]) == (ex.L_q, ex.L_k):
+        leak = float(w[..., 1:, 0].detach().double().abs().max())
+        if not leak == 0.0:
+            return False, f"{conv}: returned weights on the blocked key are {leak:.3g}, not 0"
+    target.mask_shape = t.mask_shape  # the shape the winning call used
+    return True, ""
+
+
+def detect_mask_convention(target: Target, device: torch.device | str = "cpu",
+                           dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+    """Try ``CANDIDATES`` on ``target`` (see the module docstring); return
+    ``{"convention": str | None, "source": "detected" | "failed", "message": str,
+    "tried": [str, ...]}``.  Never raises for a misbehaving target (its exceptions reject the
+    candidate).  Leaves ``target`` unchanged except ``mask_shape`` (the shape that worked)."""
+    ex = target.fit_example(replace(target.default_example(seed=_SEED), B=2, L_q=_LEN,
+                                    L_k=_LEN))
+    shape0 = target.mask_shape
+    reasons: list[str] = []
+    tried: list[str] = []
+    for conv in CANDIDATES:
+        tried.append(conv)
+        target.mask_shape = shape0
+        ok, why = _try(target, conv, ex, device, dtype)
+        if ok:
+            return {"convention": conv, "source": "detected", "tried": tried,
+                    "message": (f"mask {target.mask_arg!r}: detected convention {conv} "
+                                f"(blocking a key with it hides the key from every query)")}
+        reasons.append(why)
+    target.mask_shape = shape0
+    return {"convention": None, "source": "failed", "tried": tried,
+            "message": (f"the convention of mask {target.mask_arg!r} could not be determined "
+                        f"(none of keep / blocked / additive hid a blocked key: "
+                        f"{'; '.join(reasons)}); give mask_convention= to test masks")}
