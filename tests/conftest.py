@@ -16,3 +16,9 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+# CLI runs in tests must not write a result cache into the checkout (attncheck.lint.cache).
+if not os.environ.get("ATTNCHECK_CACHE_DIR"):
+    import tempfile
+
+    os.environ["ATTNCHECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="attncheck-test-cache-")

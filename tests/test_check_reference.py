@@ -126,6 +126,7 @@ def test_learned_scale_hint_keeps_the_targets_temperature():
     mod = load("lint/correct/swin_cosine.py")
     obj = build(getattr(mod, mod.DYNAMIC["target"]), "swin")
     hints = dict(mod.DYNAMIC["hints"])
+    assert hints.pop("scale") == "learned"  # the fixture declares its learned temperature
     bad = run(obj, "reference", **hints)
     assert bad.status == "fail"            # logit scale 10 is not 1/√8 without the hint
     (entry,) = bad.metrics["compared"]

@@ -82,3 +82,28 @@ def test_row_stats_masked_keys_single_key_rows_and_nan():
     assert s["jacobian_fro_mean"] == pytest.approx(0.5)      # the maximum of ‖J‖_F
     assert s["logit_std"] == pytest.approx(0.0)
     assert row_stats(torch.tensor([[1.0, 0.0]])) is None
+
+
+def test_learned_temperature_judged_by_gradient_flow_not_entropy():
+    """Swin V2 cosine attention: temperature 10 at init gives peaky rows on purpose; with
+    ``scale="learned"`` the verdict is the dead-gradient share, so it passes, while the same
+    layer without the hint fails on entropy — and a temperature that kills the softmax Jacobian
+    still fails."""
+    sw = load("lint/correct/swin_cosine.py")
+    assert sw.DYNAMIC["hints"]["scale"] == "learned"
+    hints = dict(sw.DYNAMIC["hints"])
+    r = run(sw.WindowCosineAttention(), **hints)
+    assert r.status == "pass", r.message
+    assert r.metrics["judged_by"] == "dead_gradient_share" and r.metrics["scale"] == "learned"
+    assert r.metrics["entropy_norm_mean"] < FAIL_ENTROPY       # the entropy rule would fail
+    assert r.metrics["dead_gradient_share"] <= 0.05
+    assert "learned temperature" in r.message
+    hints.pop("scale")
+    assert run(sw.WindowCosineAttention(), **hints).status == "fail"
+    hot = sw.WindowCosineAttention()
+    with torch.no_grad():
+        hot.logit_scale.fill_(math.log(100.0))       # the clamp's maximum: temperature 100
+        hot.qkv.weight.mul_(4.0)
+    r = run(hot, scale="learned", causal=False)
+    assert r.metrics["dead_gradient_share"] > 0.2 and r.status == "fail", r.metrics
+    assert "neither the logits nor the temperature get a gradient" in r.message

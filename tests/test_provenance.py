@@ -209,3 +209,69 @@ def test_sym_atoms_of_products(roles):
     # dividing the last factor back out leaves the others
     last = P.Sym.dim(P.Dim(roles[-1].lower() + "_", roles[-1]))
     assert s.mul(last.inv()).atoms() == tuple(roles[:-1])
+
+
+def test_weights_meeting_v_mark_the_scale_event():
+    src = """
+    def kernel(q, k, v):
+        a = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        b = torch.softmax(q @ k.transpose(-2, -1), dim=-1)
+        return F.dropout(a, 0.1, training=False) @ v, b
+    """
+    evs = analyze(HEADER + textwrap.dedent(src)).scale_events
+    assert [ev.to_v for ev in evs] == [True, False]
+    assert [(ev.q.origin, ev.q.pname, ev.k.pname) for ev in evs] == [("param", "q", "k")] * 2
+
+
+@pytest.mark.parametrize("heads,width_expr", [
+    ("nn_", "dim // nn_"), ("groups_x", "dim / groups_x"), ("hh", None),
+])
+def test_head_count_by_structure(heads, width_expr):
+    """``width // X`` or ``view(B, L, X, -1)`` of a projection makes X the head count, whatever its
+    name: the split is a layout fact (a misplaced split fires) and the quotient is a head dim."""
+    init = f"self.hd = {width_expr}" if width_expr else "self.hd = 8"
+    last = "self.hd" if width_expr else "-1"
+    src = f"""
+    class A(nn.Module):
+        def __init__(self, dim=32, {heads}=4):
+            super().__init__()
+            self.{heads} = {heads}
+            {init}
+            self.W = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            B, T, C = x.shape
+            good = self.W(x).view(B, T, self.{heads}, {last}).transpose(1, 2)
+            return good.reshape(B, T, C)
+    """
+    res = analyze(HEADER + textwrap.dedent(src))
+    assert [(ev.code, ev.out_axes[-1]) for ev in res.view_events] == [("ATT402", ("H", "d"))]
+    assert P.role_by_name(heads) == "H"  # noted for this file; reset by the next analyze()
+    analyze(HEADER + "x = 1\n")
+    assert P.role_by_name(heads) == "?"
+
+
+def test_split_survives_only_the_key_transpose():
+    """A (B, L, H, d) split is cleared by transpose(1, 2) / permute, kept through the key's last-two
+    swap (also transpose(2, 3) on a tensor of unknown rank), and reported where it meets q·kᵀ."""
+    src = """
+    def f(module, query, key, value):
+        return torch.matmul(torch.softmax(torch.matmul(query, key.transpose({kt})), -1), value)
+
+    class A(nn.Module):
+        def __init__(self, dim=32, num_heads=4):
+            super().__init__()
+            self.head_dim = dim // num_heads
+            self.k_proj = nn.Linear(dim, dim)
+            self.q_proj = nn.Linear(dim, dim)
+
+        def forward(self, x):
+            shape = (*x.shape[:-1], -1, self.head_dim)
+            q = self.q_proj(x).view(shape).transpose(1, 2)
+            k = self.k_proj(x).view(shape){k_tail}
+            return f(self, q * self.head_dim ** -0.5, k, q)
+    """
+    for kt in ("2, 3", "-1, -2"):
+        for k_tail, fires in ((".transpose(1, 2)", False), ("", True), (".permute(0, 2, 1, 3)", False)):
+            evs = analyze(HEADER + textwrap.dedent(src.format(kt=kt, k_tail=k_tail))).view_events
+            assert [(ev.code, ev.reason) for ev in evs] == ([("ATT401", "scores")] if fires else []), (kt, k_tail)

@@ -269,3 +269,236 @@ def test_dropout_under_training_guard():
     assert codes(src) == []
     src = DROP.format(pre="if self.training:\n            w = F.dropout(w, self.p)", call="w")
     assert codes(src) == []
+
+
+# ---------------------------------------------------------------- mutation-testing regressions
+
+BARE = '''
+import torch
+import torch.nn.functional as F
+
+
+def kernel({qn}, {kn}, {vn}, mask=None):
+    {body}
+'''
+BARE_CASES = [
+    # (q name, k name, body, fires): softmax(q @ kᵀ) @ v on parameters named like q and k
+    ("q", "k", "return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v", True),
+    ("q", "k", "s = torch.matmul(q, k.transpose(-2, -1))\n    p = s.softmax(-1)\n    return p @ v", True),
+    ("query", "key", "w = F.softmax(torch.matmul(query, key.transpose(2, 3)), dim=-1)\n"
+                     "    w = F.dropout(w, 0.1, training=False)\n    return torch.matmul(w, value)", True),
+    ("query_states", "key_states",
+     "s = query_states @ key_states.mT\n    s = s.masked_fill(mask, float('-inf'))\n"
+     "    return s.softmax(dim=-1) @ value_states", True),
+    # scaled: clean
+    ("q", "k", "return torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1) @ v", False),
+    # not multiplied with values: a similarity/matching softmax, not the kernel
+    ("q", "k", "return torch.softmax(q @ k.transpose(-2, -1), dim=-1)", False),
+    # parameters not named like q/k: unknown role
+    ("a", "b", "return torch.softmax(a @ b.transpose(-2, -1), dim=-1) @ c", False),
+    # T5: learned relative position bias added, 1/sqrt(d_kv) folded into the q init
+    ("query", "key", "s = torch.matmul(query, key.transpose(3, 2))\n    s += mask.position_bias\n"
+                     "    return torch.matmul(F.softmax(s.float(), dim=-1).type_as(s), value)", False),
+]
+
+
+@pytest.mark.parametrize("qn,kn,body,fires", BARE_CASES, ids=range(len(BARE_CASES)))
+def test_bare_kernel_missing_scale(qn, kn, body, fires):
+    vn = {"q": "v", "query": "value", "query_states": "value_states"}.get(qn, "c")
+    src = BARE.format(qn=qn, kn=kn, vn=vn, body=body)
+    assert (only_codes(src) == {"ATT101"}) is fires, codes(src)
+
+
+def test_t5_position_bias_name_exempts_only_that_bias():
+    body = ("s = torch.matmul(q, k.transpose(-2, -1))\n    s = s + {b}\n"
+            "    return torch.softmax(s, dim=-1) @ v")
+    assert only_codes(BARE.format(qn="q", kn="k", vn="v", body=body.format(b="mask"))) == {"ATT101"}
+    assert only_codes(BARE.format(qn="q", kn="k", vn="v", body=body.format(b="position_bias_masked"))) == set()
+    # Swin's relative_position_bias comes with a real scale: not an exemption
+    src = "import torch\n\ndef f(q, k, v, relative_position_bias):\n" \
+          "    s = q @ k.transpose(-2, -1) + relative_position_bias\n    return s.softmax(-1) @ v\n"
+    assert only_codes(src) == {"ATT101"}
+
+
+_plain_names = st.from_regex(r"[a-z]{3,7}_x", fullmatch=True)
+
+
+@given(_plain_names, st.booleans(), st.sampled_from(["1.0", "1", "0.5", "None"]))
+def test_explicit_unit_scale_is_name_independent(name, keyword, value):
+    """A literal 1.0 passed for the parameter that multiplies the scores is an explicit unit scale
+    (T5) whatever the parameter is called; passing nothing real keeps ATT101 silent only then."""
+    arg = f"{name}={value}" if keyword else value
+    src = textwrap.dedent(f'''
+        import torch
+        import torch.nn as nn
+
+
+        def biased(query, key, value, {name}):
+            scores = torch.matmul(query, key.transpose(3, 2)) * {name}
+            return torch.matmul(torch.softmax(scores, dim=-1), value)
+
+
+        class T5Like(nn.Module):
+            def __init__(self, d=32, h=4):
+                super().__init__()
+                self.n_heads, self.d_kv = h, d // h
+                self.q = nn.Linear(d, d)
+                self.k = nn.Linear(d, d)
+                self.v = nn.Linear(d, d)
+
+            def forward(self, x):
+                B, L, _ = x.shape
+                q = self.q(x).view(B, L, self.n_heads, self.d_kv).transpose(1, 2)
+                k = self.k(x).view(B, L, self.n_heads, self.d_kv).transpose(1, 2)
+                v = self.v(x).view(B, L, self.n_heads, self.d_kv).transpose(1, 2)
+                return biased(q, k, v, {arg})
+    ''')
+    found = only_codes(src)
+    if value in ("1.0", "1"):
+        assert found == set()
+    elif value == "None":
+        assert "ATT101" not in found  # unknown (None * scores would raise): no claim
+    else:
+        assert "ATT101" not in found
+
+
+SPLIT = '''
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def eager(module, query, key, value, scaling):
+    w = torch.matmul(query, key.transpose({kt})) * scaling
+    w = F.softmax(w, dim=-1, dtype=torch.float32).to(query.dtype)
+    return torch.matmul(w, value).transpose(1, 2).contiguous()
+
+
+class Attn(nn.Module):
+    def __init__(self, hidden_size=32, {hname}=4):
+        super().__init__()
+        self.{hname} = {hname}
+        self.{dname} = hidden_size // {hname}
+        self.q_proj = nn.Linear(hidden_size, hidden_size)
+        self.k_proj = nn.Linear(hidden_size, hidden_size)
+        self.v_proj = nn.Linear(hidden_size, hidden_size)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        {split_q}
+        {split_k}
+        {split_v}
+        {attend}
+'''
+
+
+def _split_src(missing: set, style: str, kt: str, hname: str, dname: str) -> tuple[str, set]:
+    lines = {}
+    for i, n in enumerate("qkv"):
+        if style == "nanogpt":
+            base = f"{n} = self.{n}_proj(x).view(B, T, self.{hname}, C // self.{hname})"
+        elif style == "hf":
+            base = f"{n} = self.{n}_proj(x).view(*x.shape[:-1], -1, self.{dname})"
+        else:
+            base = f"{n} = self.{n}_proj(x).view(B, -1, self.{hname}, self.{dname})"
+        lines[f"split_{n}"] = base + ("" if n in missing else ".transpose(1, 2)")
+    attend = (f"return eager(self, q, k, v, self.{dname} ** -0.5)" if style == "hf" else
+              f"w = (q @ k.transpose(-2, -1)) / math.sqrt(self.{dname})\n"
+              "        return (w.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, C)")
+    src = SPLIT.format(kt=kt, hname=hname, dname=dname, attend=attend, **lines)
+    first = next(i for i, line in enumerate(src.splitlines(), 1) if line.strip().startswith("q = self.q_proj"))
+    return src, {first + "qkv".index(n) for n in missing}
+
+
+_ident = st.from_regex(r"[a-z]{2,6}_[a-z]{1,3}", fullmatch=True).filter(lambda s: s not in ("d_k", "d_v"))
+
+
+@given(st.sets(st.sampled_from("qkv")), st.sampled_from(["nanogpt", "hf", "textbook"]),
+       st.sampled_from(["2, 3", "-1, -2", "-2, -1"]), st.sampled_from(["num_heads", "n_head"]) | _ident,
+       st.sampled_from(["head_dim", "d_k"]) | _ident)
+def test_split_without_transpose_reaches_matmul(missing, style, kt, hname, dname):
+    """ATT401 fires on exactly the splits whose transpose(1, 2) is missing (the (B, L, H, d) tensor
+    then attends over the heads axis), at the split, whatever num_heads / head_dim are called; the
+    merge is not blamed instead (no ATT402)."""
+    if hname == dname:
+        return
+    src, lines = _split_src(missing, style, kt, hname, dname)
+    found = codes(src)
+    assert {ln for ln, c in found if c == "ATT401"} == lines, (src, found)
+    assert not any(c == "ATT402" for _, c in found), found
+
+
+def test_flash_layout_split_is_not_att401():
+    src = '''
+import torch
+import torch.nn as nn
+from flash_attn import flash_attn_func
+
+
+class A(nn.Module):
+    def __init__(self, dim=32, num_heads=4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.Wqkv = nn.Linear(dim, 3 * dim)
+
+    def forward(self, x):
+        B, L, D = x.shape
+        q, k, v = self.Wqkv(x).view(B, L, 3, self.num_heads, D // self.num_heads).unbind(dim=2)
+        return flash_attn_func(q, k, v, causal=True).reshape(B, L, D)
+'''
+    assert codes(src) == []
+
+
+WHERE = '''
+import torch
+import torch.nn as nn
+
+
+class A(nn.Module):
+    def __init__(self, embed_dim=32, num_heads=4):
+        super().__init__()
+        self.num_heads, self.head_dim = num_heads, embed_dim // num_heads
+        self.c_attn = nn.Linear(embed_dim, 3 * embed_dim)
+
+    def forward(self, x, causal_mask, attention_mask):
+        B, L, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, L, self.num_heads, self.head_dim).permute(0, 2, 1, 3) for t in (q, k, v))
+        w = torch.matmul(q, k.transpose(-1, -2)) / self.head_dim ** 0.5
+        {chain}
+        w = nn.functional.softmax(w, dim={dim})
+        return torch.matmul(w, v)
+'''
+CHAINS = [
+    "w = torch.where(causal_mask, w, torch.finfo(w.dtype).min)",
+    "w = torch.where(~causal_mask, torch.finfo(w.dtype).min, w)",
+    "w = w.masked_fill(causal_mask, float('-inf'))",
+    "w = w + attention_mask",
+    "w = w.float()",
+    "w = w.to(torch.float32)",
+]
+
+
+@given(st.lists(st.sampled_from(CHAINS), min_size=1, max_size=3), st.sampled_from([-1, 3, 1, 2, -2, 0]))
+def test_softmax_axis_through_mask_ops(chain, dim):
+    """Rank and key axis flow through torch.where / masked_fill / + mask / .float() / .to():
+    ATT301 fires iff the softmax axis of the 4-D scores is not the key axis (3 or -1)."""
+    src = WHERE.format(chain="\n        ".join(chain), dim=dim)
+    assert ("ATT301" in only_codes(src)) is (dim not in (-1, 3))
+
+
+def test_dropout_training_true_outside_module_methods():
+    src = textwrap.dedent('''
+        import torch
+        from torch import nn
+
+
+        def eager_attention_forward(module, query, key, value, scaling, dropout=0.0):
+            w = nn.functional.softmax(torch.matmul(query, key.transpose(2, 3)) * scaling, dim=-1)
+            w = nn.functional.dropout(w, p=dropout, training={t})
+            return torch.matmul(w, value)
+    ''')
+    assert codes(src.format(t="True")) == [(8, "ATT501")]
+    assert codes(src.format(t="module.training")) == []
+    assert codes(src.format(t="False")) == []

@@ -243,8 +243,26 @@ class A(nn.Module):
 
     def reset(self):
         self.attention_dropout = 0.5
+
+
+class Latch(nn.Module):
+    def __init__(self, expand=True):
+        super().__init__()
+        self.expand = expand
+        self.map = False
+
+    def forward(self, x):
+        if self.expand:
+            x = x * 2
+            self.expand = False
+        if self.map:
+            return x
+        else:
+            self.map = True
+        self.training = True
+        return x
 '''
-    assert _pairs(lint_source(src, "s.py", select=["ATT502"])) == {(14, "ATT502"), (15, "ATT502")}
+    assert _pairs(lint_source(src, "s.py", select=["ATT502"])) == {(14, "ATT502"), (15, "ATT502"), (39, "ATT502")}
 
 
 # --------------------------------------------------------------------------- the facts the pages state

@@ -25,6 +25,12 @@ sequence, or x for self-attention) is perturbed with large finite noise, once wi
 - returned weights ``(..., L_q, L_k)``, when the target returns them, are exactly 0 on the
   blocked key for rows ≥ 1.
 
+When no candidate hides the key completely, the candidate under which the perturbation changes
+rows ≥ 1 least is still taken if that change is at most ``LEAKY_RATIO`` (1 %) of the change with
+no mask at all: the target does mask in that convention, only leakily (a fill of -5 instead of
+-inf), and the mask checks must see it fail rather than skip it (the wrong conventions either
+leave the key visible or make it the *only* visible key, so they do not damp it).
+
 The first accepted candidate is used (``Target.mask_convention``) and recorded in
 ``Target.mask_detection`` (``{"convention", "source": "detected", "message", "tried"}``); checks
 report it in their metrics (``mask_convention``, ``mask_convention_source``).  When no candidate
@@ -48,6 +54,9 @@ CANDIDATES: tuple[str, ...] = ("keep", "blocked", "additive")
 #: std of the noise added at position 0 (fp32 / fp64); fp16 / bf16 use 1/10 of it
 NOISE_SCALE = 100.0
 _LEN = 5
+#: a convention that damps the blocked key's influence at least this much (but not to 0) is
+#: taken as the intended one with a leaky mask (e.g. a fill of -5 instead of -inf)
+LEAKY_RATIO = 1e-2
 _SEED = 1729
 
 
@@ -88,40 +97,47 @@ def _rows(t: torch.Tensor, qdim: int) -> torch.Tensor:
     return t.narrow(qdim, 1, t.shape[qdim] - 1)
 
 
-def _try(target: Target, conv: str, ex: Example, device: Any,
-         dtype: torch.dtype) -> tuple[bool, str]:
-    t = replace(target, mask_convention=conv, mask_detection={"source": "probing"})
-    keep = _detection_keep(t, ex, device)
+def _sensitivity(target: Target, conv: str | None, ex: Example, device: Any,
+                 dtype: torch.dtype) -> tuple[float, str, Target]:
+    """max |Δ| of output rows ≥ 1 when position 0 is perturbed (± noise), with key 0 blocked in
+    convention ``conv`` (None: no mask passed); ``inf`` for NaN / a changed shape / a raise.
+    Returns (Δ, reason when not 0-ish, the probing copy of the target)."""
+    t = replace(target, mask_convention=conv or "keep", mask_detection={"source": "probing"})
+    keep = _detection_keep(t, ex, device) if conv else None
     inputs = t.make_inputs(ex, device=device, dtype=dtype, keep=keep)
     qdim = 2 if t.is_kernel else 1
     scale = NOISE_SCALE if dtype in (torch.float32, torch.float64) else NOISE_SCALE / 10
     g = torch.Generator(device="cpu").manual_seed(_SEED)
     pos0 = inputs.k[:, :, 0] if t.is_kernel else inputs.k[:, 0]
     noise = (torch.randn(*pos0.shape, generator=g, dtype=torch.float64) * scale).to(device)
+    inf = float("inf")
     try:
         with torch.no_grad():
             base = t(inputs)
             outs = [t(_perturbed(t, inputs, s * noise)).out for s in (1.0, -1.0)]
     except Exception as exc:  # noqa: BLE001 - a convention the target rejects
-        return False, f"{conv}: the call raised {type(exc).__name__}: {str(exc)[:80]}"
+        return inf, f"{conv}: the call raised {type(exc).__name__}: {str(exc)[:80]}", t
     ref = _rows(base.out, qdim)
     if not torch.isfinite(ref).all():
-        return False, f"{conv}: NaN/inf in the output"
+        return inf, f"{conv}: NaN/inf in the output", t
     tol = 8 * torch.finfo(ref.dtype).eps * max(1.0, float(ref.abs().max()))
+    worst = 0.0
     for o in outs:
         if o.shape != base.out.shape:
-            return False, f"{conv}: output shape changed"
+            return inf, f"{conv}: output shape changed", t
         d = (_rows(o, qdim).double() - ref.double()).abs()
-        if not torch.isfinite(d).all() or float(d.max()) > tol:
-            return False, (f"{conv}: the blocked key still changes other rows (max |Δ| "
-                           f"{float(d.nan_to_num(float('inf')).max()):.3g})")
+        worst = max(worst, float(d.nan_to_num(inf).max()) if d.numel() else 0.0)
+    if worst > tol:
+        return worst, (f"{conv}: the blocked key still changes other rows (max |Δ| "
+                       f"{worst:.3g})"), t
     w = base.weights
-    if isinstance(w, torch.Tensor) and w.dim() >= 2 and tuple(w.shape[-2:]) == (ex.L_q, ex.L_k):
+    if conv and isinstance(w, torch.Tensor) and w.dim() >= 2 and \
+            tuple(w.shape[-2:]) == (ex.L_q, ex.L_k):
         leak = float(w[..., 1:, 0].detach().double().abs().max())
-        if not leak == 0.0:
-            return False, f"{conv}: returned weights on the blocked key are {leak:.3g}, not 0"
-    target.mask_shape = t.mask_shape  # the shape the winning call used
-    return True, ""
+        if leak != 0.0:
+            return max(worst, tol * 2, 1e-30), (f"{conv}: returned weights on the blocked key "
+                                                f"are {leak:.3g}, not 0"), t
+    return 0.0, "", t
 
 
 def detect_mask_convention(target: Target, device: torch.device | str = "cpu",
@@ -129,22 +145,49 @@ def detect_mask_convention(target: Target, device: torch.device | str = "cpu",
     """Try ``CANDIDATES`` on ``target`` (see the module docstring); return
     ``{"convention": str | None, "source": "detected" | "failed", "message": str,
     "tried": [str, ...]}``.  Never raises for a misbehaving target (its exceptions reject the
-    candidate).  Leaves ``target`` unchanged except ``mask_shape`` (the shape that worked)."""
+    candidate).  Runs the module in eval mode (training flags restored afterwards).  Leaves
+    ``target`` unchanged except ``mask_shape`` (the shape that worked)."""
+    module = target.module
+    modes = [(m, m.training) for m in module.modules()] if module is not None else []
+    if module is not None:
+        module.eval()  # dropout off: the convention does not depend on the mode
+    try:
+        return _detect(target, device, dtype)
+    finally:
+        for m, mode in modes:
+            m.training = mode
+
+
+def _detect(target: Target, device: Any, dtype: torch.dtype) -> dict[str, Any]:
     ex = target.fit_example(replace(target.default_example(seed=_SEED), B=2, L_q=_LEN,
                                     L_k=_LEN))
     shape0 = target.mask_shape
     reasons: list[str] = []
     tried: list[str] = []
+    partial: list[tuple[float, str, Target]] = []
     for conv in CANDIDATES:
         tried.append(conv)
         target.mask_shape = shape0
-        ok, why = _try(target, conv, ex, device, dtype)
-        if ok:
+        delta, why, t = _sensitivity(target, conv, ex, device, dtype)
+        if delta == 0.0:
+            target.mask_shape = t.mask_shape  # the shape the winning call used
             return {"convention": conv, "source": "detected", "tried": tried,
                     "message": (f"mask {target.mask_arg!r}: detected convention {conv} "
                                 f"(blocking a key with it hides the key from every query)")}
         reasons.append(why)
+        partial.append((delta, conv, t))
+    # none hides the key completely: a convention that still damps the blocked key's influence
+    # by LEAKY_RATIO or more is the intended one, with a leaky mask — use it, so that the
+    # mask-based checks report the leak instead of passing it by not masking at all
     target.mask_shape = shape0
+    free, _, _ = _sensitivity(target, None, ex, device, dtype)
+    delta, conv, t = min(partial, key=lambda x: x[0])
+    if free != float("inf") and free > 0 and delta <= LEAKY_RATIO * free:
+        target.mask_shape = t.mask_shape
+        return {"convention": conv, "source": "detected", "tried": tried, "leaky": True,
+                "message": (f"mask {target.mask_arg!r}: detected convention {conv}, but the "
+                            f"blocked key still leaks (its influence drops {free / delta:.3g}×, "
+                            f"not to 0)")}
     return {"convention": None, "source": "failed", "tried": tried,
             "message": (f"the convention of mask {target.mask_arg!r} could not be determined "
                         f"(none of keep / blocked / additive hid a blocked key: "

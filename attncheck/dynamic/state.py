@@ -67,20 +67,23 @@ def _grab_module(m: nn.Module) -> _ModState:
 
 def _put_module(s: _ModState) -> None:
     m = s.mod
-    for k in [k for k in m.__dict__ if k not in s.attrs and
-              k not in ("_parameters", "_buffers", "_modules", "training")]:
-        del m.__dict__[k]
-    for k, v in s.attrs.items():
-        m.__dict__[k] = v
-    for k, (d, items) in s.dict_attrs.items():
-        d.clear()
-        d.update(items)
-    m._parameters.clear()
-    m._parameters.update(s.params)
-    m._buffers.clear()
-    m._buffers.update(s.buffers)
-    m._modules.clear()
-    m._modules.update(s.modules)
+    if not isinstance(m, torch.jit.ScriptModule):
+        # TorchScript modules keep their structure in C++ (``_parameters`` is a read-only
+        # OrderedDictWrapper): only values, grads, flags and the training mode are restored
+        for k in [k for k in m.__dict__ if k not in s.attrs and
+                  k not in ("_parameters", "_buffers", "_modules", "training")]:
+            del m.__dict__[k]
+        for k, v in s.attrs.items():
+            m.__dict__[k] = v
+        for k, (d, items) in s.dict_attrs.items():
+            d.clear()
+            d.update(items)
+        m._parameters.clear()
+        m._parameters.update(s.params)
+        m._buffers.clear()
+        m._buffers.update(s.buffers)
+        m._modules.clear()
+        m._modules.update(s.modules)
     m.training = s.training
     with torch.no_grad():
         for n, p in s.params.items():

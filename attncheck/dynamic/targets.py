@@ -787,10 +787,18 @@ def _detect_layer(m: nn.Module, h: dict[str, Any]) -> dict[str, Any]:
             lin = next((c for c in m.modules() if isinstance(c, nn.Linear)), None)
             if lin is not None:
                 out["embed_dim"] = lin.in_features
+    cfg = getattr(m, "config", None)  # HF modules keep their sizes on self.config
     if "num_heads" not in h:
-        out["num_heads"] = _int_attr(m, _HEADS_ATTRS)
+        out["num_heads"] = _int_attr(m, _HEADS_ATTRS) or (
+            _int_attr(cfg, _HEADS_ATTRS) if cfg is not None else None)
     if "head_dim" not in h:
         out["head_dim"] = _int_attr(m, _HEAD_DIM_ATTRS)
+    if out.get("num_heads", h.get("num_heads")) is None:
+        # HF style: head_dim on the module, heads implied by the width (embed_dim / head_dim)
+        hd = out.get("head_dim", h.get("head_dim"))
+        e = out.get("embed_dim", h.get("embed_dim"))
+        if hd and e and e % hd == 0:
+            out["num_heads"] = e // hd
     if "causal" not in h:
         for a in ("causal", "is_causal"):
             v = getattr(m, a, None)

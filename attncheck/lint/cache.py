@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from attncheck.lint.finding import Edit, Finding, Fix
@@ -128,10 +127,41 @@ class Cache:
             pass
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
+def _manifest_path(directory) -> Path:
+    return Path(directory) / LAYOUT / f"rules-{fingerprint()[:32]}.json"
+
+
+def load_manifest(directory) -> list[dict] | None:
+    """The rule list (code, name, default_enabled) saved for this engine fingerprint, or None."""
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with open(_manifest_path(directory), encoding="utf-8") as fh:
+            rows = json.load(fh)
+        if isinstance(rows, list) and all({"code", "name", "default_enabled"} <= set(r)
+                                          for r in rows):
+            return rows
+    except (OSError, ValueError, TypeError):
+        pass
+    return None
+
+
+def save_manifest(directory, rows: list[dict]) -> None:
+    c = Cache(directory)
+    try:
+        c._prepare()
+        _atomic_write(_manifest_path(directory), json.dumps(rows))
+    except OSError:
+        pass
+
+
+_counter = 0
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    global _counter
+    _counter += 1
+    tmp = path.parent / f".tmp-{os.getpid()}-{_counter}-{os.urandom(4).hex()}.part"
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:

@@ -75,6 +75,11 @@ def render_report(report: Report, console: Console | None = None, *,
     (default ``attncheck check <target> (device, dtype, mode)``)."""
     console = console or Console()
     console.print(report_table(report, title=title))
+    mc = report.extra.get("mask_convention")
+    if isinstance(mc, dict) and mc.get("source") in ("detected", "failed"):
+        # the mask convention was not given: say what was found (or why masks were not passed)
+        console.print(escape(f"mask convention: {mc.get('message')}"), style="dim",
+                      highlight=False)
     if show_details:
         for r in report.results:
             if r.status in ("fail", "error") and _details(r):

@@ -14,8 +14,8 @@ Masked keys: the causal triangle for causal targets (``Target.causal``) and, whe
 a mask (in its convention: the ``mask_convention`` hint, else detected empirically once per target
 — :mod:`attncheck.dynamic.maskconv`; reported as metrics ``mask_convention`` /
 ``mask_convention_source``; when no convention works, masks are not passed and the result is
-``warn`` with the reason), a random keep-mask (key 0 always kept, so no row is fully masked); their weights must be
-exactly 0 (``exp(-inf) = 0``; a -1e9 fill underflows to exactly 0 as well).
+``warn`` with the reason), a random keep-mask (key 0 always kept, so no row is fully masked);
+their weights must be exactly 0 (``exp(-inf) = 0``; a -1e9 fill underflows to exactly 0 as well).
 
 Tolerance on row sums (dtype): fp64 1e-10, fp32 1e-4, fp16 1e-2, bf16 2e-2.  Weights must be
 ≥ -tol.  A layer whose weights cannot be observed (no returned weights, nothing captured) is

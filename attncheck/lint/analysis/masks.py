@@ -642,7 +642,7 @@ def _named_mask(name: str) -> MaskVal | None:
     """An otherwise unknown variable whose name says it is a mask (``attention_mask``,
     ``key_padding_mask``, ``valid``): pattern unknown, padding polarity from the name."""
     low = name.lower()
-    if set(low.split("_")) & _NOT_MASK_WORDS:
+    if not low.endswith("mask") and set(low.split("_")) & _NOT_MASK_WORDS:
         return None
     pol = _polarity_of_name(low)
     if pol is None and "mask" not in low:

@@ -62,11 +62,17 @@ def _leaf(text: str) -> str:
     return text.rsplit(".", 1)[-1].lower()
 
 
+#: leaf names found to be head counts by structure in the file being analysed: ``width // X`` or
+#: ``width / X`` (``C // self.n_head`` whatever ``n_head`` is called) makes ``X`` the heads and the
+#: quotient the head dim.  Reset by :func:`analyze` for each file.
+_HEADS_BY_STRUCTURE: set[str] = set()
+
+
 def role_by_name(text: str) -> str:
     """Role of a dimension from its name: ``d`` head dim, ``E`` width, ``H`` heads, ``B``, ``L``, ``?``."""
     leaf = _leaf(text)
     raw = text.rsplit(".", 1)[-1]
-    if leaf in _HEADS_NAMES:
+    if leaf in _HEADS_NAMES or leaf in _HEADS_BY_STRUCTURE:
         return "H"
     if leaf in _HEAD_DIM_NAMES:
         return "d"
@@ -93,6 +99,8 @@ class Dim:
     def get_atoms(self) -> tuple[str, ...]:
         if self.atoms is not None:
             return self.atoms
+        if self.role == "?" and _leaf(self.text) in _HEADS_BY_STRUCTURE:
+            return ("H",)
         return {"B": ("B",), "L": ("L",), "H": ("H",), "d": ("d",), "E": ("H", "d")}.get(
             self.role, ("?" + self.text,))
 
@@ -258,6 +266,15 @@ class Tensor:
     k: Tensor | None = field(default=None, compare=False, repr=False)
     node: Any = field(default=None, compare=False, repr=False)
     dims: tuple = field(default=(), compare=False, repr=False)
+    #: name of the function parameter this tensor came from (``q``, ``key_states``), if any
+    pname: str | None = field(default=None, compare=False, repr=False)
+    #: the view/reshape that split heads as (…, L, H, d) and has not been transposed since
+    split_node: Any = field(default=None, compare=False, repr=False)
+    split_axes: tuple = field(default=((), ()), compare=False, repr=False)
+    #: for softmax weights: the ScaleEvent of the scores they came from
+    event: Any = field(default=None, compare=False, repr=False)
+    #: scores plus T5's learned relative ``position_bias`` (the scale is folded into the init)
+    biased: bool = False
 
 
 @dataclass(frozen=True)
@@ -331,6 +348,8 @@ class ScaleEvent:
     scores: Tensor | None
     uncertain: bool = False
     partial: bool = False
+    #: the softmax weights were multiplied with v (``softmax(q·kᵀ) @ v``): the shape of attention
+    to_v: bool = False
 
 
 @dataclass
@@ -353,6 +372,9 @@ class ViewEvent:
     code: str
     in_axes: tuple
     out_axes: tuple
+    #: ``view``: the view itself reorders H and L; ``scores``: a (…, L, H, d) split reached q·kᵀ,
+    #: the weights·v product or SDPA without ``transpose(1, 2)``
+    reason: str = "view"
 
 
 @dataclass
@@ -376,6 +398,8 @@ class Provenance:
 
 # --------------------------------------------------------------------------- helpers
 
+#: T5's learned relative position bias (Raffel et al. 2020 fold 1/√d_kv into the q initialisation)
+_T5_BIAS = re.compile(r"(^|\.)position_bias(_\w+)?(\[…\])?$")
 _TORCH_SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}
 _SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
 _PASSTHROUGH_METHODS = {
@@ -730,7 +754,7 @@ class _Frame:
             cur = self.eval(s.target)
             rhs = self.eval(s.value)
             op = type(s.operator).__name__.replace("Assign", "")
-            self.assign(s.target, self.binop(op, cur, rhs, s))
+            self.assign(s.target, self.binop(op, cur, rhs, s, s.target, s.value))
         elif isinstance(s, cst.Return):
             v = self.eval(s.value) if s.value is not None else UNK
             self.ret = v if self.ret is None else _join(self.ret, v)
@@ -948,7 +972,7 @@ class _Frame:
         if isinstance(v, Tensor):
             return v
         if isinstance(v, _ParamRef):
-            return Tensor(origin="param" if not v.glob else "unknown")
+            return Tensor(origin="param" if not v.glob else "unknown", pname=None if v.glob else v.name)
         return None
 
     def as_sym(self, v: Any, node: cst.BaseExpression | None = None) -> Sym | None:
@@ -988,7 +1012,7 @@ class _Frame:
                 if only_slices:
                     return t
                 return replace(t, rank=None, axes=None, key_axis=None, pending=None)
-            return replace(t, rank=None, axes=None, pending=None, kT=False, dims=())
+            return replace(t, rank=None, axes=None, pending=None, kT=False, dims=(), split_node=None)
         return UNK
 
     def _shape_dim(self, sv: ShapeVal, i: int, node: Any) -> Any:
@@ -1036,8 +1060,13 @@ class _Frame:
         if op in ("Add", "Subtract") and (ta or tb):
             if ta and tb:
                 s = a if a.scores or not b.scores else b
-                return replace(s)
-            return a if ta else b
+                other = rn if s is a else ln
+            else:
+                s = a if ta else b
+                other = rn if ta else ln
+            if op == "Add" and s.scores and other is not None and _T5_BIAS.search(_code(other)):
+                return replace(s, biased=True)
+            return s if not (ta and tb) else replace(s)
         if op == "Add" and isinstance(a, (ShapeVal, Tup)) and isinstance(b, (ShapeVal, Tup)):
             def items(x: Any) -> tuple:
                 return x.items if isinstance(x, Tup) else (("STAR", x),)
@@ -1050,7 +1079,9 @@ class _Frame:
             if op == "Multiply":
                 return sa.mul(sb)
             if op in ("Divide", "FloorDivide"):
-                return sa.mul(sb.inv())
+                r = sa.mul(sb.inv())
+                _note_heads(r)
+                return r
             if op == "Power":
                 if sb.is_literal():
                     return sa.pow(sb.coef)
@@ -1126,6 +1157,13 @@ class _Frame:
         if name in ("torch.full", "torch.full_like") and len(pos) >= 2:
             s = self.as_sym(pos[1])
             return s if s is not None else UNK
+        if name == "torch.where" and len(pos) == 3:
+            # torch.where(mask, scores, fill) / torch.where(mask, fill, scores): masked scores keep
+            # their rank, key axis and scale facts (GPT-2's causal mask)
+            for cand in (pos[1], pos[2]):
+                if isinstance(cand, Tensor) and cand.scores:
+                    return cand
+            return UNK
         if name in ("torch.matmul",) and len(pos) >= 2:
             return self.matmul(pos[0], pos[1], node, kind="matmul")
         if name in ("torch.bmm",) and len(pos) >= 2:
@@ -1254,11 +1292,11 @@ class _Frame:
                 ints = [_int_of(e.value) for e in node.args[0].value.elements]
             if ints and None not in ints:
                 return self.permute(t, ints)
-            return replace(t, rank=None, axes=None, kT=False)
+            return replace(t, rank=None, axes=None, kT=False, split_node=None)
         if meth in ("view", "reshape", "expand", "repeat", "unflatten", "flatten") and meth in ("view", "reshape"):
             return self.view(t, node)
         if meth == "flatten":
-            return replace(t, rank=None, axes=None, key_axis=t.key_axis if t.key_axis == -1 and ints and ints[0] not in (-1,) else None)
+            return replace(t, rank=None, axes=None, split_node=None, key_axis=t.key_axis if t.key_axis == -1 and ints and ints[0] not in (-1,) else None)
         if meth in ("softmax",):
             return self.softmax(t, node, _arg(node, 0, "dim"), "Tensor.softmax")
         if meth in ("split", "chunk", "unbind", "tensor_split"):
@@ -1285,7 +1323,7 @@ class _Frame:
             if t.scores:
                 return replace(t, rank=None if t.rank is None else t.rank + (1 if meth == "unsqueeze" else -1),
                                axes=None, key_axis=-1 if t.key_axis == -1 else None)
-            return replace(t, rank=None, axes=None, dims=())
+            return replace(t, rank=None, axes=None, dims=(), split_node=None)
         if meth in ("mul", "mul_", "div", "div_"):
             args = [self.eval(a.value) for a in node.args if a.keyword is None]
             if args:
@@ -1359,9 +1397,11 @@ class _Frame:
                 bound[k] = val
         for p in plist + list(params.kwonly_params):
             n = p.name.value
-            if n in bound and SCALE_PARAM.match(n) and isinstance(bound[n], Sym) and bound[n].is_literal() \
+            # a literal 1.0 passed for a parameter (whatever its name: scaling, temp, alpha, ...) is an
+            # explicit unit scale when it multiplies the scores (T5's intentional unscaled attention)
+            if n in bound and isinstance(bound[n], Sym) and bound[n].is_literal() \
                     and bound[n].coef == 1.0 and not bound[n].default_one:
-                bound[n] = Sym(coef=1.0, explicit_one=True)
+                bound[n] = Sym(coef=1.0, explicit_one=True, name=bound[n].name)
         # module-level helper receiving self as first arg (HF eager_attention_forward(self, ...))
         selfv = ref.bound_self
         return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record)
@@ -1370,10 +1410,15 @@ class _Frame:
     def transpose(self, t: Tensor, i: int, j: int) -> Tensor:
         r = t.rank
         if r is None and (i >= 0 or j >= 0) and not (i < 0 and j < 0):
-            return replace(t, pending=(i, j), kT=False, axes=None, dims=())
+            # rank unknown: resolved at the matmul.  A (B, L, H, d) split survives only the key's
+            # transpose(2, 3) (H↔d); transpose(1, 2) is the head transpose itself
+            return replace(t, pending=(i, j), kT=False, axes=None, dims=(),
+                           split_node=t.split_node if t.pending is None and {i, j} == {2, 3} else None)
         if r is None:
             # negative indices: swapping the last two is kT
             last_two = {i, j} == {-1, -2}
+            if not last_two or t.pending is not None:
+                t = replace(t, split_node=None)
             ka = t.key_axis
             if t.scores and ka is not None and ka in (i, j):
                 ka = j if ka == i else i
@@ -1392,12 +1437,14 @@ class _Frame:
                 kpos = jj if kpos == ii else ii
             ka = kpos - r
         last = t.last if r - 1 not in (ii, jj) else None
-        return replace(t, axes=axes, kT=(not t.kT) if last_two else t.kT, key_axis=ka, last=last, dims=())
+        split = t.split_node if last_two and ii != jj else None
+        return replace(t, axes=axes, kT=(not t.kT) if last_two else t.kT, key_axis=ka, last=last, dims=(),
+                       split_node=split)
 
     def permute(self, t: Tensor, perm: list[int]) -> Tensor:
         r = len(perm)
         if t.rank is not None and t.rank != r:
-            return replace(t, rank=None, axes=None)
+            return replace(t, rank=None, axes=None, split_node=None)
         perm = [p % r for p in perm]
         axes = None
         if t.axes is not None and len(t.axes) == r and "*" not in [a for ax in t.axes for a in ax]:
@@ -1411,7 +1458,9 @@ class _Frame:
         if t.scores and ka is not None:
             ka = perm.index(ka % r) - r
         last = t.last if perm[-1] == r - 1 else None
-        return replace(t, rank=r, axes=axes, kT=kT, key_axis=ka, pending=None, last=last, dims=())
+        split = t.split_node if perm[:-2] == list(range(r - 2)) else None
+        return replace(t, rank=r, axes=axes, kT=kT, key_axis=ka, pending=None, last=last, dims=(),
+                       split_node=split)
 
     def _resolve(self, t: Tensor, rank: int | None) -> Tensor:
         if t.pending is not None and rank is not None:
@@ -1422,16 +1471,35 @@ class _Frame:
             return replace(t, rank=rank)
         return t
 
+    @staticmethod
+    def _heads_last(t: Tensor, kt: bool = False) -> bool:
+        """``t`` is still laid out (…, L, H, d) by a head-split view (a key after ``transpose(-2, -1)``:
+        (…, L, d, H)): attention over it would run over the heads axis.  Any other transpose,
+        permute or view since the split clears :attr:`Tensor.split_node`."""
+        return t.split_node is not None and t.pending is None
+
+    def _split_event(self, t: Tensor) -> None:
+        if self.record:
+            ev = ViewEvent(t.split_node, "ATT401", t.split_axes[0], t.split_axes[1], reason="scores")
+            self.an.result.view_events.append(ev)
+
     def matmul(self, a: Any, b: Any, node: Any, kind: str) -> Any:
         ta, tb = self.tensorize(a), self.tensorize(b)
         if ta is None or tb is None:
             return UNK
         rank = 3 if kind == "bmm" else (ta.rank or tb.rank)
+        if rank is None and any(t.pending in ((1, 2), (2, 1)) and t.perhead for t in (ta, tb)):
+            rank = 4  # per-head q/k after the head transpose(1, 2): (B, H, L, d)
         if rank is None and tb.pending is not None and abs(tb.pending[0] - tb.pending[1]) == 1:
             rank = max(tb.pending) + 1  # k.transpose(2, 3) as a matmul operand: its last two axes
         ta, tb = self._resolve(ta, rank), self._resolve(tb, rank)
         if tb.pending is not None or ta.softmaxed or ta.scores:
             # weights @ v
+            if ta.softmaxed and ta.event is not None:
+                ta.event.to_v = True
+            if ta.softmaxed and self._heads_last(tb):
+                self._split_event(tb)
+                return Tensor(rank=ta.rank or tb.rank, origin="proj", perhead=True, last=tb.last)
             axes = None
             if ta.axes is not None and tb.axes is not None:
                 axes = ta.axes[:-1] + tb.axes[-1:]
@@ -1451,6 +1519,11 @@ class _Frame:
         axes = None
         if ta.axes is not None and tb.axes is not None and len(ta.axes) >= 2:
             axes = ta.axes[:-1] + (("L",),)
+        bad = [t for t in (ta, tb) if self._heads_last(t, kt=t is tb)]
+        for t in bad:
+            self._split_event(t)
+        if bad:
+            axes = None
         factors = _qk_factors(ta, tb)
         return Tensor(rank=rank, axes=axes, factors=factors, origin="proj", scores=True, key_axis=-1,
                       q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized,
@@ -1545,6 +1618,7 @@ class _Frame:
             vals = list(vals[0].items)
         elif len(vals) == 1 and isinstance(vals[0], ShapeVal):
             vals = [("STAR", vals[0])]
+        self._infer_heads(t, vals)
         axes: list[tuple[str, ...]] = []
         unknown = False
         last_dim: Dim | None = None
@@ -1590,7 +1664,8 @@ class _Frame:
                 self.an.result.view_events.append(ViewEvent(node, code, t.axes, out_axes))
                 # the tensor's real layout no longer matches any atom labelling
                 return replace(t, rank=len(out_axes) if ("*",) not in out_axes else None, axes=None,
-                               key_axis=None, perhead=True, token_major=False, pending=None, kT=False, dims=())
+                               key_axis=None, perhead=True, token_major=False, pending=None, kT=False, dims=(),
+                               split_node=None)
         perhead = t.perhead
         flat = [a for ax in out_axes for a in ax]
         if any(ax == ("H",) for ax in out_axes) and out_axes and out_axes[-1] in (("d",), ("REST",)):
@@ -1618,8 +1693,37 @@ class _Frame:
                 last_dim = Dim(f"{num.text} // {den.text}", "d", ls.value())
             else:
                 last_dim = Dim("head_dim", "d")
+        split_node = None
+        if not t.scores and len(out_axes) >= 3 and out_axes[-2:] == (("H",), ("d",)) and \
+                any(ax in (("L",), ("*",)) for ax in out_axes[:-2]) and \
+                (t.token_major or (t.axes is not None and t.axes[-1:] == (("H", "d"),))):
+            split_node = node  # (…, L, H·d) → (…, L, H, d): heads still after the tokens
         return replace(t, rank=rank, axes=out_axes, key_axis=key_axis if t.scores else None,
-                       perhead=perhead, token_major=token_major, last=last_dim, pending=None, kT=False, dims=())
+                       perhead=perhead, token_major=token_major, last=last_dim, pending=None, kT=False, dims=(),
+                       split_node=split_node, split_axes=(t.axes, out_axes) if split_node is not None else ((), ()))
+
+    def _infer_heads(self, t: Tensor, vals: list) -> None:
+        """``x.view(B, L, X, -1)`` / ``view(B, L, X, head_dim)`` of a projection output (…, H·d): the
+        unnamed ``X`` before the per-head axis is the head count, whatever it is called."""
+        if len(vals) < 4 or not (t.token_major or (t.axes is not None and t.axes[-1:] == (("H", "d"),))):
+            return
+        last, prev = vals[-1], vals[-2]
+        ls = self.as_sym(last) if not isinstance(last, tuple) else None
+        ps = self.as_sym(prev) if not isinstance(prev, (tuple, _ParamRef)) or (
+            isinstance(prev, _ParamRef)) else None
+        if isinstance(prev, _ParamRef) and prev.glob:
+            ps = _glob_sym(prev)
+        if ls is None or ps is None or ps.opaque or ps.coef != 1 or len(ps.pows) != 1 or ps.pows[0][1] != 1:
+            return
+        d = ps.pows[0][0]
+        if d.role != "?" or d.atoms is not None or d.value == 1:
+            return
+        rest = ls.is_literal() and ls.coef == -1
+        per_head = not ls.opaque and ls.coef == 1 and len(ls.pows) >= 1 and _role_of_sym(ls) == "d"
+        if rest or per_head:
+            leaf = _leaf(d.text)
+            if leaf.isidentifier():
+                _HEADS_BY_STRUCTURE.add(leaf)
 
     def softmax(self, v: Any, node: cst.Call, dim_node: Any, func: str, mod: ModVal | None = None) -> Any:
         t = self.tensorize(v)
@@ -1644,8 +1748,9 @@ class _Frame:
             if dim != "?":
                 self.an.result.softmax_events.append(
                     SoftmaxEvent(node, dim, implicit, t.rank, t.key_axis, func))
-            self.an.result.scale_events.append(
-                ScaleEvent("softmax", node, t.factors, t.q, t.k, t, uncertain=t.uncertain, partial=t.partial))
+            ev = ScaleEvent("softmax", node, t.factors, t.q, t.k, t, uncertain=t.uncertain, partial=t.partial)
+            self.an.result.scale_events.append(ev)
+            return replace(t, scores=False, softmaxed=True, factors=(), event=ev)
         return replace(t, scores=False, softmaxed=True, factors=())
 
     def sdpa(self, node: cst.Call, pos: list, kw: dict) -> Any:
@@ -1672,6 +1777,12 @@ class _Frame:
                 if s.is_literal() and s.coef == 1.0 and not s.default_one:
                     s = Sym(coef=1.0, explicit_one=True)
                 factors += (Factor(s, "sdpa", node),)
+        # q, k, v all (B, L, H, d) at SDPA is ATT404's (layout-mismatch at the call); a split that
+        # missed its transpose while the others got theirs is ATT401's, reported at the split
+        bad = [t for t in (q, k, v) if t is not None and self._heads_last(t)]
+        if bad and len(bad) < 3:
+            for t in bad:
+                self._split_event(t)
         if self.record:
             self.an.result.scale_events.append(ScaleEvent("sdpa", node, factors, q, k, None,
                                                           uncertain=q.uncertain or k.uncertain,
@@ -1728,6 +1839,7 @@ def _unparam(v: Any) -> Any:
 
 
 def _role_of_sym(s: Sym) -> str:
+    _note_heads(s)
     at = s.atoms()
     if at is None:
         return "?"
@@ -1742,6 +1854,19 @@ def _role_of_sym(s: Sym) -> str:
     return "?"
 
 
+def _note_heads(s: Sym) -> None:
+    """``width · X^-1`` with ``X`` an unnamed, non-literal dimension: ``X`` is the head count."""
+    if s.opaque or s.coef != 1 or len(s.pows) != 2:
+        return
+    ps = dict(s.pows)
+    wid = [d for d, e in ps.items() if e == 1 and d.role == "E"]
+    den = [d for d, e in ps.items() if e == -1 and d.role == "?" and d.atoms is None]
+    if len(wid) == 1 and len(den) == 1 and den[0].value != 1:
+        leaf = _leaf(den[0].text)
+        if leaf.isidentifier():
+            _HEADS_BY_STRUCTURE.add(leaf)
+
+
 def _named(v: Any, name: str) -> Any:
     """A local ``name = <dim expr>`` keeps the expression's role but gets ``name`` for messages."""
     if isinstance(v, Sym) and not v.opaque and v.coef == 1 and len(v.pows) == 1 and v.pows[0][1] == 1:
@@ -1749,6 +1874,8 @@ def _named(v: Any, name: str) -> Any:
         role = d.role
         if role == "?" and not (d.atoms and d.atoms[0].startswith("?!")):
             role = role_by_name(name)
+            if role == "?":
+                role = role_by_name(d.text)  # H = self.n_head, heads found by structure
             return Sym.dim(Dim(name, role, d.value))
         return Sym.dim(replace(d, text=name))
     if isinstance(v, Sym) and not v.opaque and v.pows and all(e in (1, -1) for _, e in v.pows):
@@ -1803,6 +1930,11 @@ def _join(a: Any, b: Any) -> Any:
             uncertain=a.uncertain or b.uncertain or not same_f,
             partial=a.partial or b.partial,
             q=a.q, k=a.k, node=a.node,
+            pname=a.pname if a.pname == b.pname else None,
+            split_node=a.split_node if a.split_node is b.split_node else None,
+            split_axes=a.split_axes,
+            event=a.event if a.event is b.event else None,
+            biased=a.biased or b.biased,
         )
     if isinstance(a, Sym) and isinstance(b, Sym):
         return Sym(coef=None, opaque=True, name=a.name or b.name)
@@ -1838,6 +1970,7 @@ def _reorder(in_axes: tuple, out_axes: tuple, token_major: bool) -> str | None:
 
 def analyze(ctx: Any) -> Provenance:
     """Run score provenance over ``ctx.module`` (a :class:`FileContext`)."""
+    _HEADS_BY_STRUCTURE.clear()
     an = Analyzer(ctx)
     try:
         res = an.run()

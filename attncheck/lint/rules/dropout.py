@@ -107,6 +107,23 @@ class DropoutInEval(Rule):
         fr = self._frames.pop()
         if fr.is_method:
             self._check(fr)
+        else:
+            self._check_literal_true(fr)
+
+    def _check_literal_true(self, scan: _Method) -> None:
+        """Outside module methods (HF ``eager_attention_forward(module, ...)``, free helpers) only a
+        literal ``training=True`` is flagged: it drops in eval() whatever the caller does."""
+        for call, guarded in scan.calls:
+            q = self.ctx.qualname(call.func) or ""
+            if q in _F_DROPOUT and q != "torch.dropout" and not guarded:
+                train = _arg(call, 2, "training")
+                p = _arg(call, 1, "p")
+                if p is not None and _num_of(p.value) == 0:
+                    continue
+                if train is not None and isinstance(train.value, cst.Name) and train.value.value == "True":
+                    name = "F." + q.rsplit(".", 1)[-1]
+                    self.report(call, f"{name}(..., training=True) drops in eval() too: pass "
+                                      f"training=module.training (the module's flag)")
 
     def _guard_test(self, test: cst.BaseExpression, delta: int) -> None:
         if self._frames and mentions_training(test):

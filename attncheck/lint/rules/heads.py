@@ -4,7 +4,10 @@ A ``view``/``reshape`` never reorders memory: (B, L, H·d) → (B, H, L, d) or (
 through (B, L, H, d) and ``transpose(1, 2)``; the merge (B, H, L, d) → (B, L, H·d) must
 ``transpose(1, 2)`` first (PyTorch ``torch.Tensor.view`` docs; ``nn.MultiheadAttention``'s
 ``F.multi_head_attention_forward``).  Fires on ``ctx.provenance.view_events``: layouts established
-by the score-provenance analysis (atoms B, L, H, d).
+by the score-provenance analysis (atoms B, L, H, d).  ATT401 also fires at a split
+(B, L, H·d) → (B, L, H, d) that reaches the q·kᵀ or weights·v matmul without ``transpose(1, 2)``
+(the matmul then contracts over the heads axis); the same layout passed to SDPA is ATT404's
+(layout-mismatch) and the (B, L, H, d) layout that flash-attn / xformers take is correct.
 """
 from __future__ import annotations
 
@@ -40,6 +43,9 @@ class HeadSplitWithoutTranspose(_HeadRule):
     summary = "(B, L, H·d) viewed as (B, H, L, d) or (B·H, L, d) without swapping L and H"
 
     def message(self, ev: Any) -> str:
+        if getattr(ev, "reason", "view") == "scores":
+            return (f"heads split as {_fmt(ev.out_axes)} but never transposed: q·kᵀ / weights·v then run over "
+                    f"the heads axis instead of the tokens: add .transpose(1, 2) to get (B, H, L, d)")
         return (f"heads split by viewing {_fmt(ev.in_axes)} as {_fmt(ev.out_axes)}: the heads axis jumps over "
                 f"the token axis, mixing tokens: view(B, L, H, d).transpose(1, 2) instead")
 

@@ -5,26 +5,29 @@ ATT601: ``softmax(q·kᵀ) @ v`` written by hand materialises the (B, H, L_q, L_
 ``F.scaled_dot_product_attention`` computes the same with a fused (flash / memory-efficient) kernel
 in O(L) memory (PyTorch SDPA docs).  Reported only where the weights are used for nothing but the
 product with v: a function that returns, stores, appends or passes the weights on (HF's
-``output_attentions``, a visualisation hook) needs them and is not reported.
+``output_attentions``, a visualisation hook) needs them and is not reported, nor is a manual path
+in a function that also calls a fused kernel (the fallback branch of ``if self.fused_attn:``).
 
 ATT602: ``mask.repeat(1, H, 1, 1)`` copies a (B, 1, L_q, L_k) mask once per head; ``masked_fill``,
-``+`` and SDPA broadcast a size-1 head axis for free (PyTorch broadcasting semantics).  Not
-reported when the copy is then reshaped / flattened (``(B·H, L, S)`` masks for
+``+`` and SDPA broadcast a size-1 head axis for free (PyTorch broadcasting semantics).  Only a
+repeat by a head count (``num_heads``, ``config.num_attention_heads``) on a tensor named as a mask;
+not reported when the copy is then reshaped / flattened (``(B·H, L, S)`` masks for
 ``nn.MultiheadAttention`` need the copy).
 
-ATT603: ``masked_fill(m, -inf)`` (or an additive ``-inf`` mask) before a softmax returns NaN for a
+ATT603: ``masked_fill(m, -inf)`` (or an additive ``-inf`` mask) on attention scores before a softmax returns NaN for a
 row whose every key is masked (``exp(-inf) / 0``), e.g. a fully padded sample under a key padding
 mask.  Not reported when the mask algebra proves every row keeps its diagonal (a causal mask), or
-when the function guards NaN (``nan_to_num``, ``isnan``).
+when the function guards NaN (``nan_to_num``, ``isnan``, or re-masks the weights after the softmax).
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import libcst as cst
 from libcst.metadata import PositionProvider
 
-from attncheck.lint.analysis.layout import code, counts, int_of, root_name
+from attncheck.lint.analysis.layout import code, counts, head_count, int_of, is_scores, root_name
 from attncheck.lint.analysis.masks import DIAG
 from attncheck.lint.context import dotted_name
 from attncheck.lint.finding import Edit, Fix
@@ -83,6 +86,9 @@ class UnfusedAttention(Rule):
         calls = self._fns.pop()
         if not calls:
             return
+        text = self.ctx.module.code_for_node(node)
+        if any(t in text for t in ("scaled_dot_product_attention", "flash_attn", "memory_efficient_attention")):
+            return  # the manual path is the fallback of a fused branch (timm's `if self.fused_attn:`)
         parents = _parents(node.body)
         for call in calls:
             if self._fused_candidate(call, node, parents):
@@ -174,6 +180,17 @@ class UnfusedAttention(Rule):
         return consumed
 
 
+_HEADS_RE = re.compile(r"(^|_)(n_?)?heads?$|^(num|n)_(\w+_)?(attention_)?heads$|^nh(ead)?$", re.I)
+
+
+def _heads(node: cst.BaseExpression) -> bool:
+    """A head count: ``num_heads``, ``self.n_head``, ``config.num_attention_heads``, ``x.size(1)``."""
+    if head_count(node):
+        return True
+    d = dotted_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+    return bool(d) and bool(_HEADS_RE.search(d.rsplit(".", 1)[-1]))
+
+
 class _MaskRepeatFrame:
     def __init__(self) -> None:
         self.repeats: list[tuple[cst.Call, str | None]] = []
@@ -226,7 +243,7 @@ class MaskRepeatBroadcast(Rule):
         if not cs or len(cs) != 4 or [int_of(c) == 1 for c in cs] != [True, False, True, True]:
             return
         root = root_name(f.value) or ""
-        if "mask" not in root.lower():
+        if "mask" not in root.lower() or not _heads(cs[1]):
             return
         fr.repeats.append((node, self._assign_of.get(id(node))))
 
@@ -277,6 +294,10 @@ class FullyMaskedRowNan(Rule):
                 continue
             if not use.reaches_softmax or use.target_tag == "probs":
                 continue
+            if use.target_tag != "scores" and not (use.target is not None and is_scores(self.ctx, use.target)):
+                continue  # router / vocabulary logits, not attention scores
+            if any(u.target_tag == "probs" and u.function == use.function for u in self.ctx.masks.uses):
+                continue  # the weights are re-masked after the softmax (zeroes NaN rows, e.g. CPM-Ant)
             b = use.blocked
             if b is not None and b[DIAG] is False:
                 continue  # every row keeps its diagonal (causal): never fully masked

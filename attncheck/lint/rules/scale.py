@@ -11,6 +11,7 @@ of unknown value, a factor that differs between branches) silences them.
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from attncheck.lint.analysis.provenance import _SCALE_NAME, Dim, ScaleEvent, Sym
@@ -96,12 +97,17 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
                     f"(e.g. {name}=None → q.size(-1) ** -0.5)")
         if ev.kind == "sdpa":
             return None
-        if q is None or k is None or q.origin != "proj" or k.origin != "proj" or q.normalized or k.normalized:
+        if ev.scores is not None and ev.scores.biased:
+            return None  # T5: learned relative position_bias, 1/√d folded into the q init
+        if q is None or k is None or q.normalized or k.normalized:
+            return None
+        if not (q.origin == "proj" and k.origin == "proj" or _bare_kernel(ev)):
             return None
         if q.last is not None and q.last.value == 1:
             return None  # head_dim 1: 1/√1 is no scale at all
         hd = q.last
-        hint = f"head_dim{_fmt(hd.value)}" if hd is not None and hd.role == "d" else "head_dim"
+        hint = f"head_dim{_fmt(hd.value)}" if hd is not None and hd.role == "d" else (
+            f"{q.pname}.size(-1)" if q.origin == "param" and q.pname else "head_dim")
         return ("ATT101", report_node,
                 f"q·kᵀ reaches softmax with no scaling: multiply the scores by {hint} ** -0.5 "
                 f"(or pass them through F.scaled_dot_product_attention)")
@@ -159,6 +165,19 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
 
 
 ONE_SYM = Sym()
+
+_Q_PARAM = re.compile(r"^(q|xq|qs|query|queries|q_\w+|query_\w+|\w+_q|\w+_query)$", re.IGNORECASE)
+_K_PARAM = re.compile(r"^(k|xk|ks|key|keys|k_\w+|key_\w+|\w+_k|\w+_key)$", re.IGNORECASE)
+
+
+def _bare_kernel(ev: ScaleEvent) -> bool:
+    """``softmax(q @ kᵀ) @ v`` on function parameters named like q and k (``q``/``query``/
+    ``query_states``, ``k``/``key``/``key_states``): the attention kernel itself, so a caller's
+    pre-scaling is not to be assumed."""
+    q, k = ev.q, ev.k
+    if not ev.to_v or q is None or k is None or q.origin != "param" or k.origin != "param":
+        return False
+    return bool(q.pname and k.pname and _Q_PARAM.match(q.pname) and _K_PARAM.match(k.pname))
 
 
 def _pow_txt(d: Dim, e: float) -> str:

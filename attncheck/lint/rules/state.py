@@ -17,7 +17,8 @@ Not reported (legitimate state): attributes whose name says they are state or ca
 ``state``, ``buffer``, ``memory``, ``history``, ``running``, ``stats``, ``prev``, ``last``,
 ``num_batches``, ``seq``), augmented counters (``self._seen_tokens += 1``), attributes whose
 ``__init__`` value is ``None`` or a tensor/module (lazy caches, buffers), and an idempotent lazy
-default under ``if self.x is None:``.
+default or one-shot latch under an ``if`` that tests the same attribute (``if self.x is None:
+self.x = ...``; ``if self.expand: ...; self.expand = False``).
 """
 from __future__ import annotations
 
@@ -101,20 +102,18 @@ class StateMutatedInForward(Rule):
             self._check(fw, self._classes[-1])
 
     def _lazy_test(self, test: cst.BaseExpression) -> list[str]:
-        """Attributes an ``if`` tests for ``None`` (``if self.x is None`` / ``if not self.x``)."""
-        out = []
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(
-                test.comparisons[0].operator, (cst.Is, cst.Equal)) and \
-                isinstance(test.comparisons[0].comparator, cst.Name) and test.comparisons[0].comparator.value == "None":
-            a = _self_attr(test.left)
-            if a:
-                out.append(a)
-        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-            a = _self_attr(test.expression)
-            if a:
-                out.append(a)
-        if isinstance(test, cst.BooleanOperation):
-            out += self._lazy_test(test.left) + self._lazy_test(test.right)
+        """Attributes of ``self`` an ``if`` test reads: an assignment under it is a latch — a one-shot
+        initialisation or state transition (``if self.x is None: self.x = ...``, ``if self.map: ...
+        else: self.map = True``, ``if self.expand: ...; self.expand = False``)."""
+        out: list[str] = []
+
+        class V(cst.CSTVisitor):
+            def visit_Attribute(self, n: cst.Attribute) -> None:
+                a = _self_attr(n)
+                if a:
+                    out.append(a)
+
+        test.visit(V())
         return out
 
     def visit_If(self, node: cst.If) -> None:

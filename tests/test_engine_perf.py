@@ -1,0 +1,291 @@
+"""Region parsing, lazy positions, the result cache, process pool: same findings, faster.
+
+Region parsing is checked against a whole-file parse on every fixture (with the size threshold
+lowered so the region path runs on small files too) and on modeling files of the installed
+transformers package (read as text, never imported).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attncheck.lint import engine, regions
+from attncheck.lint.engine import lint_paths, lint_text, resolve_selection, Layer
+from attncheck.lint.rule import all_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+LINT_FIXTURES = ROOT / "fixtures" / "lint"
+FIXTURES = sorted(LINT_FIXTURES.rglob("*.py"))
+REGISTRY = all_rules()
+ALL = resolve_selection(REGISTRY, [Layer(select=("ALL",))])
+DEFAULT = resolve_selection(REGISTRY, [Layer()])
+
+
+def _transformers_files() -> list[Path]:
+    spec = importlib.util.find_spec("transformers")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    base = Path(list(spec.submodule_search_locations)[0]) / "models"
+    names = ["llama/modeling_llama.py", "gpt2/modeling_gpt2.py", "bert/modeling_bert.py"]
+    return [base / n for n in names if (base / n).exists()]
+
+
+def _both(text: str, enabled=ALL, display="x.py"):
+    whole = lint_text(text, display, enabled, REGISTRY, regions=False).findings
+    part = lint_text(text, display, enabled, REGISTRY, regions=True).findings
+    return whole, part
+
+
+def _key(findings):
+    return [(f.to_dict()) for f in findings]
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_regions_match_whole_file_on_fixtures(path, monkeypatch):
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = path.read_text(encoding="utf-8")
+    # the default selection has fewer tokens (more is blanked)
+    for enabled in (DEFAULT, ALL):
+        whole, part = _both(text, enabled, str(path))
+        assert _key(part) == _key(whole)
+
+
+TF = _transformers_files()
+
+
+@pytest.mark.skipif(not TF, reason="transformers is not installed")
+@pytest.mark.parametrize("path", TF, ids=lambda p: p.parent.name)
+def test_regions_match_whole_file_on_transformers(path):
+    text = path.read_text(encoding="utf-8")
+    whole, part = _both(text, ALL, str(path))
+    assert _key(part) == _key(whole)
+
+
+@pytest.mark.skipif(not TF, reason="transformers is not installed")
+def test_regions_drop_text_on_real_models():
+    """The selection must actually leave code out of the parse on large modeling files."""
+    toks = set()
+    for c in DEFAULT:
+        if c in REGISTRY and not getattr(REGISTRY[c], "engine_only", False):
+            toks.update(REGISTRY[c].tokens)
+    kept = total = 0
+    for p in TF:
+        sel = regions.select(p.read_text(encoding="utf-8"), toks)
+        if sel is not None:
+            kept += sel.kept_lines
+            total += sel.total_lines
+            assert sel.text.count("\n") == p.read_text(encoding="utf-8").count("\n")
+    assert total > 0 and kept < total
+
+
+# ------------------------------------------------------------------------ chunking
+
+
+def test_chunks_split_definitions_and_module_code():
+    src = ("import torch\n"             # 0 other
+           "X = 1\n"
+           "@decorator(\n"             # 2 def f (decorated, argument continued in col 0)
+           "1)\n"
+           "@other\n"
+           "def f(x):\n"
+           "    return x\n"
+           "class C(Base):\n"          # 7 class C
+           '    """doc\n'
+           'in column 0\n'              # string content in column 0: module code chunk
+           '    """\n'
+           "async def g():\n"          # 11
+           "    pass\n"
+           "if X:\n"                   # 13 other
+           "    def h(): pass\n")
+    parts = regions.chunks(src.split("\n"))
+    assert [(c.start, c.name) for c in parts] == [
+        (0, None), (2, "f"), (7, "C"), (9, None), (11, "g"), (13, None)]
+    assert parts[-1].end == len(src.split("\n"))
+
+
+_PARTS = {
+    "helper": "def helper(q, k):\n    return q @ k.transpose(-2, -1)\n",
+    "attn": ("class Attn(nn.Module):\n"
+             "    def forward(self, q, k, v):\n"
+             "        s = helper(q, k)\n"
+             "        s = s.masked_fill(self.mask, -1e9)\n"
+             "        return F.softmax(s, dim=-2) @ v\n"),
+    "caller": "def caller(q, k):\n    return helper(q, k)\n",
+}
+
+
+def _module(n_filler: int, order=("helper", "attn", "caller")) -> str:
+    filler = [f"class Filler{i}(nn.Module):\n    def forward(self, x):\n        return x + {i}\n"
+              for i in range(n_filler)]
+    body = [_PARTS[p] for p in order]
+    body[1:1] = filler
+    return ("import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n"
+            + "\n".join(body))
+
+
+def test_selection_keeps_helpers_and_callers_and_blanks_the_rest():
+    text = _module(regions.MIN_LINES // 4 + 1)
+    sel = regions.select(text, {"softmax", "masked_fill"})
+    assert sel is not None
+    assert sel.kept_defs == ["helper", "Attn", "caller"]
+    lines, kept = text.split("\n"), sel.text.split("\n")
+    assert len(lines) == len(kept)
+    assert all(a == b or b == "" for a, b in zip(lines, kept))
+    assert "class Filler3" not in sel.text and "def helper" in sel.text
+
+
+@given(n=st.integers(0, 40), order=st.permutations(sorted(_PARTS)),
+       select=st.sampled_from([ALL, DEFAULT]))
+def test_regions_equal_whole_file_property(n, order, select):
+    text = _module(n, tuple(order))
+    regions_min = regions.MIN_LINES
+    regions.MIN_LINES = 0
+    try:
+        whole, part = _both(text, select)
+    finally:
+        regions.MIN_LINES = regions_min
+    assert _key(part) == _key(whole)
+    assert any(f.code == "ATT301" for f in whole) == ("ATT301" in select)
+
+
+def test_unparseable_selection_falls_back_to_whole_file(monkeypatch):
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    # a 'def' line inside a string: the selection would cut the string; the engine must notice
+    text = ('import torch\nDOC = """\ndef fake(): x"""\n'
+            "def f(q, k, v):\n    s = q @ k.transpose(-2, -1)\n    return torch.softmax(s, dim=-1) @ v\n")
+    sel = regions.select(text, {"softmax"})
+    assert sel is not None and sel.kept_defs == ["f"]  # the cut string no longer parses
+    whole, part = _both(text)
+    assert _key(part) == _key(whole)
+    assert "ATT101" in [f.code for f in whole]
+
+
+def test_positions_are_lazy(monkeypatch):
+    """Files without findings never compute libcst positions."""
+    calls = []
+    orig = engine._LazyPositions._positions
+
+    def spy(self):
+        calls.append(1)
+        return orig(self)
+
+    monkeypatch.setattr(engine._LazyPositions, "_positions", spy)
+    ok = "import torch\ndef f(q, k, v):\n    s = q @ k.transpose(-2, -1) * 0.125\n    return torch.softmax(s, dim=-1) @ v\n"
+    assert lint_text(ok, "ok.py", DEFAULT, REGISTRY).findings == []
+    assert calls == []
+    bad = ok.replace(" * 0.125", "")
+    assert [f.code for f in lint_text(bad, "bad.py", DEFAULT, REGISTRY).findings] == ["ATT101"]
+    assert calls
+
+
+# ------------------------------------------------------------------------ cache
+
+
+def _tree(tmp_path: Path, n: int = 3) -> Path:
+    d = tmp_path / "src"
+    d.mkdir()
+    for i in range(n):
+        (d / f"m{i}.py").write_text(
+            "import torch\n"
+            f"def f{i}(q, k, v):\n"
+            f"    s = q @ k.transpose(-2, -1)  # {i}\n"
+            "    return torch.softmax(s, dim=-1) @ v\n")
+    (d / "clean.py").write_text("x = 1\n")
+    return d
+
+
+def _entries(cache: Path) -> list[Path]:
+    return [p for p in cache.rglob("*.json") if not p.name.startswith("rules-")]
+
+
+def _dump(res):
+    return [f.to_dict() for f in res.findings], res.files, res.parsed, res.sources
+
+
+def test_cache_hit_gives_identical_result_without_linting(tmp_path, monkeypatch):
+    d, cache = _tree(tmp_path), tmp_path / "cache"
+    cold = lint_paths([d], isolated=True, cache_dir=cache)
+    assert (cache / "CACHEDIR.TAG").exists() and len(_entries(cache)) == 4
+
+    def boom(*a, **k):
+        raise AssertionError("a cache hit must not lint")
+
+    monkeypatch.setattr(engine, "lint_bytes", boom)
+    warm = lint_paths([d], isolated=True, cache_dir=cache)
+    assert _dump(warm) == _dump(cold)
+    assert [f.code for f in warm.findings] == ["ATT101"] * 3
+
+
+def test_cache_key_follows_content_and_selection(tmp_path):
+    d, cache = _tree(tmp_path, 1), tmp_path / "cache"
+    first = lint_paths([d], isolated=True, cache_dir=cache)
+    assert [f.code for f in first.findings] == ["ATT101"]
+    # the selection is part of the key
+    none = lint_paths([d], isolated=True, cache_dir=cache, ignore=["ATT101"])
+    assert none.findings == []
+    # so is the content (same size, same mtime resolution does not matter)
+    (d / "m0.py").write_text("import torch\ndef f0(q, k, v):\n"
+                             "    s = q @ k.transpose(-2, -1) / 8  # 0\n"
+                             "    return torch.softmax(s, dim=-1) @ v\n")
+    assert lint_paths([d], isolated=True, cache_dir=cache).findings == []
+    # a renamed file hits and reports its new path
+    (d / "m0.py").write_text("import torch\ndef f0(q, k, v):\n"
+                             "    s = q @ k.transpose(-2, -1)  # 0\n"
+                             "    return torch.softmax(s, dim=-1) @ v\n")
+    (d / "m0.py").rename(d / "renamed.py")
+    res = lint_paths([d], isolated=True, cache_dir=cache)
+    assert [Path(f.path).name for f in res.findings] == ["renamed.py"]
+
+
+def test_corrupt_cache_entry_is_a_miss(tmp_path):
+    d, cache = _tree(tmp_path, 1), tmp_path / "cache"
+    cold = lint_paths([d], isolated=True, cache_dir=cache)
+    for p in cache.rglob("*.json"):
+        p.write_text("{not json")
+    again = lint_paths([d], isolated=True, cache_dir=cache)
+    assert _dump(again) == _dump(cold)
+
+
+def test_cache_not_used_for_fixes(tmp_path):
+    d, cache = _tree(tmp_path, 1), tmp_path / "cache"
+    res = lint_paths([d], isolated=True, cache_dir=cache, diff=True)
+    assert res.diffs or res.findings
+    assert _entries(cache) == [] if cache.exists() else True
+
+
+def test_concurrent_processes_share_a_cache(tmp_path):
+    """Two processes lint the same files into the same cache at once: both outputs, and a
+    warm run afterwards, are identical; no temporary file is left behind."""
+    d, cache = _tree(tmp_path, 12), tmp_path / "cache"
+    cmd = [sys.executable, "-m", "attncheck", "lint", str(d), "--isolated", "--output-format",
+           "json", "--cache-dir", str(cache), "-j", "1"]
+    env = dict(os.environ)
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [1, 1], outs
+    a, b = (json.loads(o[0]) for o in outs)
+    assert a == b and len(a) == 12
+    warm = subprocess.run(cmd, capture_output=True, env=env, timeout=120)
+    assert json.loads(warm.stdout) == a
+    assert not list(cache.rglob("*.part"))
+    assert len(_entries(cache)) == 13
+
+
+# ------------------------------------------------------------------------ processes
+
+
+def test_jobs_do_not_change_the_result(tmp_path):
+    d = _tree(tmp_path, 2 * engine.MIN_FILES_PER_JOB + 1)
+    one = lint_paths([d], isolated=True, jobs=1)
+    two = lint_paths([d], isolated=True, jobs=2)
+    assert _dump(two) == _dump(one)
+    assert [f.path for f in one.findings] == sorted(f.path for f in one.findings)
