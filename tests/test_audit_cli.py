@@ -147,3 +147,29 @@ def test_classify_pattern(L, extra, w):
     else:
         assert got == ("sliding", w)
     assert classify_pattern(j < i)[0] in ("strict-causal", "other")
+
+
+def test_html_without_matplotlib_is_a_usage_error_before_running(monkeypatch, tmp_path):
+    """--html without matplotlib: exit 2 with the install hint, and no audit is run."""
+    import builtins
+
+    from click.testing import CliRunner
+
+    import attncheck.audit.runner as runner
+    from attncheck.cli import main
+
+    real_import = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):
+        if name == "matplotlib" or name.startswith("matplotlib."):
+            raise ImportError("No module named 'matplotlib'")
+        return real_import(name, *args, **kwargs)
+
+    ran = []
+    monkeypatch.setattr(runner, "audit", lambda *a, **k: ran.append(a))
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    res = CliRunner().invoke(main, ["audit", "torch:MultiheadAttention", "--html",
+                                    str(tmp_path / "r.html")])
+    assert res.exit_code == 2
+    assert "attncheck[report]" in res.output
+    assert ran == [] and not (tmp_path / "r.html").exists()

@@ -243,3 +243,35 @@ def test_lint_never_imports_torch(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "CLEAN"
+
+
+def test_missing_path_never_reports_success(tmp_path):
+    """A nonexistent path is exit 2 and the summary must not say 'All checks passed!'."""
+    from click.testing import CliRunner
+
+    from attncheck.cli import main
+
+    res = CliRunner().invoke(main, ["lint", "--no-cache", str(tmp_path / "nope.py")])
+    assert res.exit_code == 2
+    assert "All checks passed" not in res.output
+    assert "1 path(s) could not be linted" in res.output
+
+
+def test_non_utf8_without_coding_line_names_the_byte(tmp_path):
+    from attncheck.lint.engine import lint_paths
+
+    f = tmp_path / "latin.py"
+    f.write_bytes(b's = "caf\xe9"\n')
+    [finding] = lint_paths([f], select=["ATT"]).findings
+    assert finding.code == "ATT000"
+    assert (finding.line, finding.col) == (1, 8)
+    assert "not valid UTF-8 (byte 0xe9 at 1:9)" in finding.message
+
+
+def test_rules_piped_is_one_line_per_rule():
+    """Piped output (CliRunner is not a TTY): every rule on one line with its whole summary."""
+    out = run("rules").output.splitlines()
+    registry = all_rules()
+    assert len(out) == len(registry)
+    for line, (code, rule) in zip(out, registry.items()):
+        assert line.startswith(code) and rule.name in line and line.endswith(rule.summary)

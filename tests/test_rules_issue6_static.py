@@ -300,3 +300,15 @@ def test_fully_masked_row_nan_and_finfo_min_is_finite():
 def test_mask_expand_equals_repeat():
     mask = torch.rand(2, 1, 4, 4) > 0.5
     torch.testing.assert_close(mask.expand(-1, 3, -1, -1), mask.repeat(1, 3, 1, 1))
+
+
+def test_att403_tile_message_names_the_call_and_parenthesizes_the_group():
+    """Regression: the torch.tile form read 'ktorch.tile(...)' and 'h // a // b' (wrong maths)."""
+    src = ("import torch\n\n"
+           "def attend(q, k, v, num_heads, num_kv_heads):\n"
+           "    k = torch.tile(k, (1, num_heads // num_kv_heads, 1, 1))\n"
+           "    return torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1) @ v\n")
+    msgs = [f.message for f in lint_source(src, "t.py") if f.code == "ATT403"]
+    assert len(msgs) == 1
+    assert msgs[0].startswith("torch.tile(k, ...) tiles the key/value heads by num_heads // num_kv_heads")
+    assert "maps it to h // (num_heads // num_kv_heads)" in msgs[0]

@@ -101,6 +101,12 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
         unknown = [c for c in checks.split(",") if c.strip() and c.strip() not in AUDIT_CHECKS]
         if unknown:
             raise click.UsageError(f"unknown check(s): {', '.join(unknown)}; known: {', '.join(AUDIT_CHECKS)}")
+    if html_path:  # fail fast, before the (slow) runs, when the HTML report cannot be written
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError as exc:
+            raise click.UsageError(f"--html needs matplotlib ({exc}): pip install "
+                                   "'attncheck[report]'") from None
     # validate every spec's family before the (slow) runs
     err = Console(stderr=True)
     reports = []

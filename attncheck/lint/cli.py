@@ -133,7 +133,10 @@ def _summary(result, fix: bool) -> None:
     n = len(result.findings)
     files = len({f.path for f in result.findings})
     fixed = f"Fixed {result.fixed} finding(s). " if fix else ""
-    if n == 0:
+    if n == 0 and result.errors:
+        click.echo(f"{fixed}No findings in {len(result.files)} file(s) checked, but "
+                   f"{len(result.errors)} path(s) could not be linted.")
+    elif n == 0:
         click.echo(f"{fixed}All checks passed! ({len(result.files)} file(s) checked)")
     else:
         safe = sum(1 for f in result.findings if f.fix is not None
@@ -186,6 +189,15 @@ def rules_cmd(fmt):
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
         return
+    console = _console(soft_wrap=False)
+    if not console.is_terminal or console.width < 100:
+        # piped or narrow: one aligned line per rule (a wrapped table is unreadable there)
+        cells = [(r["code"], r["name"], r["severity"],
+                  "on" if r["default_enabled"] else "off", r["fix"]) for r in rows]
+        widths = [max(len(c[i]) for c in cells) for i in range(5)]
+        for r, c in zip(rows, cells):
+            click.echo("  ".join(v.ljust(w) for v, w in zip(c, widths)) + "  " + r["summary"])
+        return
     from rich.table import Table
 
     table = Table(title="attncheck rules", show_lines=False)
@@ -195,7 +207,7 @@ def rules_cmd(fmt):
     for r in rows:
         table.add_row(r["code"], r["name"], r["severity"], "on" if r["default_enabled"] else "off",
                       r["fix"], r["summary"])
-    _console(soft_wrap=False).print(table)
+    console.print(table)
 
 
 @click.command("explain")

@@ -6,9 +6,13 @@ Pipeline for one file:
    default) → an ``ATT000`` finding at the offending position.
 2. **Prefilter** on raw text: a rule runs on a file only when one of its ``tokens`` occurs in the
    text (``tokens = ()`` = always).  When no enabled rule is left, the file is *not parsed*.
-3. **Parse once** with libcst; a syntax error → ``ATT000`` (position and message from CPython's
-   parser, which reports them better).  Files that were not parsed are not syntax-checked.
-4. **One batched visit** (``MetadataWrapper.visit_batched``) of all remaining rules.  When a rule
+3. **Parse once** with libcst — only the top-level definitions the remaining rules can need
+   (:mod:`attncheck.lint.regions`: the others are blanked, so lines and columns are unchanged;
+   findings are the same as with a whole-file parse, ``regions=False``/``--no-regions``); a
+   syntax error → ``ATT000`` (position and message from CPython's parser, which reports them
+   better).  Text that is not parsed is not syntax-checked.
+4. **One batched visit** of all remaining rules.  Positions (``PositionProvider``) are computed
+   only when a rule asks for one (most files have no finding).  When a rule
    raises, the file is re-visited rule by rule; each failing rule yields an ``ATT001`` finding
    naming it, the other rules' findings are kept (``ATTNCHECK_RAISE=1`` in the environment
    re-raises instead: for rule authors' debugging).
@@ -20,6 +24,10 @@ adds, ``ignore`` removes; when a rule matches both a select and an ignore select
 specific (longer) selector wins, ties go to ``ignore``; ``ALL`` is the least specific.  Config
 and CLI flags are two layers applied in that order.  ``ATT000``/``ATT001`` are always on unless
 ignored by a selector at least as specific as ``ATT0``.
+
+Across files: a process pool (``jobs``; output order does not depend on it) and a result cache
+keyed by engine fingerprint, enabled rules and file content (:mod:`attncheck.lint.cache`).  A run
+whose files are all cache hits imports neither libcst nor the rule modules.
 
 Nothing here imports torch or imports/executes the code being linted.
 """
@@ -186,6 +194,16 @@ def decode_source(data: bytes) -> tuple[str, str]:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
+        # tokenize says "invalid or missing encoding declaration" both for a bad cookie and for
+        # non-UTF-8 bytes in the first two lines of a file that has no cookie: tell them apart
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            line, col = _byte_pos(data, uexc.start)
+            raise _Unreadable(
+                f"not valid UTF-8 (byte 0x{data[uexc.start]:02x} at {line}:{col + 1}) and no "
+                "coding declaration: re-encode the file as UTF-8 or add a "
+                "'# -*- coding: <encoding> -*-' line", line, col) from None
         raise _Unreadable(f"bad encoding declaration: {exc}") from None
     try:
         text = data.decode(encoding)

@@ -141,8 +141,11 @@ class GqaHeadMapping(Rule):
             fix = Fix(f"replace with {content}",
                       (Edit(pos.start.line + off, pos.start.column, pos.end.line + off, pos.end.column, content),),
                       "unsafe")
-        self.report(call, f"{code(recv)[:40]}{how}(...) tiles the key/value heads by {code(n)}: query head h then "
-                          f"reads kv head h % H_kv, but grouped-query attention maps it to h // {code(n)}: use "
+        factor = code(n)
+        group = factor if isinstance(n, (cst.Name, cst.Attribute, cst.Integer)) else f"({factor})"
+        what = f"{code(recv)[:40]}{how}(...)" if how.startswith(".") else f"{how}({code(recv)[:40]}, ...)"
+        self.report(call, f"{what} tiles the key/value heads by {factor}: query head h then "
+                          f"reads kv head h % H_kv, but grouped-query attention maps it to h // {group}: use "
                           f"{code(recv)[:40]}.repeat_interleave({code(n)}, dim={dim}) (or SDPA enable_gqa=True)",
                     fix)
 
