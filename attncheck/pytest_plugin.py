@@ -33,7 +33,6 @@ into the project unless that profile configures one.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import sys
@@ -533,36 +532,7 @@ def run_check(target: Any, checks: Sequence[str] | None, device: str, hints: dic
                      dtype=dtype, seed=seed, max_examples=max_examples, **hints)
 
 
-@contextlib.contextmanager
-def hypothesis_storage_outside_project() -> Iterator[None]:
-    """Keep hypothesis from writing into the project while attncheck drives it.
-
-    The checks run hypothesis with ``database=None``, but hypothesis also caches the literal
-    constants of local modules under its storage directory, ``./.hypothesis`` by default.  Unless
-    the user chose a storage directory (``HYPOTHESIS_STORAGE_DIRECTORY``, or
-    ``hypothesis.configuration.set_hypothesis_home_dir``), point it at a per-user directory under
-    the system temp dir for the duration of the call, then restore it.
-    """
-    try:
-        import hypothesis.configuration as hconf
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    key = "__hypothesis_home_directory"
-    prev = hconf.__dict__.get(key)
-    default = hconf.__dict__.get(key + "_default")
-    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or (prev is not None and prev != default) \
-            or not hasattr(hconf, "set_hypothesis_home_dir"):
-        yield  # the user chose where hypothesis writes
-        return
-    import tempfile
-
-    uid = os.getuid() if hasattr(os, "getuid") else "user"
-    hconf.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / f"attncheck-hypothesis-{uid}")
-    try:
-        yield
-    finally:
-        hconf.set_hypothesis_home_dir(prev)
+from attncheck._hypothesis_home import hypothesis_storage_outside_cwd as hypothesis_storage_outside_project  # noqa: E402
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,17 +14,15 @@ search and finds the same smallest example.
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hyp_seed
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException
 
+from attncheck._hypothesis_home import hypothesis_storage_outside_cwd  # noqa: F401 (re-export)
 from attncheck.dynamic.base import CheckTimeout, RunContext
 from attncheck.dynamic.targets import Example, Target
 
@@ -128,38 +126,6 @@ def run_property(prop: Callable[[Example], Any], target: Target, ctx: RunContext
 
     with _outside_hypothesis(), hypothesis_storage_outside_cwd():
         return _run(body, strat, n, ctx, state)
-
-
-@contextlib.contextmanager
-def hypothesis_storage_outside_cwd() -> Iterator[None]:
-    """Keep hypothesis from writing ``./.hypothesis`` while attncheck drives it.
-
-    The properties run with ``database=None``, but hypothesis still caches the literal constants
-    of local modules under its storage directory (``.hypothesis/constants``), which defaults to
-    ``./.hypothesis`` in the current working directory.  Unless the caller chose a storage
-    directory (``HYPOTHESIS_STORAGE_DIRECTORY``, or
-    ``hypothesis.configuration.set_hypothesis_home_dir`` — e.g. the attncheck pytest plugin or a
-    test suite), point it at ``<tempdir>/attncheck-hypothesis-<uid>`` for the duration, then
-    restore it.  Same policy as :func:`attncheck.pytest_plugin.hypothesis_storage_outside_project`.
-    """
-    try:
-        import hypothesis.configuration as hconf
-    except ImportError:  # pragma: no cover
-        yield
-        return
-    key = "__hypothesis_home_directory"
-    prev = hconf.__dict__.get(key)
-    default = hconf.__dict__.get(key + "_default")
-    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or (prev is not None and prev != default) \
-            or not hasattr(hconf, "set_hypothesis_home_dir"):
-        yield  # the caller chose where hypothesis writes
-        return
-    uid = os.getuid() if hasattr(os, "getuid") else "user"
-    hconf.set_hypothesis_home_dir(Path(tempfile.gettempdir()) / f"attncheck-hypothesis-{uid}")
-    try:
-        yield
-    finally:
-        hconf.set_hypothesis_home_dir(prev)
 
 
 def _outside_hypothesis():

@@ -16,6 +16,8 @@ import libcst as cst
 
 from attncheck.lint.analysis.provenance import _num_of, mentions_training
 from attncheck.lint.rule import Rule, register
+from attncheck.lint.rules import _edits
+from attncheck.lint.analysis.layout import arg
 
 _F_DROPOUT = {
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
@@ -27,19 +29,7 @@ _FLASH_LEAVES = {"flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpac
                  "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"}
 
 
-def _arg(call: cst.Call, pos: int | None, kw: str) -> cst.Arg | None:
-    i = 0
-    for a in call.args:
-        if a.keyword is not None:
-            if a.keyword.value == kw:
-                return a
-            continue
-        if a.star:
-            return None
-        if pos is not None and i == pos:
-            return a
-        i += 1
-    return None
+_arg = arg  # the argument at position pos or keyword kw (shared with the layout analysis)
 
 
 class _Method:
@@ -122,8 +112,14 @@ class DropoutInEval(Rule):
                     continue
                 if train is not None and isinstance(train.value, cst.Name) and train.value.value == "True":
                     name = "F." + q.rsplit(".", 1)[-1]
+                    ps = list(scan.fn.params.posonly_params) + list(scan.fn.params.params) \
+                        + list(scan.fn.params.kwonly_params)
+                    fix = None
+                    if any(p.name.value == "module" for p in ps):
+                        fix = _edits.unsafe("use training=module.training",
+                                            _edits.replace(self, train.value, "module.training"))
                     self.report(call, f"{name}(..., training=True) drops in eval() too: pass "
-                                      f"training=module.training (the module's flag)")
+                                      f"training=module.training (the module's flag)", fix)
 
     def _guard_test(self, test: cst.BaseExpression, delta: int) -> None:
         if self._frames and mentions_training(test):
@@ -182,12 +178,18 @@ class DropoutInEval(Rule):
         if train is None:
             if q == "torch.dropout":
                 return
+            fix = None
+            if not any(a.star for a in call.args) and sum(a.keyword is None for a in call.args) <= 2:
+                fix = _edits.unsafe("add training=self.training",
+                                    _edits.add_arg(self, call, "training=self.training"))
             self.report(call, f"{name}(...) without training=: it defaults to training=True and keeps dropping "
-                              f"in eval(): pass training=self.training (or use an nn.Dropout module)")
+                              f"in eval(): pass training=self.training (or use an nn.Dropout module)", fix)
             return
         v = train.value
         if isinstance(v, cst.Name) and v.value == "True":
-            self.report(call, f"{name}(..., training=True) drops in eval() too: pass training=self.training")
+            fix = _edits.unsafe("pass self.training", _edits.replace(self, v, "self.training"))
+            self.report(call, f"{name}(..., training=True) drops in eval() too: pass training=self.training",
+                        fix)
 
     def _gated(self, expr: cst.BaseExpression, scan: _Method, depth: int = 0) -> bool | None:
         """True: gated/zero; False: an ungated module attribute or non-zero literal; None: unknown."""
@@ -224,5 +226,10 @@ class DropoutInEval(Rule):
         if self._gated(arg.value, scan) is False:
             code = cst.Module([]).code_for_node(arg.value)
             kw = arg.keyword.value if arg.keyword is not None else "dropout_p"
+            simple = isinstance(arg.value, (cst.Name, cst.Attribute)) or _num_of(arg.value) is not None
+            gated = f"{code if simple else '(' + code + ')'} if self.training else 0.0"
+            fix = None
+            if "\n" not in code:
+                fix = _edits.unsafe(f"use {kw}={gated}", _edits.replace(self, arg.value, gated))
             self.report(arg, f"{fname}({kw}={code}) drops attention weights in eval() too: "
-                             f"use {kw}={code} if self.training else 0.0")
+                             f"use {kw}={gated}", fix)

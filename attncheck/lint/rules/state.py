@@ -27,7 +27,6 @@ from typing import Any
 
 import libcst as cst
 
-from attncheck.lint.analysis.layout import code
 from attncheck.lint.context import dotted_name
 from attncheck.lint.rule import Rule, register
 
