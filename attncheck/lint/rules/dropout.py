@@ -14,10 +14,10 @@ from typing import Any
 
 import libcst as cst
 
+from attncheck.lint.analysis.layout import arg
 from attncheck.lint.analysis.provenance import _num_of, mentions_training
 from attncheck.lint.rule import Rule, register
 from attncheck.lint.rules import _edits
-from attncheck.lint.analysis.layout import arg
 
 _F_DROPOUT = {
     "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",

@@ -20,6 +20,7 @@ from attncheck.lint.analysis.masks import (
 from attncheck.lint.context import dotted_name
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
+from attncheck.lint.rules import _edits
 
 _MASK_TOKENS = ("mask", "tril", "triu", "where", "masked_fill", "inf")
 
@@ -161,7 +162,46 @@ class CausalMaskHidesDiagonal(_MaskUseRule):
             advice = "block only the strict upper triangle: torch.triu(..., diagonal=1)"
         self.report(use.node, f"{_convention(use)}; {_mask_words(self, use)}{_origin_line(self, use)}, "
                               f"so every token is hidden from itself and the first row is fully "
-                              f"masked (NaN after softmax): {advice}")
+                              f"masked (NaN after softmax): {advice}", self._fix(use))
+
+    def _fix(self, use: MaskUse) -> Fix | None:
+        """Move the diagonal at the ``triu``/``tril``/``triu_indices`` call that built the mask,
+        when that call is in the same function as the use: ``triu(x)`` → ``diagonal=1``,
+        ``tril(x, -1)`` → ``diagonal=0``, ``triu_indices(L, L)`` → ``offset=1``."""
+        origin = use.mask.origin if use.mask is not None else None
+        if not isinstance(origin, cst.Call) or any(a.star for a in origin.args):
+            return None
+        q = self.ctx.qualname(origin.func) or ""
+        f = origin.func
+        if q in ("torch.triu", "torch.tril"):
+            kind, arg, kw, npos = q[6:], _edits.call_arg(origin, 1, "diagonal"), "diagonal", 1
+        elif q == "torch.triu_indices":
+            kind, arg, kw, npos = "triu", _edits.call_arg(origin, 2, "offset"), "offset", 2
+        elif isinstance(f, cst.Attribute) and f.attr.value in ("triu", "tril", "triu_", "tril_") \
+                and not q.startswith("torch."):
+            kind, arg, kw, npos = f.attr.value[:4], _edits.call_arg(origin, 0, "diagonal"), "diagonal", 0
+        else:
+            return None
+        d = 0 if arg is None else _int_value(arg.value)
+        new = {("triu", 0): "1", ("tril", -1): "0"}.get((kind, d))
+        if new is None:
+            return None
+        if _edits.enclosing(self, origin) is not _edits.enclosing(self, use.node):
+            return None
+        if arg is not None:
+            return _edits.unsafe(f"use {kw}={new}", _edits.replace(self, arg.value, new))
+        if sum(a.keyword is None for a in origin.args) < npos:
+            return None
+        return _edits.unsafe(f"add {kw}={new}", _edits.add_arg(self, origin, f"{kw}={new}"))
+
+
+def _int_value(node: cst.BaseExpression) -> int | None:
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) \
+            and isinstance(node.expression, cst.Integer):
+        return -int(node.expression.value)
+    return None
 
 
 _CONSUMER_NAMES = {"masked_fill": "masked_fill", "where": "torch.where",

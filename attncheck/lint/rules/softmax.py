@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import libcst as cst
+
+from attncheck.lint.finding import Fix
 from attncheck.lint.rule import Rule, register
+from attncheck.lint.rules import _edits
 
 
 def implicit_dim(rank: int) -> int:
@@ -56,5 +60,49 @@ class SoftmaxWrongDim(Rule):
             shape = f"{ev.rank}-D " if ev.rank else ""
             key = ev.key_axis + ev.rank if ev.rank else ev.key_axis
             how = f"implicit dim (= {bad})" if ev.implicit else f"dim={bad}"
+            fix = self._fix(ev) if ev.key_axis == -1 else None
             self.report(ev.node, f"softmax over {how} of {shape}attention scores whose key axis is dim {key}: "
-                                 f"weights must sum to 1 over the keys: use dim=-1")
+                                 f"weights must sum to 1 over the keys: use dim=-1", fix)
+
+    def _fix(self, ev: Any) -> Fix | None:
+        """``dim=-1`` at the softmax call, or at the ``nn.Softmax(...)`` built once in the class."""
+        call = ev.node
+        if not isinstance(call, cst.Call):
+            return None
+        if ev.func == "nn.Softmax":
+            call = self._module_ctor(call)
+            if call is None:
+                return None
+            pos = 0
+        else:
+            pos = 0 if ev.func == "Tensor.softmax" else 1
+        arg = _edits.call_arg(call, pos, "dim")
+        if arg is None:
+            if any(a.keyword is None and not a.star for a in call.args[pos:]) or any(a.star for a in call.args):
+                return None
+            return _edits.unsafe("add dim=-1", _edits.add_arg(self, call, "dim=-1"))
+        return _edits.unsafe("use dim=-1", _edits.replace(self, arg.value, "-1"))
+
+    def _module_ctor(self, call: cst.Call) -> cst.Call | None:
+        """The single ``self.<name> = nn.Softmax(...)`` of the class that calls ``self.<name>(...)``."""
+        f = call.func
+        if not (isinstance(f, cst.Attribute) and isinstance(f.value, cst.Name) and f.value.value == "self"):
+            return None
+        cls = _edits.enclosing(self, call, cst.ClassDef)
+        if cls is None:
+            return None
+        found: list[cst.BaseExpression] = []
+
+        class _V(cst.CSTVisitor):
+            def visit_Assign(self, node: cst.Assign) -> None:
+                for t in node.targets:
+                    tt = t.target
+                    if isinstance(tt, cst.Attribute) and isinstance(tt.value, cst.Name) \
+                            and tt.value.value == "self" and tt.attr.value == f.attr.value:
+                        found.append(node.value)
+
+        cls.visit(_V())
+        if len(found) != 1 or not isinstance(found[0], cst.Call):
+            return None
+        q = self.ctx.qualname(found[0].func) or ""
+        return found[0] if q in ("torch.nn.Softmax", "torch.nn.modules.activation.Softmax") else None
