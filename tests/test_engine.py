@@ -262,3 +262,18 @@ def test_engine_failure_is_att001_not_a_crash(test_rules, tmp_path, monkeypatch)
                                                                    ("b.py", "ATT991")]
     assert "RuntimeError: suppression bug" in res.findings[0].message
     assert res.exit_code() == 2
+
+
+def test_att000_for_every_unparseable_file_whatever_the_prefilter(tmp_path):
+    """Regression: syntax errors in files (or blocks) with no attention tokens went unreported."""
+    from attncheck.lint.engine import lint_paths
+
+    (tmp_path / "plain.py").write_text("def f(:\n    pass\n")
+    (tmp_path / "py2.py").write_text("import torch\nprint 'hi'\n")
+    (tmp_path / "blanked.py").write_text(
+        "import torch\n\n\ndef attn(q, k, v):\n"
+        "    return torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1) @ v\n\n\n"
+        "def other(x):\n    return x +* 2\n")
+    (tmp_path / "pep695.py").write_text("def ident[T](x: T) -> T:\n    return x\n")
+    got = {(f.path.rsplit("/", 1)[-1], f.line, f.code) for f in lint_paths([tmp_path]).findings}
+    assert got == {("plain.py", 1, "ATT000"), ("py2.py", 2, "ATT000"), ("blanked.py", 9, "ATT000")}

@@ -178,7 +178,8 @@ def test_positions_are_lazy(monkeypatch):
         return orig(self)
 
     monkeypatch.setattr(engine._LazyPositions, "_positions", spy)
-    ok = "import torch\ndef f(q, k, v):\n    s = q @ k.transpose(-2, -1) * 0.125\n    return torch.softmax(s, dim=-1) @ v\n"
+    ok = ("import torch\ndef f(q, k, v):\n    s = q @ k.transpose(-2, -1) * 0.125\n"
+          "    return torch.softmax(s, dim=-1) @ v\n")
     assert lint_text(ok, "ok.py", DEFAULT, REGISTRY).findings == []
     assert calls == []
     bad = ok.replace(" * 0.125", "")

@@ -42,6 +42,7 @@ import traceback
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from attncheck.config import Config, ConfigError, find_config, load_config, validate_selectors
 from attncheck.lint import regions as _regions
@@ -49,6 +50,10 @@ from attncheck.lint import suppression
 from attncheck.lint.discovery import STDIN, PathNotFound, Source, discover, matches
 from attncheck.lint.finding import Finding
 from attncheck.lint.fixes import applicable, apply_fixes
+
+if TYPE_CHECKING:
+    from attncheck.lint.cache import Cache
+    from attncheck.lint.rule import Rule
 
 
 class _Lazy:
@@ -242,6 +247,23 @@ def _syntax_error(text: str, display: str, exc: Exception) -> Finding:
     return _engine_finding(display, "ATT000", f"cannot parse: {type(exc).__name__}: {exc}")
 
 
+def _syntax_check(text: str, display: str) -> Finding | None:
+    """ATT000 when ``text`` is not valid Python, whatever the prefilter and region selection
+    would parse.  CPython's own parser (``ast``, about 10× faster than libcst) screens every file;
+    only when it refuses is libcst asked too, so that syntax newer than the running interpreter
+    (which libcst accepts) is not reported as a parse error."""
+    try:
+        compile(text, display, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    try:
+        cst.parse_module(text)
+        return None
+    except _parse_errors() as exc:
+        return _syntax_error(text, display, exc)
+
+
 def _where(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     if not frames:
@@ -407,6 +429,10 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
     registry = registry if registry is not None else all_rules()
     visitors = [registry[c] for c in sorted(enabled)
                 if c in registry and not getattr(registry[c], "engine_only", False)]
+    if "ATT000" in enabled:
+        broken = _syntax_check(text, display)
+        if broken is not None:
+            return FileOutcome([broken], True, text)
     active = prefilter(text, visitors)
     if not active:
         return FileOutcome([], False, text)
