@@ -167,3 +167,21 @@ def test_auto_device_is_cuda_and_fixtures_pass_there():
     rep16 = attncheck.check(F.scaled_dot_product_attention, dtype="float16", causal=True,
                             checks=["shapes", "finite", "normalization"], max_examples=3)
     _ok(rep16)
+
+
+def _nan_kernel(q, k, v):
+    return torch.full_like(q, float("nan"))
+
+
+def test_all_nan_output_never_passes_a_comparison_check():
+    """Regression: NaN == NaN comparisons made determinism & co. report 'pass' on a NaN kernel."""
+    import attncheck
+
+    rep = attncheck.check(_nan_kernel, checks=["finite", "determinism", "batch-independence",
+                                               "permutation-equivariance"],
+                          device="cpu", max_examples=2)
+    status = {r.check: r.status for r in rep.results}
+    assert status == {"finite": "fail", "determinism": "skip", "batch-independence": "skip",
+                      "permutation-equivariance": "skip"}
+    assert rep["determinism"].metrics["output_finite"] is False
+    assert "NaN/inf for finite inputs" in rep["determinism"].message

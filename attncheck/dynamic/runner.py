@@ -247,6 +247,38 @@ def _prepare(module: torch.nn.Module, ctx: RunContext) -> None:
     module.train(ctx.train)
 
 
+#: Checks that compare outputs with each other: when the output itself is NaN/inf for finite
+#: inputs, an "all equal" comparison proves nothing, so a "pass" becomes "skip (not observable)".
+_NEEDS_FINITE_OUTPUT = frozenset({"determinism", "batch-independence", "permutation-equivariance",
+                                  "causality", "mask-pattern", "padding", "kv-cache"})
+
+
+def _unless_output_finite(res: CheckResult, target: Target, ctx: RunContext,
+                          health: dict[str, Any]) -> CheckResult:
+    """Downgrade a comparison check's "pass" to "skip" when one eval forward of the target on
+    finite N(0, 1) inputs (its default example, computed once per run) is not finite."""
+    if "finite" not in health:
+        health["finite"] = True
+        module = target.module
+        with preserved(module):
+            try:
+                if module is not None:
+                    _prepare(module, ctx)
+                inputs = target.make_inputs(target.default_example(ctx.seed), device=ctx.device,
+                                            dtype=ctx.dtype)
+                with torch.no_grad():
+                    out = target(inputs).out
+                health["finite"] = bool(torch.isfinite(out).all())
+            except Exception:  # noqa: BLE001 - a raising target is the checks' business
+                pass
+    if health["finite"]:
+        return res
+    return CheckResult(res.check, "skip",
+                       "not observable: the target's output is NaN/inf for finite inputs, so "
+                       "comparing outputs proves nothing (see the finite check)",
+                       dict(res.metrics, output_finite=False), res.details, res.device)
+
+
 def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
                device: str | torch.device | None = "auto", dtype: Any = None,
                seed: int | None = None, max_examples: int | None = None,
@@ -263,6 +295,7 @@ def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
     seed = 0 if seed is None else int(seed)
     n = DEFAULT_MAX_EXAMPLES if max_examples is None else int(max_examples)
     results: list[CheckResult] = []
+    _health: dict[str, Any] = {}
     from attncheck.dynamic.strategies import hypothesis_storage_outside_cwd
 
     with preserved(target.module), hypothesis_storage_outside_cwd():
@@ -272,6 +305,8 @@ def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
                              target_desc=target.describe(), train=train,
                              cli_options=target.cli_args())
             res = run_one(specs[name], target, ctx)
+            if res.status == "pass" and name in _NEEDS_FINITE_OUTPUT:
+                res = _unless_output_finite(res, target, ctx, _health)
             results.append(res)
             if on_result is not None:
                 on_result(res)
