@@ -118,6 +118,7 @@ _FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
     "gpt2": dict(n_positions=64, n_inner=128),
     "mistral": dict(num_key_value_heads=2, sliding_window=4),
     "qwen2": dict(num_key_value_heads=2),
+    "llama": dict(num_key_value_heads=2),  # Llama 2 70B / Llama 3 use GQA: audit the grouping
     "t5": dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
                decoder_start_token_id=0),
     "vit": dict(image_size=32, patch_size=8, num_channels=3),
