@@ -275,3 +275,13 @@ def test_rules_piped_is_one_line_per_rule():
     assert len(out) == len(registry)
     for line, (code, rule) in zip(out, registry.items()):
         assert line.startswith(code) and rule.name in line and line.endswith(rule.summary)
+
+
+def test_selector_matching_no_rule_is_a_usage_error(tmp_path):
+    """Regression: --select ATT9 (well-formed, matches nothing) silently linted with no rule."""
+    f = tmp_path / "a.py"
+    f.write_text("x = 1\n")
+    r = run("lint", "--no-cache", "--select", "ATT9", str(f))
+    assert r.exit_code == 2
+    assert "rule selector 'ATT9' matches no rule" in r.output
+    assert "All checks passed" not in r.output

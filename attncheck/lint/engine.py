@@ -123,6 +123,10 @@ def resolve_selection(registry: dict[str, type[Rule]], layers: Sequence[Layer]) 
     engine_off: set[str] = set()
     for layer in layers:
         selectors = tuple(layer.select or ()) + tuple(layer.extend_select)
+        unknown = [sel for sel in selectors if not any(_matches(c, sel) for c in registry)]
+        if unknown:  # like ruff: a selector that enables nothing is a typo, not a silent no-op
+            raise ConfigError(f"rule selector {unknown[0]!r} matches no rule; known codes: "
+                              f"{', '.join(sorted(registry))}")
         new = set()
         for code in registry:
             s = _best(code, selectors)
