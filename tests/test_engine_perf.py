@@ -23,7 +23,8 @@ from attncheck.lint.rule import all_rules
 
 ROOT = Path(__file__).resolve().parent.parent
 LINT_FIXTURES = ROOT / "fixtures" / "lint"
-FIXTURES = sorted(LINT_FIXTURES.rglob("*.py"))
+#: every fixture: lint fixtures, handed cases, dynamic and audit fixtures
+FIXTURES = sorted((ROOT / "fixtures").rglob("*.py"))
 REGISTRY = all_rules()
 ALL = resolve_selection(REGISTRY, [Layer(select=("ALL",))])
 DEFAULT = resolve_selection(REGISTRY, [Layer()])
@@ -135,7 +136,12 @@ def test_selection_keeps_helpers_and_callers_and_blanks_the_rest():
     text = _module(regions.MIN_LINES // 4 + 1)
     sel = regions.select(text, {"softmax", "masked_fill"})
     assert sel is not None
-    assert sel.kept_defs == ["helper", "Attn", "caller"]
+    # helper is called by the seed Attn.forward; caller only calls helper, which cannot report
+    assert sel.kept_defs == ["helper", "Attn"]
+    assert sel.kept_methods == [None, ["forward"]]
+    # a helper that can report keeps its callers (they pass the arguments it is analysed with)
+    up = regions.select(text, {"transpose"})
+    assert up is not None and up.kept_defs == ["helper", "Attn", "caller"]
     lines, kept = text.split("\n"), sel.text.split("\n")
     assert len(lines) == len(kept)
     assert all(a == b or b == "" for a, b in zip(lines, kept))

@@ -327,7 +327,13 @@ class _Visitor:
         for inst in instances:
             inst.metadata = {_meta.PositionProvider: self.lazy}
         try:
-            self.module.visit(_batched(instances))
+            methods = _visitor_methods(instances)
+            if WALKER and _walk().supports(methods):
+                _walk().Walker(methods).walk(self.module)
+            else:
+                from libcst._batched_visitor import _BatchedCSTVisitor
+
+                self.module.visit(_BatchedCSTVisitor(methods))
         finally:
             for inst in instances:
                 inst.metadata = {}
@@ -338,9 +344,24 @@ class _Visitor:
 _VISITOR_NAMES: dict[type, tuple[str, ...]] = {}
 
 
+#: Walk the tree with :mod:`attncheck.lint.walk` (read-only) instead of libcst's rebuilding
+#: ``visit``; ``ATTNCHECK_WALKER=0`` uses libcst's.
+WALKER = os.environ.get("ATTNCHECK_WALKER", "1") != "0"
+
+
+def _walk():
+    from attncheck.lint import walk
+
+    return walk
+
+
 def _batched(instances: list[Rule]) -> cst.CSTVisitor:
     from libcst._batched_visitor import _BatchedCSTVisitor
 
+    return _BatchedCSTVisitor(_visitor_methods(instances))
+
+
+def _visitor_methods(instances: list[Rule]) -> dict[str, list]:
     methods: dict[str, list] = {}
     for inst in instances:
         cls = type(inst)
@@ -351,7 +372,7 @@ def _batched(instances: list[Rule]) -> cst.CSTVisitor:
                 _VISITOR_NAMES[cls] = names
         for name in names:
             methods.setdefault(name, []).append(getattr(inst, name))
-    return _BatchedCSTVisitor(methods)
+    return methods
 
 
 def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]]) -> list[Finding]:
@@ -382,8 +403,25 @@ def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]]) -> lis
 
 
 def prefilter(text: str, rules: Iterable[type[Rule]]) -> list[type[Rule]]:
-    """The rules that can fire on ``text``: those with no tokens or one token present."""
-    return [r for r in rules if not r.tokens or any(t in text for t in r.tokens)]
+    """The rules that can fire on ``text``: those without a trigger, and those whose trigger
+    (``pattern``, else ``tokens``; :func:`attncheck.lint.regions.trigger_of`) matches."""
+    out = []
+    seen: dict[str, bool] = {}
+    for r in rules:
+        t = _regions.trigger_of(r)
+        if t is not None:
+            hit = False
+            for p in t.patterns:
+                found = seen.get(p.pattern)
+                if found is None:
+                    found = seen[p.pattern] = p.search(text) is not None
+                if found:
+                    hit = True
+                    break
+            if not hit:
+                continue
+        out.append(r)
+    return out
 
 
 @dataclass
@@ -405,20 +443,14 @@ def _parse_errors() -> tuple:
 def _parse_regions(text: str, active: list[type[Rule]]) -> cst.Module | None:
     """libcst module of the selected regions of ``text`` (same line numbers), or ``None`` when
     the whole file must be parsed."""
-    tokens: set[str] | None = set()
-    for r in active:
-        if not r.tokens:
-            tokens = None
-            break
-        tokens.update(r.tokens)
-    sel = _regions.select(text, tokens)
+    sel = _regions.select(text, _regions.triggers_of(active))
     if sel is None:
         return None
     try:
         module = cst.parse_module(sel.text)
     except _parse_errors():
         return None
-    if _regions.top_level_def_names(module) != sel.kept_defs:
+    if not _regions.structure_matches(module, sel):
         return None
     return module
 

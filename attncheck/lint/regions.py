@@ -1,49 +1,123 @@
-"""Region selection: hand libcst only the top-level statements that can matter.
+"""Region selection: hand libcst only the functions and methods that can matter.
 
-Most of a large modeling file is configuration, docstrings, pre-trained-model glue and classes
-that never touch attention scores.  Parsing them with libcst (about 15 k lines/s) dominates the
-cost of a lint run, so the engine parses a *blanked* copy of the file instead: every line of a
-top-level ``def``/``class`` that no enabled rule can need is replaced by an empty line.  Line
+Most of a large modeling file is configuration, docstrings, pre-trained-model glue and methods
+that never touch attention scores.  Parsing them with libcst (about 15 k lines/s) and running the
+analyses over them dominates a lint run, so the engine parses a *blanked* copy of the file
+instead: every line of a *unit* that no enabled rule can need is replaced by an empty line.  Line
 numbers and columns of what is kept are unchanged, so findings, suppression comments and fix
 edits need no mapping, and ``code_for_node`` of a kept node is its original text.
 
-Selection (:func:`select`), in text only — no tokenizer, no ``ast``:
+Selection (:func:`select`) works on the text alone — no tokenizer, no ``ast``:
 
-1. **Chunks.**  A line starting in column 0 with ``def``/``async def``/``class`` (or a run of
-   decorators ``@…`` followed by one) starts a *definition chunk*; any other code line in column
-   0 (imports, assignments, ``if …:`` blocks, ``__all__``) starts an *other chunk*, which is
-   always kept (imports, module constants, module-level code the rules visit).  Closing
-   brackets in column 0 continue the current chunk.
-2. **Seeds.**  A definition chunk is kept when its text contains a prefilter token of an
-   enabled rule (the same tokens as the file-level prefilter).
+1. **Units.**  A line starting in column 0 with ``def``/``async def``/``class`` (or a run of
+   decorators ``@…`` followed by one) starts a top-level definition; any other code line in
+   column 0 (imports, assignments, ``if …:`` blocks, ``__all__``) starts *module code*, which is
+   always kept (imports feed the alias table; module-level code is analysed too).  A class is cut
+   further at its body's indentation: each method (with its decorators) is a unit, the header
+   and every other statement of the body (docstring, class attributes) form the class *shell*.
+2. **Seeds.**  Each enabled rule has a trigger (:class:`Trigger`: a regular expression, and for
+   some rules the method names it can fire in).  A unit is a seed when a trigger matches inside
+   it, or when it mentions a name bound to a match: a module-level name (``NEG_INF = -1e9``),
+   or an attribute the class shell or ``__init__`` binds to one (``self.softmax =
+   nn.Softmax(-1)``, ``register_buffer("bias", torch.tril(...))``) — method units reached through
+   ``self.<attr>``.  A unit holding a local import is kept too (it feeds the alias table).
 3. **Closure**, to a fixed point, so the shared analyses see what they follow:
-   *down* — a kept chunk keeps every definition whose name it mentions (base classes,
-   same-file helpers such as ``eager_attention_forward``/``repeat_kv``, functions called
-   from module-level code); *up* — a kept top-level *function* keeps every chunk that mentions
-   its name (callers pass arguments into it and the analyses inline it at those call sites;
-   :mod:`~attncheck.lint.analysis.provenance` analyses a called helper only inlined).
-4. **Check.**  The names of the top-level definitions libcst finds in the blanked text must be
-   the kept definition chunks, in order; otherwise (a ``def`` line inside a string, unusual
-   line endings) — and whenever the blanked text does not parse — the engine parses the whole
-   file.  ``FileContext.source`` stays the whole text (the provenance analysis scans it for
-   callers).
+   a kept method keeps its class shell and ``__init__`` (attributes, buffers); a kept unit keeps
+   every top-level definition it mentions (helpers, base classes — as shells) and every method
+   of its class family (the class, its same-file bases and subclasses) it mentions; a kept
+   function, and a kept method other than ``forward``/dunders, keeps every unit that mentions
+   it (callers pass arguments into it and the analyses inline it at those call sites).  A kept
+   class whose body would be empty keeps its first method.
+4. **Check.**  After parsing, the top-level definitions libcst finds must be the kept ones, in
+   order, and each kept class must hold exactly the kept methods (:func:`structure`); otherwise
+   (a ``def`` line inside a string, unusual line endings) — and whenever the blanked text does
+   not parse — the engine parses the whole file.  ``FileContext.source`` stays the whole text.
 
-Known limit: a syntax error inside a blanked definition is not reported (as for files the
-prefilter skips); parsed text is syntax-checked as before.
+Triggers must over-approximate where a rule can report: findings are checked to equal a
+whole-file parse (``tests/test_engine_perf.py``: every fixture and handed case, transformers
+modeling files, generated modules; ``--no-regions`` parses whole files, and
+``bench/lint_bench.py --compare-whole`` diffs a whole tree).
+
+Known limit: a syntax error inside a blanked unit is still reported: the engine screens every
+file with CPython's parser first.
 """
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import accumulate
 
 _DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)")
+_METHOD = re.compile(r"(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CALLED = re.compile(r"([A-Za-z_]\w*)[ \t]*\(")
 _LOCAL_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.M)
+_SELF_ATTR = re.compile(r"self\.([A-Za-z_]\w*)")
+#: the name a statement binds: ``x = …``, ``self.x = …``, ``x: T = …``, ``register_buffer("x", …``
+_BINDING = re.compile(r"(?:self\.)?([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)|"
+                      r"register_(?:buffer|parameter)\(\s*[\"']([A-Za-z_]\w*)[\"']")
 
 #: Files shorter than this are parsed whole (the selection would not pay for itself).
-MIN_LINES = 200
+MIN_LINES = 40
+
+#: how many lines above a trigger match are searched for the statement's binding
+_BINDING_WINDOW = 4
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """Where a rule can report: one of ``patterns`` matches inside the unit (or a name it
+    mentions is bound to a match), and when ``methods`` is set the unit is a method of that
+    name."""
+
+    patterns: tuple[re.Pattern, ...]
+    methods: frozenset[str] | None = None
+    #: also required, in the method itself or its class shell (the class body's other
+    #: statements, ``__init__`` and the same of its same-file bases); not checked for
+    #: module-level functions and code
+    context: tuple[re.Pattern, ...] | None = None
+
+    def search(self, text: str) -> bool:
+        return any(p.search(text) for p in self.patterns)
+
+
+def trigger_of(rule) -> Trigger | None:
+    """A rule's trigger: its ``pattern`` (a regular expression or a tuple of them) or else its
+    ``tokens`` (substrings); ``None`` for a rule with neither (it must see every file whole)."""
+    cached = rule.__dict__.get("_trigger_cache")
+    if cached is not None:
+        return cached or None
+    src = getattr(rule, "pattern", None)
+    if isinstance(src, str):
+        src = (src,)
+    if not src:
+        toks = tuple(getattr(rule, "tokens", ()) or ())
+        src = ("|".join(re.escape(t) for t in toks),) if toks else None
+    trig = None
+    if src:
+        names = getattr(rule, "methods", None)
+        ctx = getattr(rule, "context", None)
+        if isinstance(ctx, str):
+            ctx = (ctx,)
+        trig = Trigger(tuple(re.compile(s) for s in src), frozenset(names) if names else None,
+                       tuple(re.compile(c) for c in ctx) if ctx else None)
+    rule._trigger_cache = trig or False
+    return trig
+
+
+def triggers_of(rules: Iterable) -> tuple[Trigger, ...] | None:
+    """Distinct triggers of ``rules``; ``None`` when one rule has none (parse whole files)."""
+    out: dict[tuple, Trigger] = {}
+    for r in rules:
+        t = trigger_of(r)
+        if t is None:
+            return None
+        key = (tuple(p.pattern for p in t.patterns), t.methods,
+               tuple(c.pattern for c in t.context) if t.context else None)
+        out.setdefault(key, t)
+    return tuple(out.values())
 
 
 @dataclass
@@ -55,14 +129,27 @@ class Chunk:
 
 
 @dataclass
+class Unit:
+    start: int
+    end: int
+    name: str | None    # def/class name; None for module code and class-shell statements
+    kind: str           # "mod" | "func" | "class" (a class's shell part) | "meth"
+    top: int            # index of the top-level chunk it belongs to
+    keep: bool = False
+    header: bool = False  # a class's header (decorators, ``class X(Base):``) or an unsplit class
+
+
+@dataclass
 class Selection:
-    """The text to parse (``text``: the original with dropped definitions blanked) and the
-    names of the kept top-level definitions in order (for the post-parse check)."""
+    """The text to parse (``text``: the original with dropped units blanked), the names of the
+    kept top-level definitions in order and, per kept class, its kept methods in order (for the
+    post-parse check)."""
 
     text: str
     kept_defs: list[str]
     kept_lines: int
     total_lines: int
+    kept_methods: list[list[str] | None] = field(default_factory=list)
 
 
 def chunks(lines: list[str]) -> list[Chunk]:
@@ -100,77 +187,371 @@ def chunks(lines: list[str]) -> list[Chunk]:
     return out
 
 
-def select(text: str, tokens: Iterable[str] | None) -> Selection | None:
-    """The blanked text to parse, or ``None`` when the whole file must be parsed (``tokens``
-    is ``None``: a rule without tokens is enabled; the file is small; nothing would be
-    dropped; unusual line ends)."""
-    if tokens is None:
+def _header_end(lines: list[str], start: int, end: int) -> int | None:
+    """Index of the line ending the ``class …:`` header that starts at or after ``start``
+    (decorators first), or ``None`` (a one-line class, or anything unusual)."""
+    i = start
+    while i < end and not lines[i].startswith("class"):
+        i += 1
+    depth = 0
+    for j in range(i, min(end, i + 30)):
+        line = lines[j]
+        code = line.split("#", 1)[0] if "#" in line else line
+        for ch in code:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+        if depth == 0:
+            return j if code.rstrip().endswith(":") else None
+    return None
+
+
+def _split_class(lines: list[str], c: Chunk, top: int) -> list[Unit] | None:
+    """The units of one top-level class chunk, or ``None`` to keep it in one piece."""
+    h = _header_end(lines, c.start, c.end)
+    if h is None:
         return None
+    indent = None
+    for j in range(h + 1, c.end):
+        s = lines[j].lstrip(" \t")
+        if s and not s.startswith("#"):
+            indent = lines[j][: len(lines[j]) - len(s)]
+            break
+    if not indent:
+        return None
+    n = len(indent)
+    units = [Unit(c.start, h + 1, None, "class", top, header=True)]
+    in_decorators = False
+    for j in range(h + 1, c.end):
+        line = lines[j]
+        if not line.startswith(indent) or len(line) == n or line[n] in " \t\r\f#)]}":
+            continue
+        rest = line[n:]
+        if rest[0] == "@":
+            if not in_decorators:
+                units.append(Unit(j, j, "", "meth", top))
+                in_decorators = True
+            continue
+        m = _METHOD.match(rest)
+        if m:
+            if in_decorators:
+                units[-1].name = m.group(1)
+                in_decorators = False
+            else:
+                units.append(Unit(j, j, m.group(1), "meth", top))
+            continue
+        if in_decorators:
+            continue
+        if units[-1].kind == "class" and len(units) > 1:
+            continue  # consecutive class-body statements: one unit
+        units.append(Unit(j, j, None, "class", top))
+    if any(u.name == "" for u in units):
+        return None
+    for a, b in zip(units, units[1:]):
+        a.end = b.start
+    units[-1].end = c.end
+    return units
+
+
+_CONTINUES = ("else", "elif", "except", "finally", ")", "]", "}", "#", " ", "\t", "\r", "\f")
+_MOD_BINDING = re.compile(r"([A-Za-z_][\w, \t]*?)[ \t]*(?::[^=\n]*)?=(?!=)")
+
+
+def _split_module_code(lines: list[str], c: Chunk, top: int) -> list[Unit]:
+    """One unit per module-level statement of a chunk of module code (an ``if``/``try`` with its
+    ``else``/``except`` is one statement; text inside a triple-quoted string continues the
+    statement that opened it)."""
+    out = [Unit(c.start, c.end, None, "mod", top)]
+    in_string = None
+    for j in range(c.start, c.end):
+        line = lines[j]
+        if in_string is None and j > c.start and line and not line.startswith(_CONTINUES):
+            out[-1].end = j
+            out.append(Unit(j, c.end, None, "mod", top))
+        if '"""' in line or "'''" in line:
+            for q in ('"""', "'''"):
+                if in_string in (None, q) and line.count(q) % 2 == 1:
+                    in_string = q if in_string is None else None
+    return out
+
+
+def _module_binds(text: str) -> set[str]:
+    """Names a module-level statement binds (``X = …``, ``X: T = …``, ``a, b = …``)."""
+    m = _MOD_BINDING.match(text)
+    if not m:
+        return set()
+    return {x.strip() for x in m.group(1).split(",") if x.strip().isidentifier()}
+
+
+def _bound_name(text: str, pos: int) -> str | None:
+    """The name bound by the statement holding ``text[pos]`` (searched a few lines up)."""
+    lo = pos
+    for _ in range(_BINDING_WINDOW):
+        k = text.rfind("\n", 0, lo)
+        if k < 0:
+            lo = 0
+            break
+        lo = k
+    name = None
+    for m in _BINDING.finditer(text, lo, pos):
+        name = m.group(1) or m.group(2)
+    return name
+
+
+def select(text: str, triggers) -> Selection | None:
+    """The blanked text to parse, or ``None`` when the whole file must be parsed.
+
+    ``triggers``: the enabled rules' :class:`Trigger` s (:func:`triggers_of`), or plain
+    substrings (any of them seeds a unit); ``None`` when a rule without a trigger is enabled.
+    ``None`` is also returned for a small file, when nothing would be dropped, or for unusual
+    line ends."""
+    if triggers is None:
+        return None
+    if not isinstance(triggers, tuple) or not all(isinstance(t, Trigger) for t in triggers):
+        toks = sorted(set(triggers))
+        if not toks:
+            return None
+        triggers = (Trigger((re.compile("|".join(re.escape(t) for t in toks)),)),)
     if "\r" in text and "\r" in text.replace("\r\n", ""):
         return None  # lone CR line ends: Python's line count differs from split("\n")
     lines = text.split("\n")
     if len(lines) < MIN_LINES:
         return None
     parts = chunks(lines)
-    defs = [c for c in parts if c.name]
-    if not defs or any(c.name == "" for c in parts):
+    if not any(c.name for c in parts) or any(c.name == "" for c in parts):
         return None
-    tokens = tuple(tokens)
-    texts = ["\n".join(lines[c.start:c.end]) for c in parts]
-    by_name: dict[str, list[int]] = {}
-    for idx, c in enumerate(parts):
-        if c.name:
-            by_name.setdefault(c.name, []).append(idx)
-    names = set(by_name)
-    mentions: list[set[str]] = []
-    for idx, c in enumerate(parts):
+
+    # ---- units
+    units: list[Unit] = []
+    for ti, c in enumerate(parts):
         if c.name is None:
-            c.keep = True
-            mentions.append(set(_CALLED.findall(texts[idx])) & names)
+            units.extend(_split_module_code(lines, c, ti))
+        elif lines[c.start].startswith(("def", "async")) or not _is_class(lines, c):
+            units.append(Unit(c.start, c.end, c.name, "func", ti))
         else:
-            found = set(_IDENT.findall(texts[idx])) & names
-            found.discard(c.name)
-            mentions.append(found)
-            if any(t in texts[idx] for t in tokens) or _LOCAL_IMPORT.search(texts[idx]):
-                c.keep = True  # a local import feeds the file's alias table
-    functions = {c.name for c in parts if c.name and _is_function(lines, c)}
+            split = _split_class(lines, c, ti)
+            units.extend(split if split is not None else
+                         [Unit(c.start, c.end, None, "class", ti, header=True)])
+    units[0].start = 0  # leading comments and blank lines go with the first unit
+    n_units = len(units)
+    unit_of_line: list[int] = []
+    for ui, u in enumerate(units):
+        unit_of_line.extend([ui] * (u.end - u.start))
+    line_starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
+    texts = ["\n".join(lines[u.start:u.end]) for u in units]
+    ids = [set(_IDENT.findall(t)) for t in texts]
+
+    def unit_at(pos: int) -> int:
+        return unit_of_line[bisect.bisect_right(line_starts, pos) - 1]
+
+    # ---- top-level names, classes, methods
+    top_units: dict[int, list[int]] = {}
+    for ui, u in enumerate(units):
+        top_units.setdefault(u.top, []).append(ui)
+    by_name: dict[str, list[int]] = {}
+    for ti, c in enumerate(parts):
+        if c.name:
+            by_name.setdefault(c.name, []).append(ti)
+    class_tops = {ti for ti, c in enumerate(parts)
+                  if c.name and any(units[ui].kind in ("class", "meth") for ui in top_units[ti])}
+    methods: dict[int, dict[str, list[int]]] = {}
+    for ui, u in enumerate(units):
+        if u.kind == "meth":
+            methods.setdefault(u.top, {}).setdefault(u.name, []).append(ui)
+    class_names = {parts[ti].name for ti in class_tops}
+    bases: dict[int, set[int]] = {}
+    for ti in class_tops:
+        head = ids[top_units[ti][0]] & class_names
+        head.discard(parts[ti].name)
+        bases[ti] = {b for n in head for b in by_name[n] if b in class_tops}
+    family: dict[int, set[int]] = {ti: {ti} for ti in class_tops}
     changed = True
-    while changed:
+    while changed:  # transitive bases and subclasses
         changed = False
-        # definitions sharing a name stand or fall together (the analyses keep the last one)
-        kept_names = {c.name for c in parts if c.keep and c.name}
-        kept_functions = kept_names & functions
-        for idx, c in enumerate(parts):
-            if c.keep:
-                wanted = mentions[idx]
-            elif c.name in kept_names or mentions[idx] & kept_functions:
-                c.keep = changed = True
-                wanted = mentions[idx]
-            else:
+        for ti in class_tops:
+            for b in list(bases[ti]):
+                for x in (family[ti], family[b]):
+                    before = len(x)
+                    x.update(family[ti] | family[b])
+                    changed |= len(x) != before
+
+    ancestors: dict[int, set[int]] = {}
+    for ti in class_tops:
+        seen, stack = {ti}, [ti]
+        while stack:
+            for b in bases[stack.pop()]:
+                if b not in seen:
+                    seen.add(b)
+                    stack.append(b)
+        ancestors[ti] = seen
+
+    # ---- seeds
+    seed = [False] * n_units
+    module_aliases: set[str] = set()
+    attr_aliases: dict[int, set[str]] = {}
+    by_pattern: dict[str, tuple[re.Pattern, list[Trigger]]] = {}
+    for t in triggers:
+        for p in t.patterns:
+            by_pattern.setdefault(p.pattern, (p, []))[1].append(t)
+    shell_text: dict[int, str] = {}
+
+    def in_context(trig: Trigger, ui: int) -> bool:
+        u = units[ui]
+        if u.kind in ("mod", "func") or any(c.search(texts[ui]) for c in trig.context):
+            return True
+        for f in ancestors.get(u.top, (u.top,)):
+            if f not in shell_text:
+                shell_text[f] = "\n".join(texts[vi] for vi in top_units[f] if units[vi].kind == "class"
+                                          or (units[vi].kind == "meth" and units[vi].name == "__init__"))
+            if any(c.search(shell_text[f]) for c in trig.context):
+                return True
+        return False
+
+    for pat, trigs in by_pattern.values():
+        for m in pat.finditer(text):
+            ui = unit_at(m.start())
+            if seed[ui] is True:
                 continue
-            for n in wanted:
-                for j in by_name[n]:
-                    if not parts[j].keep:
-                        parts[j].keep = changed = True
-    if all(c.keep for c in parts):
+            u = units[ui]
+            hit = False
+            for t in trigs:
+                if t.methods is not None and not (u.kind == "meth" and u.name in t.methods):
+                    continue
+                if t.context is not None and not in_context(t, ui):
+                    continue
+                hit = True
+                break
+            if not hit:
+                continue
+            seed[ui] = True
+            if u.kind == "mod":
+                name = _bound_name(text, m.start())
+                if name:
+                    module_aliases.add(name)
+            elif u.kind == "class" or (u.kind == "meth" and u.name == "__init__"):
+                name = _bound_name(text, m.start())
+                if name:
+                    for f in family.get(u.top, {u.top}):
+                        attr_aliases.setdefault(f, set()).add(name)
+    for m in _LOCAL_IMPORT.finditer(text):
+        seed[unit_at(m.start())] = True
+    if module_aliases or attr_aliases:
+        for ui, u in enumerate(units):
+            if seed[ui]:
+                continue
+            if ids[ui] & module_aliases:
+                seed[ui] = True
+            elif u.top in attr_aliases and "self" in ids[ui] and \
+                    set(_SELF_ATTR.findall(texts[ui])) & attr_aliases[u.top]:
+                seed[ui] = True
+
+    # ---- closure
+    mod_binds: dict[str, list[int]] = {}
+    for ui, u in enumerate(units):
+        if u.kind == "mod":
+            for name in _module_binds(texts[ui]):
+                mod_binds.setdefault(name, []).append(ui)
+    top_names = set(by_name)
+    work: list[int] = []
+    # ``up``: the unit can report (a seed) or passes arguments into one that can (a caller):
+    # its own callers are kept too.  Helpers and shells kept for context do not propagate up.
+    up = [False] * n_units
+    down_done = [False] * n_units
+    up_done = [False] * n_units
+
+    def keep(ui: int, caller: bool = False) -> None:
+        u = units[ui]
+        if caller and not up[ui]:
+            up[ui] = True
+            work.append(ui)
+        if not u.keep:
+            u.keep = True
+            work.append(ui)
+
+    def keep_shell(ti: int) -> None:
+        for ui in top_units[ti]:
+            u = units[ui]
+            if u.kind == "class" or u.kind == "func" or (u.kind == "meth" and u.name == "__init__"):
+                keep(ui)
+
+    for ui, u in enumerate(units):
+        if seed[ui]:
+            keep(ui, True)
+        elif u.kind == "mod" and texts[ui].startswith(("import", "from")):
+            keep(ui)
+    callers: dict[str, list[int]] = {}
+    while True:
+        while work:
+            ui = work.pop()
+            u = units[ui]
+            if not down_done[ui]:
+                down_done[ui] = True
+                if u.kind in ("meth", "class"):
+                    keep_shell(u.top)
+                mentioned = ids[ui] if u.kind != "mod" else set(_CALLED.findall(texts[ui]))
+                # helpers called (functions), and base classes (from a class header); a class
+                # instantiated in a body is not followed (the analyses never resolve into it)
+                for name in mentioned & top_names:
+                    for ti in by_name[name]:
+                        if u.header or ti not in class_tops:
+                            keep_shell(ti)
+                for name in ids[ui] & mod_binds.keys():
+                    for vi in mod_binds[name]:
+                        keep(vi)
+                if u.top in family:
+                    for f in family[u.top]:
+                        for name in mentioned & methods.get(f, {}).keys():
+                            for mi in methods[f][name]:
+                                keep(mi)
+            # callers of a function / helper method that can report, or that passes into one
+            if up[ui] and not up_done[ui]:
+                up_done[ui] = True
+                if u.kind == "func" or (u.kind == "meth" and u.name != "forward"
+                                        and not u.name.startswith("__")):
+                    scope = None if u.kind == "func" else family.get(u.top, {u.top})
+                    key = u.name
+                    if key not in callers:
+                        callers[key] = [vi for vi in range(n_units) if key in ids[vi]]
+                    for vi in callers[key]:
+                        if vi != ui and (scope is None or units[vi].top in scope):
+                            keep(vi, True)
+        # a kept class needs a statement in its body
+        for ti in class_tops:
+            us = [units[ui] for ui in top_units[ti]]
+            if us[0].keep and not any(x.keep for x in us[1:]):
+                meths = [ui for ui in top_units[ti] if units[ui].kind == "meth"]
+                if meths:
+                    keep(meths[0])
+        if not work:
+            break
+
+    if all(u.keep for u in units):
         return None
     out = list(lines)
     kept = 0
-    for c in parts:
-        if c.keep:
-            kept += c.end - c.start
+    kept_methods: list[list[str] | None] = []
+    kept_defs: list[str] = []
+    for ti, c in enumerate(parts):
+        us = [units[ui] for ui in top_units[ti]]
+        if c.name and any(u.keep for u in us):
+            kept_defs.append(c.name)
+            split = ti in class_tops and len(us) > 1
+            kept_methods.append([u.name for u in us if u.kind == "meth" and u.keep] if split else None)
+    for u in units:
+        if u.keep:
+            kept += u.end - u.start
             continue
-        for i in range(c.start, c.end):
+        for i in range(u.start, u.end):
             out[i] = ""
-    return Selection("\n".join(out), [c.name for c in parts if c.keep and c.name],
-                     kept, len(lines))
+    return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods)
 
 
-def _is_function(lines: list[str], c: Chunk) -> bool:
+def _is_class(lines: list[str], c: Chunk) -> bool:
     for i in range(c.start, c.end):
         m = _DEF.match(lines[i])
         if m:
-            return not lines[i].startswith("class")
+            return lines[i].startswith("class")
     return False
 
 
@@ -179,3 +560,24 @@ def top_level_def_names(module) -> list[str]:
     import libcst as cst
 
     return [s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+
+
+def structure_matches(module, sel: Selection) -> bool:
+    """Whether the parsed blanked text has exactly the kept definitions (top level, in order)
+    and each split class exactly its kept methods."""
+    import libcst as cst
+
+    names = []
+    for s in module.body:
+        if isinstance(s, (cst.FunctionDef, cst.ClassDef)):
+            i = len(names)
+            names.append(s.name.value)
+            want = sel.kept_methods[i] if i < len(sel.kept_methods) else None
+            if want is not None:
+                if not isinstance(s, cst.ClassDef):
+                    return False
+                body = s.body.body if isinstance(s.body, cst.IndentedBlock) else ()
+                got = [x.name.value for x in body if isinstance(x, cst.FunctionDef)]
+                if got != want:
+                    return False
+    return names == sel.kept_defs

@@ -55,7 +55,13 @@ class Rule(cst.BatchableCSTVisitor):
     Class attributes: ``code`` (``ATTnnn``, stable), ``name`` (kebab-case), ``severity``
     (``error``/``warning``/``info``), ``default_enabled`` (info rules are off by default),
     ``summary`` (one line), ``tokens`` (substrings, any of which must occur in the file for
-    the rule to possibly fire; ``()`` = always run).
+    the rule to possibly fire; ``()`` = always run), ``pattern`` (optional regular expression,
+    or a tuple of them, that replaces ``tokens`` and must match *inside the function or method* the rule can report
+    in, or in a name it mentions that is bound to a match; see :mod:`attncheck.lint.triggers`)
+    ``methods`` (optional: the method names the rule can report in, e.g. ``forward``) and
+    ``context`` (optional regular expression(s) that must also match in the method or its class).
+    The engine parses only what the enabled rules' triggers select
+    (:mod:`attncheck.lint.regions`), so a trigger must over-approximate.
     """
 
     METADATA_DEPENDENCIES = (PositionProvider,)
@@ -66,6 +72,9 @@ class Rule(cst.BatchableCSTVisitor):
     default_enabled: ClassVar[bool] = True
     summary: ClassVar[str] = ""
     tokens: ClassVar[tuple[str, ...]] = ()
+    pattern: ClassVar[str | tuple[str, ...] | None] = None
+    methods: ClassVar[frozenset[str] | None] = None
+    context: ClassVar[str | tuple[str, ...] | None] = None
 
     def __init__(self, ctx: "FileContext") -> None:
         super().__init__()

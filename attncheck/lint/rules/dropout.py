@@ -17,6 +17,7 @@ import libcst as cst
 from attncheck.lint.analysis.layout import arg
 from attncheck.lint.analysis.provenance import _num_of, mentions_training
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 from attncheck.lint.rules import _edits
 
 _F_DROPOUT = {
@@ -50,6 +51,7 @@ class DropoutInEval(Rule):
     severity = "error"
     summary = "F.dropout without training=self.training; SDPA/flash dropout_p not gated by self.training"
     tokens = ("dropout", "memory_efficient_attention")
+    pattern = T.F_DROPOUT + T.FUSED
 
     # The rule rides the engine's batched visit (no traversal of its own).
     def __init__(self, ctx: Any) -> None:

@@ -27,6 +27,7 @@ from attncheck.lint.analysis import layout as lay
 from attncheck.lint.analysis.layout import arg, code, counts, group_factor, int_of, maskish, root_name
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 
 _TILE = {"torch.tile"}
 
@@ -77,6 +78,8 @@ class GqaHeadMapping(Rule):
     severity = "error"
     summary = "KV heads expanded with repeat/tile where repeat_interleave (or enable_gqa) is needed"
     tokens = ("repeat", "tile", "expand")
+    pattern = T.REPEAT
+    context = T.GROUP_CONTEXT
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
@@ -205,6 +208,7 @@ class LayoutMismatch(Rule):
     severity = "error"
     summary = "(B, H, L, D) tensors passed to a (B, L, H, D) API (flash_attn_func, xformers), or the reverse"
     tokens = ("flash_attn", "memory_efficient_attention", "scaled_dot_product_attention")
+    pattern = T.FUSED
 
     def visit_Call(self, node: cst.Call) -> None:
         q = self.ctx.qualname(node.func) or ""

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 
 
 def _fmt(axes: tuple) -> str:
@@ -26,6 +27,8 @@ def _fmt(axes: tuple) -> str:
 class _HeadRule(Rule):
     severity = "error"
     tokens = ("view", "reshape")
+    pattern = T.VIEW
+    context = T.HEADS_CONTEXT
 
     def visit_Module(self, node: Any) -> None:
         seen = set()

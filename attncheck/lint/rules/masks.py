@@ -20,6 +20,7 @@ from attncheck.lint.analysis.masks import (
 from attncheck.lint.context import dotted_name
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 from attncheck.lint.rules import _edits
 
 _MASK_TOKENS = ("mask", "tril", "triu", "where", "masked_fill", "inf")
@@ -85,6 +86,7 @@ class _MaskUseRule(Rule):
     """Base: iterate the mask uses once per file, in source order."""
 
     tokens = _MASK_TOKENS
+    pattern = T.SCORES
 
     def visit_Module(self, node: cst.Module) -> None:
         for use in self.ctx.masks.uses:
@@ -231,6 +233,7 @@ class MaskValueOverflow(Rule):
     severity = "error"
     summary = "literal mask fill beyond the fp16 range (-1e9, -1e10, …): use torch.finfo(x.dtype).min"
     tokens = ("e5", "e6", "e7", "e8", "e9", "e1", "e2", "e3", "00000")
+    pattern = T.BIG_LITERAL
 
     def visit_Module(self, node: cst.Module) -> None:
         seen: set[int] = set()

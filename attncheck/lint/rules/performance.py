@@ -32,6 +32,7 @@ from attncheck.lint.analysis.masks import DIAG
 from attncheck.lint.context import dotted_name
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 
 _MATMUL = {"torch.matmul", "torch.bmm", "torch.einsum", "einops.einsum", "torch.baddbmm"}
 _PASS_METHODS = {"to", "type_as", "type", "float", "half", "bfloat16", "double", "contiguous", "masked_fill",
@@ -64,6 +65,7 @@ class UnfusedAttention(Rule):
     default_enabled = False
     summary = "manual softmax(q·kᵀ)·v where SDPA would avoid the O(L²) buffer"
     tokens = ("softmax", "Softmax")
+    pattern = T.SOFTMAX
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)

@@ -16,6 +16,7 @@ from typing import Any
 
 from attncheck.lint.analysis.provenance import _SCALE_NAME, Dim, ScaleEvent, Sym
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 
 TOKENS = ("softmax", "scaled_dot_product_attention", "Softmax")
 
@@ -194,6 +195,7 @@ def _where(f: Any) -> str:
 
 class _ScaleRule(Rule):
     tokens = TOKENS
+    pattern = T.SOFTMAX + T.SDPA
     severity = "error"
 
     def visit_Module(self, node: Any) -> None:

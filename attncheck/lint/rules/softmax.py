@@ -13,6 +13,7 @@ import libcst as cst
 
 from attncheck.lint.finding import Fix
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 from attncheck.lint.rules import _edits
 
 
@@ -49,6 +50,7 @@ class SoftmaxWrongDim(Rule):
     severity = "error"
     summary = "softmax over an axis other than the key axis of the scores (incl. implicit dim)"
     tokens = ("softmax", "Softmax")
+    pattern = T.SOFTMAX
 
     def visit_Module(self, node: Any) -> None:
         seen = set()

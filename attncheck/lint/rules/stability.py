@@ -25,6 +25,7 @@ from libcst.metadata import PositionProvider
 from attncheck.lint.analysis.layout import arg, code, is_scores
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 
 _EXP = {"torch.exp", "numpy.exp", "torch.special.exp"}
 _SUM = {"torch.sum"}
@@ -190,6 +191,7 @@ class UnstableSoftmax(_FunctionRule):
     severity = "warning"
     summary = "exp(x) / exp(x).sum() without subtracting the max"
     tokens = ("exp",)
+    pattern = T.EXP
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if isinstance(node.operator, cst.Divide):

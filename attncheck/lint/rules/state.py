@@ -29,6 +29,7 @@ import libcst as cst
 
 from attncheck.lint.context import dotted_name
 from attncheck.lint.rule import Rule, register
+from attncheck.lint import triggers as T
 
 _STATE = re.compile(r"cache|cached|past|seen|step|count|index|idx|offset|len|state|buffer|memory|history|"
                     r"running|stats|prev|last|num_batches|seq|pos|iter|tick|calls|ready|initialized|"
@@ -79,6 +80,8 @@ class StateMutatedInForward(Rule):
     severity = "warning"
     summary = "forward assigns a hyper-parameter on self (e.g. dropout)"
     tokens = ("def forward",)
+    pattern = T.SELF_ASSIGN
+    methods = frozenset({"forward"})
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)

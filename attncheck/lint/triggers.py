@@ -1,0 +1,54 @@
+"""Trigger patterns of the built-in rules: where in a file each rule can report.
+
+A rule's ``pattern`` (a regular expression, searched in the raw text) over-approximates the
+places the rule can fire: the engine skips a file none of the enabled rules' patterns match, and
+inside a file it parses only the functions and methods a pattern matches in, plus what the shared
+analyses follow from there (:mod:`attncheck.lint.regions`).  A pattern that misses a place a rule
+can fire in loses findings, so each one is written from what its rule (or the analysis it reads)
+needs *in the same function*, and ``tests/test_engine_perf.py`` checks findings against a
+whole-file parse on every fixture, handed case and a real-code sample.
+"""
+from __future__ import annotations
+
+# Each trigger is a tuple of regular expressions (any of them matching is a match): the engine
+# scans each separately, and a plain literal or short alternation scans far faster than one
+# large alternation (``re`` skips ahead to a literal prefix).
+
+#: a softmax call, an ``nn.Softmax`` module, ``log_softmax``
+SOFTMAX = (r"softmax|Softmax",)
+#: PyTorch's fused SDPA
+SDPA = (r"scaled_dot_product_attention",)
+#: fused kernels that take q, k, v (SDPA, flash-attn, xformers)
+FUSED = (r"scaled_dot_product_attention|flash_attn|memory_efficient_attention",)
+#: ``nn.MultiheadAttention`` / ``nn.Transformer*`` modules and the functional MHA
+MHA = (r"MultiheadAttention|multi_head_attention_forward|TransformerEncoder|TransformerDecoder|"
+       r"Transformer\(",)
+#: a matrix product: ``matmul``/``bmm``/``baddbmm``/``einsum`` or an ``@`` after an operand or
+#: before a space or parenthesis (not a decorator)
+MATMUL = (r"matmul|bmm|einsum", r"@(?:(?<=[\w)\]]@)|(?=[ (]))")
+#: where attention scores or weights can exist in a function (mask uses need one of these in the
+#: function that applies the mask: the softmax it reaches, the q·kᵀ that tags the scores, or the
+#: fused consumer itself; :mod:`attncheck.lint.analysis.masks`)
+SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + MHA + MATMUL[1:]
+#: a numeric literal that can be below -65504 (fp16's most negative value): exponents ≥ 4,
+#: integers ≥ 60000, digit groups
+BIG_LITERAL = (r"[eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}", r"[1-9][0-9]{5}", r"_[0-9]{3}")
+#: a functional dropout call (``self.dropout(x)`` is an ``nn.Dropout`` module: not a trigger)
+F_DROPOUT = (r"dropout(?:\((?<!self\.dropout\()(?<!\wdropout\()|[123]d\()|alpha_dropout\(",)
+#: an assignment to an attribute of ``self`` (also inside a tuple target or annotated)
+#: (``self.x = v``, ``self.x += v``, ``self.x: T = v``, ``self.x, y = v`` — the last written with
+#: spaces around ``=``, which tells it from a keyword argument)
+SELF_ASSIGN = (r"self\.\w+[ \t]*(?:[-+*/%@&|^]|\*\*|//|<<|>>)?=(?!=)|self\.\w+[ \t]*:[^\n=]*=(?!=)|"
+               r"self\.\w+[ \t]*,[^\n()=]*[ \t]=[ \t]",)
+#: a view / reshape of a tensor (head split and merge)
+VIEW = (r"\.view\(|reshape\(",)
+#: tiling KV heads
+REPEAT = (r"\.repeat\(|tile\(|\.expand\(",)
+#: ``exp`` (a hand-written softmax)
+EXP = (r"exp_?\(",)
+#: attention context of a head split/merge: heads named, or attention computed, in the method or
+#: its class (``__init__`` sets ``self.num_heads``)
+HEADS_CONTEXT = (r"head|nh|attn|attention|qkv|query|softmax|Softmax|matmul|bmm|einsum|"
+                 r"scaled_dot_product|flash_attn|memory_efficient",)
+#: a GQA group factor near a repeat: a group-like name or a ratio of head counts
+GROUP_CONTEXT = (r"rep\b|rep_|_rep|repkv|group|kv|gqa|//",)

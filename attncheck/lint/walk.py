@@ -1,0 +1,103 @@
+"""A read-only traversal of a libcst tree that calls the rules' ``visit_*``/``leave_*`` methods.
+
+libcst's own ``Module.visit`` rebuilds every node while it walks (each node's
+``_visit_and_replace_children`` constructs and validates a copy), which costs more than the parse
+itself.  Rules only read the tree, so the engine walks it instead: each node type's children are
+visited in the order its ``_visit_and_replace_children`` lists them (read once per type from
+libcst's source, so the order follows the installed libcst), skipping fields that only hold
+whitespace and punctuation.  The nodes handed to the rules are the parsed ones, so metadata
+(positions) keyed by node identity is unchanged.
+
+:func:`supports` says whether a set of visitor methods can run on this walker: attribute
+visitors (``visit_FunctionDef_body``) and visitors of the skipped whitespace/punctuation node types
+need libcst's visit.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+
+import libcst as cst
+
+_FIELD = re.compile(r"visit_\w+\(\s*self,\s*\"(\w+)\"")
+
+#: fields that hold only whitespace, comments or punctuation (never a rule's subject)
+_SKIP_FIELDS = frozenset({
+    "leading_lines", "lines_after_decorators", "header", "footer", "lpar", "rpar", "lbracket",
+    "rbracket", "lbrace", "rbrace", "comma", "semicolon", "dot", "equal", "colon", "newline",
+    "trailing_whitespace", "asynchronous", "operator", "star_tok", "walrus", "arrow",
+})
+#: node types only found in skipped fields: visitors of these need libcst's own traversal
+_SKIPPED_TYPES = frozenset({
+    "EmptyLine", "TrailingWhitespace", "Newline", "Comment", "SimpleWhitespace",
+    "ParenthesizedWhitespace", "LeftParen", "RightParen", "LeftSquareBracket",
+    "RightSquareBracket", "LeftCurlyBrace", "RightCurlyBrace", "Comma", "Semicolon", "Dot",
+    "AssignEqual", "Colon", "Asynchronous", "ParenthesizedWhitespace", "AnnAssign_operator",
+    # operators
+    "Add", "Subtract", "Multiply", "Divide", "FloorDivide", "Modulo", "Power", "MatrixMultiply",
+    "LeftShift", "RightShift", "BitAnd", "BitOr", "BitXor", "And", "Or", "Not", "Minus", "Plus",
+    "BitInvert", "Equal", "NotEqual", "LessThan", "LessThanEqual", "GreaterThan",
+    "GreaterThanEqual", "In", "NotIn", "Is", "IsNot", "AddAssign", "SubtractAssign",
+    "MultiplyAssign", "DivideAssign", "FloorDivideAssign", "ModuloAssign", "PowerAssign",
+    "MatrixMultiplyAssign", "LeftShiftAssign", "RightShiftAssign", "BitAndAssign",
+    "BitOrAssign", "BitXorAssign", "Arrow", "ImportStar",
+})
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields(tp: type) -> tuple[str, ...]:
+    f = _FIELDS.get(tp)
+    if f is None:
+        src = inspect.getsource(tp._visit_and_replace_children)
+        names = []
+        for n in _FIELD.findall(src):
+            if n not in _SKIP_FIELDS and "whitespace" not in n and n not in names:
+                names.append(n)
+        f = _FIELDS[tp] = tuple(names)
+    return f
+
+
+def supports(method_names) -> bool:
+    """Whether visitor methods with these names can run on :class:`Walker`."""
+    for name in method_names:
+        kind, _, rest = name.partition("_")
+        if kind not in ("visit", "leave") or "_" in rest or rest in _SKIPPED_TYPES:
+            return False
+    return True
+
+
+class Walker:
+    """Calls ``methods["visit_<Type>"]`` before and ``methods["leave_<Type>"]`` after each node's
+    children (libcst's batched-visitor protocol, without rebuilding the tree)."""
+
+    def __init__(self, methods: dict[str, list[Callable]]) -> None:
+        self.methods = methods
+        self._plan: dict[type, tuple] = {}
+
+    def _plan_of(self, tp: type) -> tuple:
+        name = tp.__name__
+        plan = (tuple(self.methods.get("visit_" + name, ())), tuple(self.methods.get("leave_" + name, ())),
+                _fields(tp))
+        self._plan[tp] = plan
+        return plan
+
+    def walk(self, node: cst.CSTNode) -> None:
+        plan = self._plan.get(node.__class__)
+        if plan is None:
+            plan = self._plan_of(node.__class__)
+        visits, leaves, fields = plan
+        for f in visits:
+            f(node)
+        walk = self.walk
+        for name in fields:
+            v = getattr(node, name)
+            c = v.__class__
+            if c is tuple or c is list:
+                for x in v:
+                    walk(x)
+            elif v is not None and hasattr(c, "_visit_and_replace_children"):
+                walk(v)
+        for f in leaves:
+            f(node)
