@@ -35,7 +35,10 @@ def _transformers_files() -> list[Path]:
     if spec is None or not spec.submodule_search_locations:
         return []
     base = Path(list(spec.submodule_search_locations)[0]) / "models"
-    names = ["llama/modeling_llama.py", "gpt2/modeling_gpt2.py", "bert/modeling_bert.py"]
+    names = ["llama/modeling_llama.py", "gpt2/modeling_gpt2.py", "bert/modeling_bert.py",
+             "t5/modeling_t5.py", "whisper/modeling_whisper.py", "vit/modeling_vit.py",
+             "mixtral/modeling_mixtral.py", "clip/modeling_clip.py", "swin/modeling_swin.py",
+             "longt5/modeling_longt5.py", "kosmos2/modeling_kosmos2.py"]
     return [base / n for n in names if (base / n).exists()]
 
 
@@ -73,18 +76,16 @@ def test_regions_match_whole_file_on_transformers(path):
 @pytest.mark.skipif(not TF, reason="transformers is not installed")
 def test_regions_drop_text_on_real_models():
     """The selection must actually leave code out of the parse on large modeling files."""
-    toks = set()
-    for c in DEFAULT:
-        if c in REGISTRY and not getattr(REGISTRY[c], "engine_only", False):
-            toks.update(REGISTRY[c].tokens)
+    rules = [REGISTRY[c] for c in DEFAULT if not getattr(REGISTRY[c], "engine_only", False)]
     kept = total = 0
     for p in TF:
-        sel = regions.select(p.read_text(encoding="utf-8"), toks)
+        text = p.read_text(encoding="utf-8")
+        sel = regions.select(text, regions.triggers_of(engine.prefilter(text, rules)))
         if sel is not None:
             kept += sel.kept_lines
             total += sel.total_lines
             assert sel.text.count("\n") == p.read_text(encoding="utf-8").count("\n")
-    assert total > 0 and kept < total
+    assert total > 0 and kept < 0.75 * total  # 65 % on these attention-heavy files
 
 
 # ------------------------------------------------------------------------ chunking

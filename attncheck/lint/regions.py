@@ -24,7 +24,7 @@ Selection (:func:`select`) works on the text alone — no tokenizer, no ``ast``:
 3. **Closure**, to a fixed point, so the shared analyses see what they follow:
    a kept method keeps its class shell and ``__init__`` (attributes, buffers); a kept unit keeps
    every top-level definition it mentions (helpers, base classes — as shells) and every method
-   of its class family (the class, its same-file bases and subclasses) it mentions; a kept
+   of its class or its same-file bases it mentions; a kept
    function, and a kept method other than ``forward``/dunders, keeps every unit that mentions
    it (callers pass arguments into it and the analyses inline it at those call sites).  A kept
    class whose body would be empty keeps its first method.
@@ -299,13 +299,14 @@ def _bound_name(text: str, pos: int) -> str | None:
     return name
 
 
-def select(text: str, triggers) -> Selection | None:
+def select(text: str, triggers, why: dict | None = None) -> Selection | None:
     """The blanked text to parse, or ``None`` when the whole file must be parsed.
 
     ``triggers``: the enabled rules' :class:`Trigger` s (:func:`triggers_of`), or plain
     substrings (any of them seeds a unit); ``None`` when a rule without a trigger is enabled.
     ``None`` is also returned for a small file, when nothing would be dropped, or for unusual
-    line ends."""
+    line ends.  ``why`` (a debugging aid): filled with ``first line → reason`` of each kept
+    unit."""
     if triggers is None:
         return None
     if not isinstance(triggers, tuple) or not all(isinstance(t, Trigger) for t in triggers):
@@ -365,18 +366,7 @@ def select(text: str, triggers) -> Selection | None:
         head = ids[top_units[ti][0]] & class_names
         head.discard(parts[ti].name)
         bases[ti] = {b for n in head for b in by_name[n] if b in class_tops}
-    family: dict[int, set[int]] = {ti: {ti} for ti in class_tops}
-    changed = True
-    while changed:  # transitive bases and subclasses
-        changed = False
-        for ti in class_tops:
-            for b in list(bases[ti]):
-                for x in (family[ti], family[b]):
-                    before = len(x)
-                    x.update(family[ti] | family[b])
-                    changed |= len(x) != before
-
-    ancestors: dict[int, set[int]] = {}
+    ancestors: dict[int, set[int]] = {}  # the class and its same-file bases, transitively
     for ti in class_tops:
         seen, stack = {ti}, [ti]
         while stack:
@@ -385,6 +375,10 @@ def select(text: str, triggers) -> Selection | None:
                     seen.add(b)
                     stack.append(b)
         ancestors[ti] = seen
+    descendants: dict[int, set[int]] = {ti: set() for ti in class_tops}  # the class and subclasses
+    for ti, anc in ancestors.items():
+        for a in anc:
+            descendants[a].add(ti)
 
     # ---- seeds
     seed = [False] * n_units
@@ -432,10 +426,9 @@ def select(text: str, triggers) -> Selection | None:
             elif u.kind == "class" or (u.kind == "meth" and u.name == "__init__"):
                 name = _bound_name(text, m.start())
                 if name:
-                    for f in family.get(u.top, {u.top}):
+                    for f in descendants.get(u.top, {u.top}):
                         attr_aliases.setdefault(f, set()).add(name)
-    for m in _LOCAL_IMPORT.finditer(text):
-        seed[unit_at(m.start())] = True
+    local_imports = {unit_at(m.start()) for m in _LOCAL_IMPORT.finditer(text)}
     if module_aliases or attr_aliases:
         for ui, u in enumerate(units):
             if seed[ui]:
@@ -460,8 +453,12 @@ def select(text: str, triggers) -> Selection | None:
     down_done = [False] * n_units
     up_done = [False] * n_units
 
+    reason = ["seed"]
+
     def keep(ui: int, caller: bool = False) -> None:
         u = units[ui]
+        if why is not None and not u.keep:
+            why[u.start + 1] = (u.kind, u.name, reason[0])
         if caller and not up[ui]:
             up[ui] = True
             work.append(ui)
@@ -478,13 +475,14 @@ def select(text: str, triggers) -> Selection | None:
     for ui, u in enumerate(units):
         if seed[ui]:
             keep(ui, True)
-        elif u.kind == "mod" and texts[ui].startswith(("import", "from")):
-            keep(ui)
+        elif ui in local_imports or (u.kind == "mod" and texts[ui].startswith(("import", "from"))):
+            keep(ui)  # feeds the alias table
     callers: dict[str, list[int]] = {}
     while True:
         while work:
             ui = work.pop()
             u = units[ui]
+            reason[0] = f"from line {u.start + 1} ({u.name})"
             if not down_done[ui]:
                 down_done[ui] = True
                 if u.kind in ("meth", "class"):
@@ -499,8 +497,8 @@ def select(text: str, triggers) -> Selection | None:
                 for name in ids[ui] & mod_binds.keys():
                     for vi in mod_binds[name]:
                         keep(vi)
-                if u.top in family:
-                    for f in family[u.top]:
+                if u.top in ancestors:  # self.m() resolves in the class and its bases
+                    for f in ancestors[u.top]:
                         for name in mentioned & methods.get(f, {}).keys():
                             for mi in methods[f][name]:
                                 keep(mi)
@@ -509,7 +507,8 @@ def select(text: str, triggers) -> Selection | None:
                 up_done[ui] = True
                 if u.kind == "func" or (u.kind == "meth" and u.name != "forward"
                                         and not u.name.startswith("__")):
-                    scope = None if u.kind == "func" else family.get(u.top, {u.top})
+                    # self.m() of a subclass (or the class) reaches this method
+                    scope = None if u.kind == "func" else descendants.get(u.top, {u.top})
                     key = u.name
                     if key not in callers:
                         callers[key] = [vi for vi in range(n_units) if key in ids[vi]]

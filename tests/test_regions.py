@@ -1,0 +1,306 @@
+"""Method-level region selection, rule triggers and the read-only tree walker.
+
+The end-to-end guarantee (findings equal a whole-file parse) is checked in
+``test_engine_perf.py`` on every fixture and on real modeling files; these tests pin the pieces:
+how files are cut into units, what the triggers match, what the closure keeps, and that the
+walker visits exactly what libcst's own traversal visits, in the same order.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attncheck.lint import engine, regions, triggers as T, walk
+from attncheck.lint.engine import Layer, lint_text, resolve_selection
+from attncheck.lint.rule import all_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+REGISTRY = all_rules()
+ALL = resolve_selection(REGISTRY, [Layer(select=("ALL",))])
+DEFAULT = resolve_selection(REGISTRY, [Layer()])
+
+
+def _search(patterns, text: str) -> bool:
+    return any(re.search(p, text) for p in patterns)
+
+
+# ------------------------------------------------------------------------------- triggers
+
+@pytest.mark.parametrize("text, hit", [
+    ("F.dropout(x, p=0.1)", True), ("nn.functional.dropout(x, 0.1, True)", True),
+    ("torch.dropout(x, 0.1, True)", True), ("dropout(x, 0.1)", True),
+    ("F.dropout2d(x)", True), ("F.alpha_dropout(x)", True),
+    ("self.dropout(x)", False), ("self.attn_dropout(x)", False), ("attn_dropout(x)", False),
+])
+def test_functional_dropout_trigger(text, hit):
+    assert _search(T.F_DROPOUT, text) is hit
+
+
+@pytest.mark.parametrize("text, hit", [
+    ("s = q @ k.transpose(-2, -1)", True), ("s = q@k.mT", True), ("(a)@(b)", True),
+    ("torch.matmul(q, k)", True), ("torch.einsum('bhid,bhjd->bhij', q, k)", True),
+    ("    @torch.no_grad()\n    def forward(self):", False), ("@property", False),
+])
+def test_matmul_trigger_skips_decorators(text, hit):
+    assert _search(T.MATMUL, text) is hit
+
+
+@pytest.mark.parametrize("literal, overflows", [
+    ("-1e9", True), ("-1E10", True), ("-1.0e+05", True), ("-100000", True), ("-65505.0", True),
+    ("-1_000_000", True), ("float('-1e30')", True), ("-9e4", True),
+])
+def test_big_literal_trigger_covers_fp16_overflow(literal, overflows):
+    value = eval(literal)  # noqa: S307 - test literals
+    assert (value < -65504) is overflows
+    assert _search(T.BIG_LITERAL, f"x.masked_fill(m, {literal})") is overflows
+
+
+def test_self_assign_trigger():
+    for text in ("self.x = 1", "self.x += 1", "self.x: int = 3", "self.x, y = f()", "a, self.x = 1"):
+        assert _search(T.SELF_ASSIGN, text), text
+    for text in ("f(self.x, y=3)", "self.x == 2", "g(self.x)"):
+        assert not _search(T.SELF_ASSIGN, text), text
+
+
+def test_every_rule_has_a_trigger_that_compiles():
+    for code, rule in REGISTRY.items():
+        if getattr(rule, "engine_only", False):
+            continue
+        t = regions.trigger_of(rule)
+        assert t is not None and t.patterns, code
+
+
+def test_rule_pages_fire_only_where_their_trigger_matches():
+    """Every finding in the rule pages' bad examples lies in a unit the rule's trigger selects:
+    the region run (threshold lowered) reports the same as the whole-file run."""
+    from attncheck.lint import catalog
+
+    regions_min = regions.MIN_LINES
+    regions.MIN_LINES = 0
+    try:
+        n = 0
+        for code in REGISTRY:
+            text = catalog.page(code)
+            if not text:
+                continue
+            secs = catalog.sections(text)
+            for kind in ("Example", "Use instead"):
+                for src in catalog.code_blocks(secs.get(kind, "")):
+                    whole = lint_text(src, "x.py", ALL, REGISTRY, regions=False).findings
+                    part = lint_text(src, "x.py", ALL, REGISTRY, regions=True).findings
+                    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole], (code, kind)
+                    n += kind == "Example" and any(f.code == code for f in whole)
+        assert n >= 20
+    finally:
+        regions.MIN_LINES = regions_min
+
+
+# ------------------------------------------------------------------------------- units
+
+def _lines(src: str) -> list[str]:
+    return src.split("\n")
+
+
+def test_module_code_is_cut_into_statements():
+    src = ('"""Doc\nin column 0\n"""\n'       # 0-2: one statement (triple-quoted string)
+           "import torch\n"                   # 3
+           "if X:\n    y = 1\nelse:\n    y = 2\n"   # 4-7: if/else is one statement
+           "try:\n    import a\nexcept ImportError:\n    a = None\n"  # 8-11
+           "NEG = -1e9\n")                    # 12
+    lines = _lines(src)
+    (c,) = [c for c in regions.chunks(lines) if c.name is None]
+    units = regions._split_module_code(lines, c, 0)
+    assert [(u.start, u.end) for u in units] == [(0, 3), (3, 4), (4, 8), (8, 12), (12, len(lines))]
+    assert regions._module_binds("NEG = -1e9") == {"NEG"}
+    assert regions._module_binds("a, b = f()") == {"a", "b"}
+    assert regions._module_binds("x == 1") == set()
+
+
+def test_class_is_cut_into_shell_and_methods():
+    src = ("class A(\n    Base,\n):\n"
+           '    """doc"""\n'
+           "    scale = 2\n"
+           "    @property\n    def p(self):\n        return 1\n"
+           "    def forward(self, x):\n        return x\n")
+    lines = _lines(src)
+    (c,) = regions.chunks(lines)
+    units = regions._split_class(lines, c, 0)
+    assert [(u.kind, u.name, u.start) for u in units] == [
+        ("class", None, 0), ("class", None, 3), ("meth", "p", 5), ("meth", "forward", 8)]
+    assert units[0].header and not units[1].header
+
+
+def _attn_module(n_filler: int) -> str:
+    filler = "".join(f"    def helper{i}(self, x):\n        return x + {i}\n\n" for i in range(n_filler))
+    return ("import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
+            "NEG_INF = -1e9\nUNUSED = [1, 2, 3]\n\n"
+            "class Attn(nn.Module):\n"
+            "    def __init__(self, d):\n        super().__init__()\n        self.d = d\n"
+            "        self.sm = nn.Softmax(dim=-1)\n\n"
+            + filler +
+            "    def forward(self, q, k, v):\n"
+            "        s = q @ k.transpose(-2, -1)\n"
+            "        return self.sm(s) @ v\n\n"
+            "    def fill(self, s, m):\n"
+            "        return s.masked_fill(m, NEG_INF)\n")
+
+
+def test_selection_blanks_unrelated_methods_and_follows_aliases():
+    regions_min = regions.MIN_LINES
+    regions.MIN_LINES = 0
+    try:
+        text = _attn_module(30)
+        sel = regions.select(text, regions.triggers_of([REGISTRY["ATT101"]]))
+        assert sel is not None
+        # forward reaches softmax through self.sm, an alias bound in __init__
+        assert sel.kept_defs == ["Attn"] and sel.kept_methods == [["__init__", "forward"]]
+        assert "helper3" not in sel.text and "UNUSED" not in sel.text
+        sel = regions.select(text, regions.triggers_of([REGISTRY["ATT204"]]))
+        # the literal is bound at module level: the method that uses NEG_INF is a seed
+        assert sel is not None and sel.kept_methods == [["__init__", "fill"]]
+        assert "NEG_INF = -1e9" in sel.text
+        assert len(sel.text.split("\n")) == len(text.split("\n"))
+        whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
+        assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+        assert {f.code for f in whole} >= {"ATT101", "ATT204"}
+    finally:
+        regions.MIN_LINES = regions_min
+
+
+def test_def_line_inside_a_class_string_is_harmless(monkeypatch):
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = ("import torch\n"
+            "class A:\n"
+            '    DOC = """\n'
+            "    def fake(self): x\n"
+            '    """\n'
+            "    def forward(self, q, k, v):\n"
+            "        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v\n")
+    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT101"]]))
+    # the fake method is blanked inside the string (still a string) or the parse falls back
+    assert sel is not None and sel.kept_methods == [["forward"]]
+    whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert "ATT101" in {f.code for f in whole}
+
+
+def _parses(text: str) -> bool:
+    try:
+        cst.parse_module(text)
+        return True
+    except cst.ParserSyntaxError:
+        return False
+
+
+# ------------------------------------------------------------------------------- screen
+
+def test_compile_only_errors_are_not_parse_errors():
+    """``return`` outside a function fails bytecode compilation but is valid syntax (libcst and
+    ``ast`` accept it): not ATT000.  A real syntax error is ATT000 at CPython's position."""
+    ok = "return 1\n"
+    assert engine._syntax_check(ok, "x.py") is None
+    bad = engine._syntax_check("def f(:\n    pass\n", "x.py")
+    assert bad is not None and bad.code == "ATT000" and (bad.line, bad.col) == (1, 6)
+
+
+# ------------------------------------------------------------------------------- walker
+
+class _Recorder(cst.BatchableCSTVisitor):
+    """Records every visit/leave of the node types rules use."""
+
+    TYPES = ("Module", "ClassDef", "FunctionDef", "Call", "If", "IfExp", "Assign", "AnnAssign",
+             "AugAssign", "BinaryOperation", "Name", "Attribute", "Subscript", "Lambda",
+             "Return", "For", "With", "Param", "Arg", "Integer", "Float", "SimpleString")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log: list[tuple[str, str, int]] = []
+        for t in self.TYPES:
+            setattr(self, f"visit_{t}", self._rec("v", t))
+            setattr(self, f"leave_{t}", self._rec("l", t))
+
+    def _rec(self, kind, t):
+        def f(node):
+            self.log.append((kind, t, id(node)))
+        return f
+
+    def get_visitors(self):
+        return {n: getattr(self, n) for n in dir(self) if n.startswith(("visit_", "leave_"))
+                and n.split("_", 1)[1] in self.TYPES}
+
+
+def _walk_logs(src: str):
+    from libcst._batched_visitor import _BatchedCSTVisitor
+
+    module = cst.parse_module(src)
+    a, b = _Recorder(), _Recorder()
+    methods = {}
+    for n, f in a.get_visitors().items():
+        methods.setdefault(n, []).append(f)
+    assert walk.supports(methods)
+    walk.Walker(methods).walk(module)
+    methods_b = {}
+    for n, f in b.get_visitors().items():
+        methods_b.setdefault(n, []).append(f)
+    module.visit(_BatchedCSTVisitor(methods_b))
+    return a.log, b.log
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "fixtures").rglob("*.py"))[:60],
+                         ids=lambda p: p.name)
+def test_walker_visits_like_libcst(path):
+    a, b = _walk_logs(path.read_text(encoding="utf-8"))
+    assert a == b and len(a) > 10
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(["x = f(a)[1:2] @ g(*b, **c)", "@dec(1)\nasync def f(a: int = 2) -> T:\n    return [y for y in a if y]",
+                        "class C(B, metaclass=M):\n    x: int = 1\n    def m(self):\n        with a as b, c:\n            del self.x",
+                        "try:\n    pass\nexcept (E, F) as e:\n    raise X from e\nelse:\n    y = lambda q: q\nfinally:\n    z = {1: 2, **d}",
+                        "while a < b <= c and not d:\n    a += 1 if e else -2\n    print(f'{a!r:>{w}}')"]))
+def test_walker_matches_libcst_on_varied_syntax(src):
+    a, b = _walk_logs(src)
+    assert a == b
+
+
+def test_walker_refuses_visitors_of_skipped_nodes():
+    assert not walk.supports({"visit_Comma": []})
+    assert not walk.supports({"visit_FunctionDef_body": []})
+    assert walk.supports({"visit_Call": [], "leave_FunctionDef": []})
+
+
+def test_walker_and_libcst_give_the_same_findings(monkeypatch):
+    text = (ROOT / "fixtures").joinpath("cases").glob("*.py")
+    for path in sorted(text):
+        src = path.read_text(encoding="utf-8")
+        monkeypatch.setattr(engine, "WALKER", True)
+        fast = lint_text(src, str(path), ALL, REGISTRY).findings
+        monkeypatch.setattr(engine, "WALKER", False)
+        slow = lint_text(src, str(path), ALL, REGISTRY).findings
+        assert [f.to_dict() for f in fast] == [f.to_dict() for f in slow], path.name
+
+
+@pytest.mark.parametrize("doc", [
+    '    DOC = """\n    def fake(self):\n        return 1"""\n',   # blanking cuts the string open
+    '    DOC = """\n    def fake(self): softmax"""\n',            # a kept "method" libcst does not see
+])
+def test_def_line_in_a_string_that_breaks_the_cut_falls_back(doc, monkeypatch):
+    """The engine notices a selection it cannot trust (the blanked text does not parse, or its
+    methods differ from the kept ones) and parses the whole file."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = ("import torch\nclass A:\n" + doc +
+            "    def other(self):\n        return 2\n"
+            "    def forward(self, q, k, v):\n"
+            "        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v\n")
+    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT101"]]))
+    assert sel is not None
+    assert not _parses(sel.text) or not regions.structure_matches(cst.parse_module(sel.text), sel)
+    assert engine._parse_regions(text, [REGISTRY["ATT101"]]) is None
+    whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert "ATT101" in {f.code for f in whole}
