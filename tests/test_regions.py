@@ -181,9 +181,12 @@ def test_def_line_inside_a_class_string_is_harmless(monkeypatch):
             '    """\n'
             "    def forward(self, q, k, v):\n"
             "        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v\n")
-    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT101"]]))
-    # the fake method is blanked inside the string (still a string) or the parse falls back
-    assert sel is not None and sel.kept_methods == [["forward"]]
+    lines = text.split("\n")
+    strings = regions.in_strings(lines)
+    assert strings[3] and not strings[5]
+    (cls,) = [c for c in regions.chunks(lines, strings) if c.name]
+    units = regions._split_class(lines, cls, 1, strings)
+    assert [u.name for u in units if u.kind == "meth"] == ["forward"]  # not "fake"
     whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
     assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
     assert "ATT101" in {f.code for f in whole}
@@ -285,22 +288,34 @@ def test_walker_and_libcst_give_the_same_findings(monkeypatch):
         assert [f.to_dict() for f in fast] == [f.to_dict() for f in slow], path.name
 
 
-@pytest.mark.parametrize("doc", [
-    '    DOC = """\n    def fake(self):\n        return 1"""\n',   # blanking cuts the string open
-    '    DOC = """\n    def fake(self): softmax"""\n',            # a kept "method" libcst does not see
-])
-def test_def_line_in_a_string_that_breaks_the_cut_falls_back(doc, monkeypatch):
-    """The engine notices a selection it cannot trust (the blanked text does not parse, or its
-    methods differ from the kept ones) and parses the whole file."""
+@pytest.mark.parametrize("bad", ["unparseable", "other methods"])
+def test_untrusted_selection_falls_back_to_whole_file(bad, monkeypatch):
+    """The engine notices a selection it cannot trust (the blanked text does not parse, or libcst
+    finds other methods than the kept ones) and parses the whole file."""
     monkeypatch.setattr(regions, "MIN_LINES", 0)
-    text = ("import torch\nclass A:\n" + doc +
+    text = ("import torch\nclass A:\n"
             "    def other(self):\n        return 2\n"
             "    def forward(self, q, k, v):\n"
             "        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v\n")
-    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT101"]]))
-    assert sel is not None
-    assert not _parses(sel.text) or not regions.structure_matches(cst.parse_module(sel.text), sel)
+    real = regions.select
+
+    def broken(t, triggers, why=None):
+        sel = real(t, triggers, why)
+        if bad == "unparseable":
+            sel.text = sel.text.replace("return torch", "return (torch", 1)
+        else:
+            sel.kept_methods = [["other", "forward"]]
+        return sel
+
+    monkeypatch.setattr(regions, "select", broken)
     assert engine._parse_regions(text, [REGISTRY["ATT101"]]) is None
     whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
     assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
     assert "ATT101" in {f.code for f in whole}
+
+
+def test_triple_quotes_are_tracked():
+    lines = ['"""doc', "def fake(): pass", '"""', "x = '''", "class B: pass", "'''",
+             "def f():", "    pass"]
+    assert regions.in_strings(lines) == [False, True, True, False, True, True, False, False]
+    assert [c.name for c in regions.chunks(lines, regions.in_strings(lines))] == [None, "f"]

@@ -11,10 +11,10 @@ Selection (:func:`select`) works on the text alone — no tokenizer, no ``ast``:
 
 1. **Units.**  A line starting in column 0 with ``def``/``async def``/``class`` (or a run of
    decorators ``@…`` followed by one) starts a top-level definition; any other code line in
-   column 0 (imports, assignments, ``if …:`` blocks, ``__all__``) starts *module code*, which is
-   always kept (imports feed the alias table; module-level code is analysed too).  A class is cut
-   further at its body's indentation: each method (with its decorators) is a unit, the header
-   and every other statement of the body (docstring, class attributes) form the class *shell*.
+   column 0 starts a module-level statement (``else``/``except``/``finally`` and text inside a
+   triple-quoted string continue one).  A class is cut further at its body's indentation: each
+   method (with its decorators) is a unit; the header and the other statements of the body
+   (docstring, class attributes) form the class *shell*.
 2. **Seeds.**  Each enabled rule has a trigger (:class:`Trigger`: a regular expression, and for
    some rules the method names it can fire in).  A unit is a seed when a trigger matches inside
    it, or when it mentions a name bound to a match: a module-level name (``NEG_INF = -1e9``),
@@ -23,23 +23,29 @@ Selection (:func:`select`) works on the text alone — no tokenizer, no ``ast``:
    ``self.<attr>``.  A unit holding a local import is kept too (it feeds the alias table).
 3. **Closure**, to a fixed point, so the shared analyses see what they follow:
    a kept method keeps its class shell and ``__init__`` (attributes, buffers); a kept unit keeps
-   every top-level definition it mentions (helpers, base classes — as shells) and every method
-   of its class or its same-file bases it mentions; a kept
-   function, and a kept method other than ``forward``/dunders, keeps every unit that mentions
-   it (callers pass arguments into it and the analyses inline it at those call sites).  A kept
-   class whose body would be empty keeps its first method.
+   the top-level functions it mentions (helpers the analyses inline), the module-level names it
+   mentions (constants), the methods of its class and its same-file bases it mentions
+   (``self.helper()``), and — from a class header — its base classes as shells (a class merely
+   instantiated in a body is not followed: the analyses never resolve into it).  A seed that
+   is a function, or a method other than ``forward`` and dunders, also keeps its callers (a
+   called helper is analysed only inlined at its call sites, with the caller's arguments), and
+   so do those callers, transitively; a helper kept only because a seed calls it cannot report,
+   so its other callers are not needed.  A class whose body would be empty keeps its first
+   method.  Imports (and units holding a local import) are always kept: they feed the alias
+   table.
 4. **Check.**  After parsing, the top-level definitions libcst finds must be the kept ones, in
-   order, and each kept class must hold exactly the kept methods (:func:`structure`); otherwise
-   (a ``def`` line inside a string, unusual line endings) — and whenever the blanked text does
-   not parse — the engine parses the whole file.  ``FileContext.source`` stays the whole text.
+   order, and each kept class must hold exactly the kept methods (:func:`structure_matches`).
+   Otherwise (a ``def`` line inside a string, unusual line endings), and whenever the blanked
+   text does not parse, the engine parses the whole file.  (A blanked "method" that was really
+   text inside a string leaves a shorter string: harmless, strings are not analysed.)
+   ``FileContext.source`` stays the whole text.
 
 Triggers must over-approximate where a rule can report: findings are checked to equal a
-whole-file parse (``tests/test_engine_perf.py``: every fixture and handed case, transformers
-modeling files, generated modules; ``--no-regions`` parses whole files, and
-``bench/lint_bench.py --compare-whole`` diffs a whole tree).
-
-Known limit: a syntax error inside a blanked unit is still reported: the engine screens every
-file with CPython's parser first.
+whole-file parse (``tests/test_engine_perf.py`` and ``tests/test_regions.py``: every fixture,
+handed case and rule-page example, real transformers modeling files, generated modules;
+``--no-regions`` parses whole files, and ``bench/lint_bench.py --compare-whole`` diffs a whole
+tree).  Syntax errors anywhere are still reported: the engine screens every file with CPython's
+parser first.
 """
 from __future__ import annotations
 
@@ -152,12 +158,36 @@ class Selection:
     kept_methods: list[list[str] | None] = field(default_factory=list)
 
 
-def chunks(lines: list[str]) -> list[Chunk]:
-    """Split ``lines`` (without line ends) into top-level chunks (see module docstring)."""
+_TRIPLE = re.compile("\"\"\"|'''")
+
+
+def in_strings(lines: list[str]) -> list[bool]:
+    """Per line: does it start inside a triple-quoted string?  (A heuristic: quotes are counted
+    per line, ignoring escapes and comments; a wrong guess only makes the selection fall back to
+    a whole-file parse.)"""
+    out = [False] * len(lines)
+    state = None
+    for i, line in enumerate(lines):
+        if state is not None:
+            out[i] = True
+        if '"""' in line or "'''" in line:
+            for m in _TRIPLE.finditer(line):
+                q = m.group()
+                if state is None:
+                    state = q
+                elif state == q:
+                    state = None
+    return out
+
+
+def chunks(lines: list[str], strings: list[bool] | None = None) -> list[Chunk]:
+    """Split ``lines`` (without line ends) into top-level chunks (see module docstring);
+    ``strings`` (:func:`in_strings`) marks lines inside triple-quoted strings, which continue
+    the current chunk."""
     out: list[Chunk] = []
     in_decorators = False
     for i, line in enumerate(lines):
-        if not line:
+        if not line or (strings is not None and strings[i]):
             continue
         c = line[0]
         if c in " \t\r\f#)]}":
@@ -207,7 +237,8 @@ def _header_end(lines: list[str], start: int, end: int) -> int | None:
     return None
 
 
-def _split_class(lines: list[str], c: Chunk, top: int) -> list[Unit] | None:
+def _split_class(lines: list[str], c: Chunk, top: int,
+                 strings: list[bool] | None = None) -> list[Unit] | None:
     """The units of one top-level class chunk, or ``None`` to keep it in one piece."""
     h = _header_end(lines, c.start, c.end)
     if h is None:
@@ -225,7 +256,8 @@ def _split_class(lines: list[str], c: Chunk, top: int) -> list[Unit] | None:
     in_decorators = False
     for j in range(h + 1, c.end):
         line = lines[j]
-        if not line.startswith(indent) or len(line) == n or line[n] in " \t\r\f#)]}":
+        if not line.startswith(indent) or len(line) == n or line[n] in " \t\r\f#)]}" \
+                or (strings is not None and strings[j]):
             continue
         rest = line[n:]
         if rest[0] == "@":
@@ -258,21 +290,19 @@ _CONTINUES = ("else", "elif", "except", "finally", ")", "]", "}", "#", " ", "\t"
 _MOD_BINDING = re.compile(r"([A-Za-z_][\w, \t]*?)[ \t]*(?::[^=\n]*)?=(?!=)")
 
 
-def _split_module_code(lines: list[str], c: Chunk, top: int) -> list[Unit]:
+def _split_module_code(lines: list[str], c: Chunk, top: int,
+                       strings: list[bool] | None = None) -> list[Unit]:
     """One unit per module-level statement of a chunk of module code (an ``if``/``try`` with its
     ``else``/``except`` is one statement; text inside a triple-quoted string continues the
     statement that opened it)."""
+    if strings is None:
+        strings = in_strings(lines)
     out = [Unit(c.start, c.end, None, "mod", top)]
-    in_string = None
-    for j in range(c.start, c.end):
+    for j in range(c.start + 1, c.end):
         line = lines[j]
-        if in_string is None and j > c.start and line and not line.startswith(_CONTINUES):
+        if line and not strings[j] and not line.startswith(_CONTINUES):
             out[-1].end = j
             out.append(Unit(j, c.end, None, "mod", top))
-        if '"""' in line or "'''" in line:
-            for q in ('"""', "'''"):
-                if in_string in (None, q) and line.count(q) % 2 == 1:
-                    in_string = q if in_string is None else None
     return out
 
 
@@ -319,7 +349,8 @@ def select(text: str, triggers, why: dict | None = None) -> Selection | None:
     lines = text.split("\n")
     if len(lines) < MIN_LINES:
         return None
-    parts = chunks(lines)
+    strings = in_strings(lines)
+    parts = chunks(lines, strings)
     if not any(c.name for c in parts) or any(c.name == "" for c in parts):
         return None
 
@@ -327,11 +358,11 @@ def select(text: str, triggers, why: dict | None = None) -> Selection | None:
     units: list[Unit] = []
     for ti, c in enumerate(parts):
         if c.name is None:
-            units.extend(_split_module_code(lines, c, ti))
+            units.extend(_split_module_code(lines, c, ti, strings))
         elif lines[c.start].startswith(("def", "async")) or not _is_class(lines, c):
             units.append(Unit(c.start, c.end, c.name, "func", ti))
         else:
-            split = _split_class(lines, c, ti)
+            split = _split_class(lines, c, ti, strings)
             units.extend(split if split is not None else
                          [Unit(c.start, c.end, None, "class", ti, header=True)])
     units[0].start = 0  # leading comments and blank lines go with the first unit
