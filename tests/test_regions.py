@@ -299,8 +299,8 @@ def test_untrusted_selection_falls_back_to_whole_file(bad, monkeypatch):
             "        return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ v\n")
     real = regions.select
 
-    def broken(t, triggers, why=None):
-        sel = real(t, triggers, why)
+    def broken(t, triggers, why=None, walk=None):
+        sel = real(t, triggers, why, walk)
         if bad == "unparseable":
             sel.text = sel.text.replace("return torch", "return (torch", 1)
         else:
@@ -319,3 +319,23 @@ def test_triple_quotes_are_tracked():
              "def f():", "    pass"]
     assert regions.in_strings(lines) == [False, True, True, False, True, True, False, False]
     assert [c.name for c in regions.chunks(lines, regions.in_strings(lines))] == [None, "f"]
+
+
+def test_walk_skips_definitions_without_a_visiting_seed(monkeypatch):
+    """Rules that visit nodes (ATT501 here) are walked only through definitions their trigger
+    selects; the analysis rules still see everything kept.  Findings equal a whole-file run."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = _attn_module(3) + (
+        "\n\nclass Drop(nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return F.dropout(x, p=0.1)\n")
+    active = engine.prefilter(text, [REGISTRY[c] for c in sorted(DEFAULT)
+                                     if not getattr(REGISTRY[c], "engine_only", False)])
+    skip: set[int] = set()
+    module = engine._parse_regions(text, active, skip)
+    assert module is not None
+    names = {s.name.value for s in module.body if id(s) in skip}
+    assert names == {"Attn"}  # no visiting rule's trigger inside Attn
+    whole, part = (lint_text(text, "x.py", DEFAULT, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert {"ATT101", "ATT501"} <= {f.code for f in whole}

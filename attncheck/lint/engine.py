@@ -320,8 +320,9 @@ class _Visitor:
     """Runs rule instances over a module: lazily computed positions when every rule needs at
     most ``PositionProvider`` (the built-in rules), else libcst's ``MetadataWrapper``."""
 
-    def __init__(self, module: cst.Module, rules: list[type[Rule]]) -> None:
+    def __init__(self, module: cst.Module, rules: list[type[Rule]], skip: set[int] | None = None) -> None:
         self.module = module
+        self.skip = skip or set()
         self.lazy = _LazyPositions(module) if _lazy_ok(rules) else None
         self.wrapper = None if self.lazy is not None else \
             _meta.MetadataWrapper(module, unsafe_skip_copy=True)
@@ -335,7 +336,7 @@ class _Visitor:
         try:
             methods = _visitor_methods(instances)
             if WALKER and _walk().supports(methods):
-                _walk().Walker(methods).walk(self.module)
+                _walk().Walker(methods, self.skip).walk(self.module)
             else:
                 from libcst._batched_visitor import _BatchedCSTVisitor
 
@@ -381,8 +382,9 @@ def _visitor_methods(instances: list[Rule]) -> dict[str, list]:
     return methods
 
 
-def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]]) -> list[Finding]:
-    wrapper = _Visitor(module, rules)
+def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]],
+           skip: set[int] | None = None) -> list[Finding]:
+    wrapper = _Visitor(module, rules, skip)
     try:
         instances = [r(ctx) for r in rules]
         wrapper.visit_batched(instances)
@@ -446,10 +448,27 @@ def _parse_errors() -> tuple:
     return (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError)
 
 
-def _parse_regions(text: str, active: list[type[Rule]]) -> cst.Module | None:
+_WALKS: dict[type, bool] = {}
+
+
+def _walks(rule: type[Rule]) -> bool:
+    """Whether a rule visits nodes (a ``visit_*``/``leave_*`` other than for ``Module``)."""
+    w = _WALKS.get(rule)
+    if w is None:
+        w = _WALKS[rule] = any(
+            n.startswith(("visit_", "leave_")) and n not in ("visit_Module", "leave_Module")
+            for k in rule.__mro__ if not k.__module__.startswith("libcst") for n in vars(k))
+    return w
+
+
+def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = None
+                   ) -> cst.Module | None:
     """libcst module of the selected regions of ``text`` (same line numbers), or ``None`` when
-    the whole file must be parsed."""
-    sel = _regions.select(text, _regions.triggers_of(active))
+    the whole file must be parsed.  ``skip`` receives the ids of top-level definitions the
+    node-visiting rules need not walk (no seed of theirs inside)."""
+    walking = [r for r in active if _walks(r)]
+    sel = _regions.select(text, _regions.triggers_of(active),
+                          walk=_regions.triggers_of(walking) or ())
     if sel is None:
         return None
     try:
@@ -458,6 +477,9 @@ def _parse_regions(text: str, active: list[type[Rule]]) -> cst.Module | None:
         return None
     if not _regions.structure_matches(module, sel):
         return None
+    if skip is not None:
+        defs = [s for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))]
+        skip.update(id(d) for d, w in zip(defs, sel.walk_defs) if not w)
     return module
 
 
@@ -478,15 +500,17 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
     active = prefilter(text, visitors)
     if not active:
         return FileOutcome([], False, text)
-    module = _parse_regions(text, active) if (REGIONS if regions is None else regions) else None
+    skip: set[int] = set()
+    module = _parse_regions(text, active, skip) if (REGIONS if regions is None else regions) else None
     if module is None:
+        skip = set()
         try:
             module = cst.parse_module(text)
         except _parse_errors() as exc:
             found = [_syntax_error(text, display, exc)]
             return FileOutcome([f for f in found if f.code in enabled], True, text)
     ctx = FileContext(module, text, display, settings=settings)
-    findings = [f for f in _visit(module, ctx, active) if f.code in enabled]
+    findings = [f for f in _visit(module, ctx, active, skip) if f.code in enabled]
     findings = suppression.filter_findings(findings, text)
     return FileOutcome(sorted(set(findings), key=lambda f: f.sort_key), True, text)
 

@@ -113,6 +113,11 @@ def trigger_of(rule) -> Trigger | None:
     return trig
 
 
+def _key(t: Trigger) -> tuple:
+    return (tuple(p.pattern for p in t.patterns), t.methods,
+            tuple(c.pattern for c in t.context) if t.context else None)
+
+
 def triggers_of(rules: Iterable) -> tuple[Trigger, ...] | None:
     """Distinct triggers of ``rules``; ``None`` when one rule has none (parse whole files)."""
     out: dict[tuple, Trigger] = {}
@@ -120,9 +125,7 @@ def triggers_of(rules: Iterable) -> tuple[Trigger, ...] | None:
         t = trigger_of(r)
         if t is None:
             return None
-        key = (tuple(p.pattern for p in t.patterns), t.methods,
-               tuple(c.pattern for c in t.context) if t.context else None)
-        out.setdefault(key, t)
+        out.setdefault(_key(t), t)
     return tuple(out.values())
 
 
@@ -156,6 +159,9 @@ class Selection:
     kept_lines: int
     total_lines: int
     kept_methods: list[list[str] | None] = field(default_factory=list)
+    #: per kept top-level definition: does it hold a seed of one of ``walk`` triggers (see
+    #: :func:`select`)?  The engine's tree walk skips the others.
+    walk_defs: list[bool] = field(default_factory=list)
 
 
 _TRIPLE = re.compile("\"\"\"|'''")
@@ -329,14 +335,18 @@ def _bound_name(text: str, pos: int) -> str | None:
     return name
 
 
-def select(text: str, triggers, why: dict | None = None) -> Selection | None:
+def select(text: str, triggers, why: dict | None = None,
+           walk: Iterable[Trigger] | None = None) -> Selection | None:
     """The blanked text to parse, or ``None`` when the whole file must be parsed.
 
     ``triggers``: the enabled rules' :class:`Trigger` s (:func:`triggers_of`), or plain
     substrings (any of them seeds a unit); ``None`` when a rule without a trigger is enabled.
     ``None`` is also returned for a small file, when nothing would be dropped, or for unusual
     line ends.  ``why`` (a debugging aid): filled with ``first line → reason`` of each kept
-    unit."""
+    unit.  ``walk``: the triggers of rules that visit nodes (``visit_Call`` …): a kept
+    top-level definition without a seed of theirs is marked in :attr:`Selection.walk_defs` as
+    not needing the tree walk (those rules cannot report there; the module-level analyses still
+    see it)."""
     if triggers is None:
         return None
     if not isinstance(triggers, tuple) or not all(isinstance(t, Trigger) for t in triggers):
@@ -413,8 +423,10 @@ def select(text: str, triggers, why: dict | None = None) -> Selection | None:
 
     # ---- seeds
     seed = [False] * n_units
-    module_aliases: set[str] = set()
-    attr_aliases: dict[int, set[str]] = {}
+    # names bound to a trigger match: module-level names, and attributes per class (for the
+    # class and its subclasses); the second pair only from triggers of node-visiting rules
+    aliases: tuple[set[str], dict[int, set[str]]] = (set(), {})
+    walk_aliases: tuple[set[str], dict[int, set[str]]] = (set(), {})
     by_pattern: dict[str, tuple[re.Pattern, list[Trigger]]] = {}
     for t in triggers:
         for p in t.patterns:
@@ -433,42 +445,52 @@ def select(text: str, triggers, why: dict | None = None) -> Selection | None:
                 return True
         return False
 
+    walk_keys = {_key(t) for t in walk} if walk is not None else set()
+    walk_ids = {id(t) for t in (triggers or ()) if _key(t) in walk_keys}
+    wseed = [walk is None] * n_units
     for pat, trigs in by_pattern.values():
+        walks = any(id(t) in walk_ids for t in trigs)
         for m in pat.finditer(text):
             ui = unit_at(m.start())
-            if seed[ui] is True:
+            if seed[ui] and (wseed[ui] or not walks):
                 continue
             u = units[ui]
-            hit = False
+            hit = hit_walk = False
             for t in trigs:
                 if t.methods is not None and not (u.kind == "meth" and u.name in t.methods):
                     continue
                 if t.context is not None and not in_context(t, ui):
                     continue
                 hit = True
-                break
+                if id(t) in walk_ids:
+                    hit_walk = True
+                    break
+                if not walks:
+                    break
             if not hit:
                 continue
             seed[ui] = True
-            if u.kind == "mod":
+            wseed[ui] = wseed[ui] or hit_walk
+            targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
+            if u.kind == "mod" or u.kind == "class" or (u.kind == "meth" and u.name == "__init__"):
                 name = _bound_name(text, m.start())
                 if name:
-                    module_aliases.add(name)
-            elif u.kind == "class" or (u.kind == "meth" and u.name == "__init__"):
-                name = _bound_name(text, m.start())
-                if name:
-                    for f in descendants.get(u.top, {u.top}):
-                        attr_aliases.setdefault(f, set()).add(name)
+                    for mods, attrs in targets:
+                        if u.kind == "mod":
+                            mods.add(name)
+                        else:
+                            for f in descendants.get(u.top, {u.top}):
+                                attrs.setdefault(f, set()).add(name)
     local_imports = {unit_at(m.start()) for m in _LOCAL_IMPORT.finditer(text)}
-    if module_aliases or attr_aliases:
+    for (mods, attrs), flags in ((aliases, seed), (walk_aliases, wseed)):
+        if not mods and not attrs:
+            continue
         for ui, u in enumerate(units):
-            if seed[ui]:
+            if flags[ui]:
                 continue
-            if ids[ui] & module_aliases:
-                seed[ui] = True
-            elif u.top in attr_aliases and "self" in ids[ui] and \
-                    set(_SELF_ATTR.findall(texts[ui])) & attr_aliases[u.top]:
-                seed[ui] = True
+            if ids[ui] & mods or (u.top in attrs and "self" in ids[ui]
+                                  and set(_SELF_ATTR.findall(texts[ui])) & attrs[u.top]):
+                flags[ui] = seed[ui] = True
 
     # ---- closure
     mod_binds: dict[str, list[int]] = {}
@@ -562,10 +584,12 @@ def select(text: str, triggers, why: dict | None = None) -> Selection | None:
     kept = 0
     kept_methods: list[list[str] | None] = []
     kept_defs: list[str] = []
+    walk_defs: list[bool] = []
     for ti, c in enumerate(parts):
         us = [units[ui] for ui in top_units[ti]]
         if c.name and any(u.keep for u in us):
             kept_defs.append(c.name)
+            walk_defs.append(any(wseed[ui] for ui in top_units[ti]))
             split = ti in class_tops and len(us) > 1
             kept_methods.append([u.name for u in us if u.kind == "meth" and u.keep] if split else None)
     for u in units:
@@ -574,7 +598,7 @@ def select(text: str, triggers, why: dict | None = None) -> Selection | None:
             continue
         for i in range(u.start, u.end):
             out[i] = ""
-    return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods)
+    return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods, walk_defs)
 
 
 def _is_class(lines: list[str], c: Chunk) -> bool:

@@ -70,10 +70,12 @@ def supports(method_names) -> bool:
 
 class Walker:
     """Calls ``methods["visit_<Type>"]`` before and ``methods["leave_<Type>"]`` after each node's
-    children (libcst's batched-visitor protocol, without rebuilding the tree)."""
+    children (libcst's batched-visitor protocol, without rebuilding the tree).  Nodes whose id is
+    in ``skip`` (elements of a sequence field, e.g. top-level statements) are not entered."""
 
-    def __init__(self, methods: dict[str, list[Callable]]) -> None:
+    def __init__(self, methods: dict[str, list[Callable]], skip: set[int] | None = None) -> None:
         self.methods = methods
+        self.skip = skip or set()
         self._plan: dict[type, tuple] = {}
 
     def _plan_of(self, tp: type) -> tuple:
@@ -91,12 +93,14 @@ class Walker:
         for f in visits:
             f(node)
         walk = self.walk
+        skip = self.skip
         for name in fields:
             v = getattr(node, name)
             c = v.__class__
             if c is tuple or c is list:
                 for x in v:
-                    walk(x)
+                    if not skip or id(x) not in skip:
+                        walk(x)
             elif v is not None and hasattr(c, "_visit_and_replace_children"):
                 walk(v)
         for f in leaves:
