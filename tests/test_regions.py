@@ -339,3 +339,23 @@ def test_walk_skips_definitions_without_a_visiting_seed(monkeypatch):
     whole, part = (lint_text(text, "x.py", DEFAULT, REGISTRY, regions=r).findings for r in (False, True))
     assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
     assert {"ATT101", "ATT501"} <= {f.code for f in whole}
+
+
+def test_import_table_equals_a_libcst_visit():
+    """The alias table is collected without libcst's rebuilding visit, with the same result."""
+    from attncheck.lint import context
+
+    src = ("import torch\nimport torch.nn.functional as F\nfrom torch import nn as tnn\n"
+           "try:\n    from flash_attn import flash_attn_func as faf\nexcept ImportError:\n"
+           "    faf = None\nelse:\n    import numpy as np\nfinally:\n    import os.path\n"
+           "if X:\n    import a.b as ab\nelif Y:\n    from c import d\n"
+           "class K:\n    def f(self):\n        from torch.nn.functional import softmax as sm\n"
+           "        with ctx():\n            import einops\n"
+           "def g():\n    for i in r:\n        from e import f as torch\n")
+    for text in (src, *(p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))[:40])):
+        module = cst.parse_module(text)
+        expected: dict[str, str] = {}
+        module.visit(context._ImportCollector(expected))
+        assert context.ImportTable(module).aliases == expected
+    table = context.ImportTable(cst.parse_module(src)).aliases
+    assert table["sm"] == "torch.nn.functional.softmax" and table["torch"] == "e.f"
