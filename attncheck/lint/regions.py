@@ -381,8 +381,48 @@ def select(text: str, triggers, why: dict | None = None,
     for ui, u in enumerate(units):
         unit_of_line.extend([ui] * (u.end - u.start))
     line_starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
-    texts = ["\n".join(lines[u.start:u.end]) for u in units]
-    ids = [set(_IDENT.findall(t)) for t in texts]
+    unit_starts = [line_starts[u.start] for u in units]
+
+    class _Texts:  # unit texts and identifier sets, computed on first use
+        def __init__(self) -> None:
+            self.t: dict[int, str] = {}
+            self.i: dict[int, set[str]] = {}
+
+        def __getitem__(self, ui: int) -> str:
+            t = self.t.get(ui)
+            if t is None:
+                u = units[ui]
+                t = self.t[ui] = text[line_starts[u.start]:max(line_starts[u.end] - 1, line_starts[u.start])]
+            return t
+
+    texts = _Texts()
+
+    class _Ids:
+        def __getitem__(self, ui: int) -> set[str]:
+            i = texts.i.get(ui)
+            if i is None:
+                i = texts.i[ui] = set(_IDENT.findall(texts[ui]))
+            return i
+
+    ids = _Ids()
+
+    n_text = len(text)
+
+    def units_mentioning(names: Iterable[str], after: str = "") -> set[int]:
+        """Units where one of ``names`` occurs as a whole identifier (preceded by ``after``)."""
+        out: set[int] = set()
+        for name in names:
+            word = after + name
+            k = len(word)
+            i = text.find(word)
+            while i >= 0:
+                j = i + k
+                a = text[i - 1] if i else " "
+                b = text[j] if j < n_text else " "
+                if not (a.isalnum() or a == "_") and not (b.isalnum() or b == "_"):
+                    out.add(bisect.bisect_right(unit_starts, i) - 1)
+                i = text.find(word, j)
+        return out
 
     def unit_at(pos: int) -> int:
         return unit_of_line[bisect.bisect_right(line_starts, pos) - 1]
@@ -483,19 +523,18 @@ def select(text: str, triggers, why: dict | None = None,
                                 attrs.setdefault(f, set()).add(name)
     local_imports = {unit_at(m.start()) for m in _LOCAL_IMPORT.finditer(text)}
     for (mods, attrs), flags in ((aliases, seed), (walk_aliases, wseed)):
-        if not mods and not attrs:
-            continue
-        for ui, u in enumerate(units):
-            if flags[ui]:
-                continue
-            if ids[ui] & mods or (u.top in attrs and "self" in ids[ui]
-                                  and set(_SELF_ATTR.findall(texts[ui])) & attrs[u.top]):
+        if mods:
+            for ui in units_mentioning(mods):
                 flags[ui] = seed[ui] = True
+        for name in set().union(*attrs.values()) if attrs else ():
+            for ui in units_mentioning((name,), "self."):
+                if name in attrs.get(units[ui].top, ()):
+                    flags[ui] = seed[ui] = True
 
     # ---- closure
     mod_binds: dict[str, list[int]] = {}
     for ui, u in enumerate(units):
-        if u.kind == "mod":
+        if u.kind == "mod" and text[unit_starts[ui]] not in "@#\"'( ":
             for name in _module_binds(texts[ui]):
                 mod_binds.setdefault(name, []).append(ui)
     top_names = set(by_name)
@@ -564,7 +603,7 @@ def select(text: str, triggers, why: dict | None = None,
                     scope = None if u.kind == "func" else descendants.get(u.top, {u.top})
                     key = u.name
                     if key not in callers:
-                        callers[key] = [vi for vi in range(n_units) if key in ids[vi]]
+                        callers[key] = sorted(units_mentioning((key,)))
                     for vi in callers[key]:
                         if vi != ui and (scope is None or units[vi].top in scope):
                             keep(vi, True)
