@@ -359,3 +359,25 @@ def test_import_table_equals_a_libcst_visit():
         assert context.ImportTable(module).aliases == expected
     table = context.ImportTable(cst.parse_module(src)).aliases
     assert table["sm"] == "torch.nn.functional.softmax" and table["torch"] == "e.f"
+
+
+def test_import_binds():
+    assert regions.import_binds("import torch.nn.functional as F") == {"F"}
+    assert regions.import_binds("import a, b.c") == {"a", "b"}
+    assert regions.import_binds("from torch.nn import functional as F, init") == {"F", "init"}
+    assert regions.import_binds("from ...utils import (\n    A,\n    B as C,  # note\n)") == set()
+    assert regions.import_binds("from x import *") == set()
+    assert regions.import_binds("import a; import b") is None
+
+
+def test_unused_and_relative_imports_are_blanked(monkeypatch):
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = ("import math\nimport torch\nimport numpy as np\nfrom .configuration import (\n    Cfg,\n)\n"
+            "from torch.nn import functional as F\n\n"
+            "def attn(q, k, v):\n    s = q @ k.transpose(-2, -1) * math.sqrt(q.shape[-1]) ** -1\n"
+            "    return F.softmax(s, dim=-1) @ v\n\n"
+            "def other(x):\n    return np.zeros(3)\n")
+    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT101"]]))
+    assert sel is not None
+    kept = [line for line in sel.text.split("\n") if line.startswith(("import", "from"))]
+    assert kept == ["import math", "import torch", "from torch.nn import functional as F"]

@@ -31,8 +31,9 @@ Selection (:func:`select`) works on the text alone — no tokenizer, no ``ast``:
    called helper is analysed only inlined at its call sites, with the caller's arguments), and
    so do those callers, transitively; a helper kept only because a seed calls it cannot report,
    so its other callers are not needed.  A class whose body would be empty keeps its first
-   method.  Imports (and units holding a local import) are always kept: they feed the alias
-   table.
+   method.  Imports feed the alias table: an absolute import is kept when a kept unit uses a
+   name it binds (``import torch`` always: rules look up torch's local name), a relative one
+   never (the table ignores them), and a unit holding a local import always.
 4. **Check.**  After parsing, the top-level definitions libcst finds must be the kept ones, in
    order, and each kept class must hold exactly the kept methods (:func:`structure_matches`).
    Otherwise (a ``def`` line inside a string, unusual line endings), and whenever the blanked
@@ -312,6 +313,37 @@ def _split_module_code(lines: list[str], c: Chunk, top: int,
     return out
 
 
+_IMPORT = re.compile(r"(?:from[ \t]+([\w.]+)[ \t]+)?import[ \t]+(.*)", re.S)
+
+
+def import_binds(text: str) -> set[str] | None:
+    """Names a module-level ``import`` statement binds that the alias table can record
+    (:class:`attncheck.lint.context.ImportTable`): none for a relative import or ``*``;
+    ``None`` when the statement is not a plain import (keep it)."""
+    if ";" in text or "\\" in text:
+        return None
+    m = _IMPORT.match(text)
+    if not m:
+        return None
+    module, names = m.group(1), re.sub(r"#[^\n]*", "", m.group(2))
+    if module is not None and module.startswith("."):
+        return set()
+    out: set[str] = set()
+    for part in names.replace("(", " ").replace(")", " ").split(","):
+        words = part.split()
+        if not words:
+            continue
+        if words == ["*"]:
+            continue
+        if len(words) == 3 and words[1] == "as":
+            out.add(words[2])
+        elif len(words) == 1:
+            out.add(words[0] if module is not None else words[0].split(".")[0])
+        else:
+            return None
+    return out
+
+
 def _module_binds(text: str) -> set[str]:
     """Names a module-level statement binds (``X = …``, ``X: T = …``, ``a, b = …``)."""
     m = _MOD_BINDING.match(text)
@@ -533,9 +565,14 @@ def select(text: str, triggers, why: dict | None = None,
 
     # ---- closure
     mod_binds: dict[str, list[int]] = {}
+    imports_kept: set[int] = set()  # import statements the alias table reads whatever is kept
     for ui, u in enumerate(units):
         if u.kind == "mod" and text[unit_starts[ui]] not in "@#\"'( ":
-            for name in _module_binds(texts[ui]):
+            t = texts[ui]
+            binds = import_binds(t) if t.startswith(("import", "from")) else _module_binds(t)
+            if binds is None or (t.startswith("import") and "torch" in t):
+                imports_kept.add(ui)  # rules look up torch's local name in the whole table
+            for name in binds or ():
                 mod_binds.setdefault(name, []).append(ui)
     top_names = set(by_name)
     work: list[int] = []
@@ -567,8 +604,8 @@ def select(text: str, triggers, why: dict | None = None,
     for ui, u in enumerate(units):
         if seed[ui]:
             keep(ui, True)
-        elif ui in local_imports or (u.kind == "mod" and texts[ui].startswith(("import", "from"))):
-            keep(ui)  # feeds the alias table
+        elif ui in local_imports or ui in imports_kept:
+            keep(ui)  # feeds the alias table (a plain import is kept when a kept unit uses it)
     callers: dict[str, list[int]] = {}
     while True:
         while work:
