@@ -187,36 +187,46 @@ def in_strings(lines: list[str]) -> list[bool]:
     return out
 
 
+def _cut(lines: list[str], lo: int, hi: int, indent: str, definition: re.Pattern,
+         strings: list[bool] | None) -> list[tuple[int, str | None]]:
+    """Where the statements at ``indent`` in ``lines[lo:hi]`` start: ``(line, name)`` with the
+    name of a definition (decorators included; ``""`` for decorators without one), or ``None``
+    for other code (consecutive other statements are one piece).  Lines at other indentation,
+    comments, closing brackets and lines inside triple-quoted strings continue a piece."""
+    out: list[tuple[int, str | None]] = []
+    n = len(indent)
+    in_decorators = False
+    for i in range(lo, hi):
+        line = lines[i]
+        if len(line) <= n or line[n] in " \t\r\f#)]}" or not line.startswith(indent) \
+                or (strings is not None and strings[i]):
+            continue
+        if line[n] == "@":
+            if not in_decorators:
+                out.append((i, ""))
+                in_decorators = True
+            continue
+        m = definition.match(line, n)
+        if m:
+            if in_decorators:
+                out[-1] = (out[-1][0], m.group(1))
+                in_decorators = False
+            else:
+                out.append((i, m.group(1)))
+            continue
+        if in_decorators:  # a decorator argument continued at this indentation
+            continue
+        if out and out[-1][1] is None:
+            continue  # consecutive other statements: one piece
+        out.append((i, None))
+    return out
+
+
 def chunks(lines: list[str], strings: list[bool] | None = None) -> list[Chunk]:
     """Split ``lines`` (without line ends) into top-level chunks (see module docstring);
     ``strings`` (:func:`in_strings`) marks lines inside triple-quoted strings, which continue
     the current chunk."""
-    out: list[Chunk] = []
-    in_decorators = False
-    for i, line in enumerate(lines):
-        if not line or (strings is not None and strings[i]):
-            continue
-        c = line[0]
-        if c in " \t\r\f#)]}":
-            continue
-        if c == "@":
-            if not in_decorators:
-                out.append(Chunk(i, i, ""))
-                in_decorators = True
-            continue
-        m = _DEF.match(line)
-        if m:
-            if in_decorators:
-                out[-1].name = m.group(1)
-                in_decorators = False
-            else:
-                out.append(Chunk(i, i, m.group(1)))
-            continue
-        if in_decorators:  # a decorator argument continued in column 0: stay in the chunk
-            continue
-        if out and out[-1].name is None:
-            continue  # consecutive module-level code: one chunk
-        out.append(Chunk(i, i, None))
+    out = [Chunk(i, i, name) for i, name in _cut(lines, 0, len(lines), "", _DEF, strings)]
     for a, b in zip(out, out[1:]):
         a.end = b.start
     if out:
@@ -258,33 +268,9 @@ def _split_class(lines: list[str], c: Chunk, top: int,
             break
     if not indent:
         return None
-    n = len(indent)
     units = [Unit(c.start, h + 1, None, "class", top, header=True)]
-    in_decorators = False
-    for j in range(h + 1, c.end):
-        line = lines[j]
-        if not line.startswith(indent) or len(line) == n or line[n] in " \t\r\f#)]}" \
-                or (strings is not None and strings[j]):
-            continue
-        rest = line[n:]
-        if rest[0] == "@":
-            if not in_decorators:
-                units.append(Unit(j, j, "", "meth", top))
-                in_decorators = True
-            continue
-        m = _METHOD.match(rest)
-        if m:
-            if in_decorators:
-                units[-1].name = m.group(1)
-                in_decorators = False
-            else:
-                units.append(Unit(j, j, m.group(1), "meth", top))
-            continue
-        if in_decorators:
-            continue
-        if units[-1].kind == "class" and len(units) > 1:
-            continue  # consecutive class-body statements: one unit
-        units.append(Unit(j, j, None, "class", top))
+    units += [Unit(i, i, name, "class" if name is None else "meth", top)
+              for i, name in _cut(lines, h + 1, c.end, indent, _METHOD, strings)]
     if any(u.name == "" for u in units):
         return None
     for a, b in zip(units, units[1:]):
