@@ -105,3 +105,20 @@ class Walker:
                 walk(v)
         for f in leaves:
             f(node)
+
+
+def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """``node.visit(visitor)`` for a read-only ``CSTVisitor``, without rebuilding the tree: the
+    visitor's ``on_visit`` (``visit_<Type>``; returning ``False`` skips the children) and
+    ``on_leave`` run on the same nodes in the same order (whitespace and punctuation skipped, see
+    :data:`_SKIP_FIELDS`; attribute visitors are not called)."""
+    if visitor.on_visit(node):
+        for name in _fields(node.__class__):
+            v = getattr(node, name)
+            c = v.__class__
+            if c is tuple or c is list:
+                for x in v:
+                    visit(x, visitor)
+            elif v is not None and hasattr(c, "_visit_and_replace_children"):
+                visit(v, visitor)
+    visitor.on_leave(node)

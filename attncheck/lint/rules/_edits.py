@@ -10,6 +10,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from attncheck.lint import walk
 from attncheck.lint.analysis.layout import arg
 from attncheck.lint.finding import Edit, Fix
 
@@ -69,5 +70,5 @@ def enclosing(rule: Any, node: cst.CSTNode, kind: type = cst.FunctionDef) -> cst
                     return False
             return True
 
-    rule.ctx.module.visit(_V())
+    walk.visit(rule.ctx.module, _V())
     return best

@@ -11,6 +11,7 @@ from typing import Any
 
 import libcst as cst
 
+from attncheck.lint import walk
 from attncheck.lint.finding import Fix
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
@@ -103,7 +104,7 @@ class SoftmaxWrongDim(Rule):
                             and tt.value.value == "self" and tt.attr.value == f.attr.value:
                         found.append(node.value)
 
-        cls.visit(_V())
+        walk.visit(cls, _V())
         if len(found) != 1 or not isinstance(found[0], cst.Call):
             return None
         q = self.ctx.qualname(found[0].func) or ""

@@ -22,6 +22,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from attncheck.lint import walk
 from attncheck.lint.analysis.layout import arg, code, is_scores
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
@@ -151,7 +152,7 @@ def _mentions_max(node: cst.CSTNode) -> bool:
             if n.attr.value in _MAXLIKE or "max" in low or "lse" in low:
                 found = True
 
-    node.visit(V())
+    walk.visit(node, V())
     return found
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 import libcst as cst
 
+from attncheck.lint import walk
 from attncheck.lint.context import dotted_name
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
@@ -115,7 +116,7 @@ class StateMutatedInForward(Rule):
                 if a:
                     out.append(a)
 
-        test.visit(V())
+        walk.visit(test, V())
         return out
 
     def visit_If(self, node: cst.If) -> None:
@@ -169,7 +170,7 @@ class StateMutatedInForward(Rule):
                         k = _init_kind(n.value, params)
                         kinds[a] = k if kinds.get(a, k) == k else None
 
-        init.visit(V())
+        walk.visit(init, V())
         return {a: k for a, k in kinds.items() if k is not None}
 
     def _check(self, fw: _Forward, cls: cst.ClassDef) -> None:
