@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attncheck.lint import engine, regions, triggers as T, walk
+from attncheck.lint import engine, regions, walk
+from attncheck.lint import triggers as T
 from attncheck.lint.engine import Layer, lint_text, resolve_selection
 from attncheck.lint.rule import all_rules
 
@@ -55,7 +56,7 @@ def test_matmul_trigger_skips_decorators(text, hit):
     ("-1_000_000", True), ("float('-1e30')", True), ("-9e4", True),
 ])
 def test_big_literal_trigger_covers_fp16_overflow(literal, overflows):
-    value = eval(literal)  # noqa: S307 - test literals
+    value = eval(literal)
     assert (value < -65504) is overflows
     assert _search(T.BIG_LITERAL, f"x.masked_fill(m, {literal})") is overflows
 

@@ -60,7 +60,7 @@ _DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)")
 _METHOD = re.compile(r"(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _CALLED = re.compile(r"([A-Za-z_]\w*)[ \t]*\(")
-_LOCAL_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.M)
+_LOCAL_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.MULTILINE)
 _SELF_ATTR = re.compile(r"self\.([A-Za-z_]\w*)")
 #: the name a statement binds: ``x = …``, ``self.x = …``, ``x: T = …``, ``register_buffer("x", …``
 _BINDING = re.compile(r"(?:self\.)?([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)|"
@@ -299,7 +299,7 @@ def _split_module_code(lines: list[str], c: Chunk, top: int,
     return out
 
 
-_IMPORT = re.compile(r"(?:from[ \t]+([\w.]+)[ \t]+)?import[ \t]+(.*)", re.S)
+_IMPORT = re.compile(r"(?:from[ \t]+([\w.]+)[ \t]+)?import[ \t]+(.*)", re.DOTALL)
 
 
 def import_binds(text: str) -> set[str] | None:
