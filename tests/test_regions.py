@@ -382,3 +382,23 @@ def test_unused_and_relative_imports_are_blanked(monkeypatch):
     assert sel is not None
     kept = [line for line in sel.text.split("\n") if line.startswith(("import", "from"))]
     assert kept == ["import math", "import torch", "from torch.nn import functional as F"]
+
+
+def test_fixes_splice_back_the_same_with_regions(tmp_path, monkeypatch):
+    """``--fix --unsafe-fixes`` on a region parse writes the same files as on whole-file parses
+    (fix edits are positioned on the blanked text, whose lines and columns are the original's)."""
+    from attncheck.lint.engine import lint_paths
+
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    sources = sorted((ROOT / "fixtures").rglob("*.py"))
+    outputs = {}
+    for mode in (True, False):
+        d = tmp_path / str(mode)
+        d.mkdir()
+        for p in sources:
+            (d / f"{p.parent.name}_{p.name}").write_bytes(p.read_bytes())
+        res = lint_paths([d], fix=True, unsafe_fixes=True, isolated=True, regions=mode,
+                         cache_dir=tmp_path / "cache", select=["ALL"])
+        outputs[mode] = (res.fixed, {f.name: f.read_text(encoding="utf-8") for f in sorted(d.iterdir())})
+    assert outputs[True][0] > 5
+    assert outputs[True] == outputs[False]
