@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -500,24 +501,24 @@ class MaskAnalysis:
 def _int_of(node: cst.BaseExpression | None) -> int | None:
     if node is None:
         return None
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         return int(node.evaluated_value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         v = _int_of(node.expression)
         return None if v is None else -v
     return None
 
 
 def _num_of(node: cst.BaseExpression) -> float | None:
-    if isinstance(node, (cst.Integer, cst.Float)):
+    if type(node) in (cst.Integer, cst.Float):
         return float(node.evaluated_value)
-    if isinstance(node, cst.UnaryOperation):
+    if type(node) is cst.UnaryOperation:
         v = _num_of(node.expression)
         if v is None:
             return None
-        if isinstance(node.operator, cst.Minus):
+        if type(node.operator) is cst.Minus:
             return -v
-        if isinstance(node.operator, cst.Plus):
+        if type(node.operator) is cst.Plus:
             return v
     return None
 
@@ -555,14 +556,82 @@ def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
 
 
 _KIDS: dict[int, list[cst.CSTNode]] = {}
+#: per-analysis caches keyed by ``id(node)``; each value keeps its node alive (no id reuse)
+_WALKS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+_OPS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+_NAMES: dict[int, tuple[cst.CSTNode, set[str]]] = {}
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+_GETTERS: dict[type, Any] = {}
 _SKIP_FIELDS = frozenset({
     "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
     "trailing_whitespace", "lines_after_decorators", "equal", "dot", "colon", "operator",
     "first_line", "empty_lines", "asynchronous",
 })
+#: ``isinstance(x, cst.CSTNode)`` per concrete type: libcst's classes are ABCs, whose
+#: ``isinstance`` runs Python-level ``ABCMeta.__instancecheck__`` (slow on hot paths)
+_NODE_TYPE: dict[type, bool] = {}
+#: nested scopes ``_walk_exprs`` does not enter (leaf classes: exact type tests are exact)
+_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+_Call, _Name, _Attribute, _BinaryOperation = cst.Call, cst.Name, cst.Attribute, cst.BinaryOperation
+_MatrixMultiply, _Add = cst.MatrixMultiply, cst.Add
+#: node classes whose :func:`_children` is always empty (their only kept field is a ``str``)
+_LEAVES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
+                     cst.Ellipsis, cst.Pass, cst.Break, cst.Continue})
+
+
+_BLOCK_TYPE: dict[type, bool] = {}
+_EXPR_TYPE: dict[type, bool] = {}
+
+
+def _is_expr_type(t: type) -> bool:
+    """``issubclass(t, cst.BaseExpression)``, cached per type."""
+    r = _EXPR_TYPE.get(t)
+    if r is None:
+        r = _EXPR_TYPE[t] = issubclass(t, cst.BaseExpression)
+    return r
+
+
+def _is_block_type(t: type) -> bool:
+    """``issubclass(t, (BaseCompoundStatement, BaseSuite, Else, ExceptHandler, Finally))``."""
+    r = _BLOCK_TYPE.get(t)
+    if r is None:
+        r = _BLOCK_TYPE[t] = issubclass(t, (cst.BaseCompoundStatement, cst.BaseSuite, cst.Else,
+                                            cst.ExceptHandler, cst.Finally))
+    return r
+
+
+def _is_node_type(t: type) -> bool:
+    r = _NODE_TYPE.get(t)
+    if r is None:
+        r = _NODE_TYPE[t] = issubclass(t, cst.CSTNode)
+    return r
+
+
+def _field_getter(t: type):
+    """A function returning, as a tuple, the fields of a ``t`` node that :func:`_children`
+    reads (all but whitespace, parentheses, commas and operators), in field order."""
+    g = _GETTERS.get(t)
+    if g is None:
+        names = _FIELDS.get(t)
+        if names is None:
+            names = _FIELDS[t] = tuple(
+                f.name for f in dataclasses.fields(t)
+                if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace"))
+        if not names:
+            g = _no_fields
+        elif len(names) == 1:
+            one = operator.attrgetter(names[0])
+            g = lambda n: (one(n),)
+        else:
+            g = operator.attrgetter(*names)
+        _GETTERS[t] = g
+    return g
+
+
+def _no_fields(n: cst.CSTNode) -> tuple:
+    return ()
 
 
 def _children(n: cst.CSTNode) -> list[cst.CSTNode]:
@@ -571,44 +640,88 @@ def _children(n: cst.CSTNode) -> list[cst.CSTNode]:
     property re-visits the node on every read and dominated the analysis's run time."""
     k = _KIDS.get(id(n))
     if k is None:
-        t = type(n)
-        names = _FIELDS.get(t)
-        if names is None:
-            names = _FIELDS[t] = tuple(
-                f.name for f in dataclasses.fields(t)
-                if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace"))
+        g = _GETTERS.get(type(n))
+        if g is None:
+            g = _field_getter(type(n))
+        node_type = _NODE_TYPE
         k = []
-        for name in names:
-            v = getattr(n, name)
-            if isinstance(v, cst.CSTNode):
+        for v in g(n):
+            tv = type(v)
+            isn = node_type.get(tv)
+            if isn is None:
+                isn = _is_node_type(tv)
+            if isn:
                 k.append(v)
-            elif isinstance(v, (list, tuple)):
-                k.extend(x for x in v if isinstance(x, cst.CSTNode))
+            elif tv is tuple or tv is list or isinstance(v, (list, tuple)):
+                for x in v:
+                    tx = type(x)
+                    isn = node_type.get(tx)
+                    if isn is None:
+                        isn = _is_node_type(tx)
+                    if isn:
+                        k.append(x)
         _KIDS[id(n)] = k
     return k
 
 
+def _walk_list(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """:func:`_walk_exprs` as a list, computed once per node and analysis."""
+    w = _WALKS.get(id(node))
+    if w is not None:
+        return w[1]
+    out: list[cst.CSTNode] = []
+    add = out.append
+    scopes = _SCOPES
+    leaves = _LEAVES
+    kids = _KIDS
+    stack = [node]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        n = pop()
+        add(n)
+        if type(n) in leaves:
+            continue
+        k = kids.get(id(n))
+        if k is None:
+            k = _children(n)
+        for c in reversed(k):
+            if type(c) not in scopes:
+                push(c)
+    _WALKS[id(node)] = (node, out)
+    return out
+
+
 def _walk_exprs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Every node under ``node`` without descending into nested functions/classes/lambdas."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        for c in reversed(_children(n)):
-            if isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                continue
-            stack.append(c)
+    return iter(_walk_list(node))
+
+
+def _ops_list(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The calls and binary operations of :func:`_walk_exprs` (in its order): the only nodes
+    that can be a softmax, a matmul or a mask consumer."""
+    w = _OPS.get(id(node))
+    if w is not None:
+        return w[1]
+    out = [n for n in _walk_list(node) if type(n) is _Call or type(n) is _BinaryOperation]
+    _OPS[id(node)] = (node, out)
+    return out
 
 
 def _names_in(node: cst.CSTNode) -> set[str]:
+    w = _NAMES.get(id(node))
+    if w is not None:
+        return w[1]
     out = set()
-    for n in _walk_exprs(node):
-        if isinstance(n, cst.Name):
+    for n in _walk_list(node):
+        t = type(n)
+        if t is _Name:
             out.add(n.value)
-        elif isinstance(n, cst.Attribute):
+        elif t is _Attribute:
             d = dotted_name(n)
             if d is not None and d.startswith("self."):
                 out.add(d)
+    _NAMES[id(node)] = (node, out)
     return out
 
 
@@ -638,9 +751,23 @@ _NOT_MASK_WORDS = frozenset({
 })
 
 
+_NAMED: dict[str, MaskVal | None] = {}
+
+
 def _named_mask(name: str) -> MaskVal | None:
     """An otherwise unknown variable whose name says it is a mask (``attention_mask``,
     ``key_padding_mask``, ``valid``): pattern unknown, padding polarity from the name."""
+    try:
+        return _NAMED[name]  # a pure function of the name; MaskVal is frozen
+    except KeyError:
+        pass
+    if len(_NAMED) > 20000:
+        _NAMED.clear()
+    v = _NAMED[name] = _named_mask_uncached(name)
+    return v
+
+
+def _named_mask_uncached(name: str) -> MaskVal | None:
     low = name.lower()
     if not low.endswith("mask") and set(low.split("_")) & _NOT_MASK_WORDS:
         return None
@@ -691,27 +818,28 @@ class _Analyzer:
         self.callsite_args: dict[str, dict[int, Any]] = {}
         self.recording = False
         self.current: _Function | None = None
+        self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
     def _collect(self, module: cst.Module) -> None:
         for stmt in module.body:
-            if isinstance(stmt, cst.FunctionDef):
+            if type(stmt) is cst.FunctionDef:
                 f = _Function(stmt, None, stmt.name.value)
                 self.functions[stmt.name.value] = f
                 self.all_functions.append(f)
-            elif isinstance(stmt, cst.ClassDef):
+            elif type(stmt) is cst.ClassDef:
                 c = _Class(stmt)
                 self.classes[c.name] = c
                 for s in stmt.body.body:
-                    if isinstance(s, cst.FunctionDef):
+                    if type(s) is cst.FunctionDef:
                         f = _Function(s, c, f"{c.name}.{s.name.value}")
                         c.methods[s.name.value] = f
                         self.all_functions.append(f)
-            elif isinstance(stmt, cst.SimpleStatementLine):
+            elif type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
-                    if (isinstance(small, cst.Assign) and len(small.targets) == 1
-                            and isinstance(small.targets[0].target, cst.Name)):
+                    if (type(small) is cst.Assign and len(small.targets) == 1
+                            and type(small.targets[0].target) is cst.Name):
                         v = self.ev(small.value, {})
                         if isinstance(v, (Fill, MaskVal)):
                             self.globals[small.targets[0].target.value] = v
@@ -797,22 +925,22 @@ class _Analyzer:
             self._stmt(stmt, state, cls_env)
 
     def _stmt(self, stmt: cst.CSTNode, state: _State, cls_env) -> None:
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:
             for small in stmt.body:
                 self._small(small, state, cls_env)
-        elif isinstance(stmt, cst.If):
+        elif type(stmt) is cst.If:
             self._scan(stmt.test, state)
             a = state.copy()
             self._block(stmt.body, a, cls_env)
             b = state.copy()
             if stmt.orelse is not None:
-                if isinstance(stmt.orelse, cst.If):
+                if type(stmt.orelse) is cst.If:
                     self._stmt(stmt.orelse, b, cls_env)
                 else:
                     self._block(stmt.orelse.body, b, cls_env)
             state.assign_from(a.join(b))
-        elif isinstance(stmt, (cst.For, cst.While)):
-            if isinstance(stmt, cst.For):
+        elif type(stmt) in (cst.For, cst.While):
+            if type(stmt) is cst.For:
                 self._scan(stmt.iter, state)
             else:
                 self._scan(stmt.test, state)
@@ -821,11 +949,11 @@ class _Analyzer:
             if stmt.orelse is not None:
                 self._block(stmt.orelse.body, a, cls_env)
             state.assign_from(state.join(a))
-        elif isinstance(stmt, cst.With):
+        elif type(stmt) is cst.With:
             for item in stmt.items:
                 self._scan(item.item, state)
             self._block(stmt.body, state, cls_env)
-        elif isinstance(stmt, cst.Try):
+        elif type(stmt) is cst.Try:
             self._block(stmt.body, state, cls_env)
             for h in stmt.handlers:
                 self._block(h.body, state, cls_env)
@@ -836,23 +964,23 @@ class _Analyzer:
         # nested FunctionDef / ClassDef: analysed on their own (see analyze)
 
     def _small(self, small: cst.CSTNode, state: _State, cls_env) -> None:
-        if isinstance(small, cst.Assign):
+        if type(small) is cst.Assign:
             self._scan(small.value, state, assign_targets=[t.target for t in small.targets])
             val = self.ev(small.value, state.env)
             tag = self.tag_of(small.value, state)
             for t in small.targets:
                 self._bind(t.target, val, tag, state, cls_env, small.value)
-                if isinstance(t.target, cst.Subscript):
+                if type(t.target) is cst.Subscript:
                     self._index_assign(t.target, small.value, state)
-        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+        elif type(small) is cst.AnnAssign and small.value is not None:
             self._scan(small.value, state, assign_targets=[small.target])
             self._bind(small.target, self.ev(small.value, state.env),
                        self.tag_of(small.value, state), state, cls_env, small.value)
-        elif isinstance(small, cst.AugAssign):
+        elif type(small) is cst.AugAssign:
             self._scan(small.value, state)
-            if isinstance(small.operator, cst.AddAssign):
+            if type(small.operator) is cst.AddAssign:
                 self._additive(small, small.target, small.value, state, [small.target])
-            if isinstance(small.target, cst.Name):
+            if type(small.target) is cst.Name:
                 name = small.target.value
                 cur = state.env.get(name)
                 op = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply,
@@ -862,15 +990,15 @@ class _Analyzer:
                     state.env[name] = self._binop(cur, op(), self.ev(small.value, state.env), small)
                 elif isinstance(cur, MaskVal):
                     state.env.pop(name, None)
-        elif isinstance(small, cst.Expr):
+        elif type(small) is cst.Expr:
             self._scan(small.value, state)
             self._inplace(small.value, state)
-        elif isinstance(small, cst.Return) and small.value is not None:
+        elif type(small) is cst.Return and small.value is not None:
             self._scan(small.value, state, returned=True)
             self._returns.append(self.ev(small.value, state.env))
 
     def _bind(self, target, val, tag, state: _State, cls_env, value_node) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             name = target.value
             if isinstance(val, MaskVal) and val.polarity is None and (
                     val.pattern is None or None in val.pattern):
@@ -885,43 +1013,43 @@ class _Analyzer:
                 state.tags.pop(name, None)
             else:
                 state.tags[name] = tag
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             elems = [e.value for e in target.elements]
             if isinstance(val, IndicesVal) and val.part is None and len(elems) == 2:
                 for i, e in enumerate(elems):
                     self._bind(e, IndicesVal(val.pattern, i, val.origin), None, state, cls_env, None)
                 return
             vals = None
-            if isinstance(value_node, (cst.Tuple, cst.List)) and len(value_node.elements) == len(elems):
+            if type(value_node) in (cst.Tuple, cst.List) and len(value_node.elements) == len(elems):
                 vals = [self.ev(e.value, state.env) for e in value_node.elements]
             for i, e in enumerate(elems):
                 self._bind(e, vals[i] if vals else None, None, state, cls_env, None)
-        elif isinstance(target, cst.Attribute) and cls_env is not None:
+        elif type(target) is cst.Attribute and cls_env is not None:
             d = dotted_name(target)
             if d is not None and d.startswith("self.") and d.count(".") == 1 and val is not None:
                 cls_env.attrs[target.attr.value] = val
-        elif isinstance(target, cst.Attribute):
+        elif type(target) is cst.Attribute:
             d = dotted_name(target)
             if d is not None and tag is not None:
                 state.tags[d] = tag
 
     def _inplace(self, expr: cst.BaseExpression, state: _State) -> None:
         """``m.tril_()``, ``m.masked_fill_(...)``, ``self.register_buffer("bias", ...)``."""
-        if not isinstance(expr, cst.Call) or not isinstance(expr.func, cst.Attribute):
+        if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
             return
         meth = expr.func.attr.value
         recv = expr.func.value
-        if meth == "register_buffer" and isinstance(recv, cst.Name) and recv.value == "self":
+        if meth == "register_buffer" and type(recv) is cst.Name and recv.value == "self":
             name_node = _arg(expr, 0, "name")
             tensor = _arg(expr, 1, "tensor")
             cls = self.current.cls if self.current else None
-            if (cls is not None and isinstance(name_node, cst.SimpleString)
+            if (cls is not None and type(name_node) is cst.SimpleString
                     and tensor is not None):
                 v = self.ev(tensor, state.env)
                 if v is not None:
                     cls.attrs[name_node.evaluated_value] = v
             return
-        if meth.endswith("_") and isinstance(recv, cst.Name) and recv.value in state.env:
+        if meth.endswith("_") and type(recv) is cst.Name and recv.value in state.env:
             fake = expr.with_changes(func=expr.func.with_changes(attr=cst.Name(meth[:-1])))
             v = self.ev(fake, state.env, origin=expr)
             if v is None:
@@ -931,12 +1059,12 @@ class _Analyzer:
 
     # ---- tags (scores / probs) --------------------------------------------------------------
     def is_softmax_call(self, node: cst.CSTNode, state: _State | None = None) -> bool:
-        if not isinstance(node, cst.Call):
+        if type(node) is not _Call:
             return False
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in ("softmax", "log_softmax"):
+        if type(func) is _Attribute and func.attr.value in ("softmax", "log_softmax"):
             return True
-        q = self.ctx.qualname(func)
+        q = self.qualname(func)
         if q in SOFTMAX_NAMES:
             return True
         if q is not None and q.startswith("self.") and self.current is not None:
@@ -948,21 +1076,29 @@ class _Analyzer:
         return False
 
     def _is_matmul(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+        t = type(node)
+        if t is _BinaryOperation and type(node.operator) is _MatrixMultiply:
             return True
-        if isinstance(node, cst.Call):
-            q = self.ctx.qualname(node.func) or ""
+        if t is _Call:
+            q = self.qualname(node.func) or ""
             if q in _MATMUL_NAMES:
                 return True
-            if isinstance(node.func, cst.Attribute) and node.func.attr.value in (
+            if type(node.func) is _Attribute and node.func.attr.value in (
                     "matmul", "bmm", "baddbmm", "einsum"):
                 return True
         return False
 
+    def qualname(self, node: cst.BaseExpression) -> str | None:
+        """``ctx.qualname`` cached per node for this analysis (the node is kept alive)."""
+        w = self._qn.get(id(node))
+        if w is None:
+            w = self._qn[id(node)] = (node, self.ctx.qualname(node))
+        return w[1]
+
     def tag_of(self, expr: cst.BaseExpression, state: _State) -> str | None:
         has_softmax = has_mm = False
         names = set()
-        for n in _walk_exprs(expr):
+        for n in _ops_list(expr):  # only calls / binary operations can be either
             if self.is_softmax_call(n, state):
                 has_softmax = True
             elif self._is_matmul(n):
@@ -986,25 +1122,26 @@ class _Analyzer:
         self._targets = assign_targets
         if not self.recording:
             # still record call-site arguments of same-file functions (pass 1)
-            for n in _walk_exprs(expr):
-                if isinstance(n, cst.Call):
+            for n in _ops_list(expr):
+                if type(n) is _Call:
                     self._callsite(n, state)
             return
         in_softmax: set[int] = set()
         self._in_matmul = in_matmul = set()
-        for n in _walk_exprs(expr):
+        ops = _ops_list(expr)  # _operands is empty for every other node
+        for n in ops:
             for a in self._operands(n, state, "softmax"):
-                in_softmax.update(id(x) for x in _walk_exprs(a))
+                in_softmax.update(id(x) for x in _walk_list(a))
             for a in self._operands(n, state, "matmul"):
-                in_matmul.update(id(x) for x in _walk_exprs(a))
-        for n in _walk_exprs(expr):
-            if isinstance(n, cst.Call):
+                in_matmul.update(id(x) for x in _walk_list(a))
+        for n in ops:
+            if type(n) is _Call:
                 self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
-            elif isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Add):
+            elif type(n) is _BinaryOperation and type(n.operator) is _Add:
                 self._additive(n, n.left, n.right, state, assign_targets, id(n) in in_softmax)
 
     def _callsite(self, call: cst.Call, state: _State) -> None:
-        q = self.ctx.qualname(call.func)
+        q = self.qualname(call.func)
         f = None
         if q in self.functions:
             f = self.functions[q]
@@ -1033,9 +1170,9 @@ class _Analyzer:
             return True
         names = set()
         for t in targets or ():
-            if isinstance(t, cst.Name):
+            if type(t) is cst.Name:
                 names.add(t.value)
-            elif isinstance(t, cst.Attribute) and dotted_name(t):
+            elif type(t) is cst.Attribute and dotted_name(t):
                 names.add(dotted_name(t))
         if not names or self.current is None:
             return False
@@ -1044,7 +1181,7 @@ class _Analyzer:
     def _reaches_matmul(self, node: cst.CSTNode, targets, state, direct: bool) -> bool:
         if direct:
             return True
-        names = {dotted_name(t) for t in targets or () if isinstance(t, (cst.Name, cst.Attribute))}
+        names = {dotted_name(t) for t in targets or () if type(t) in (cst.Name, cst.Attribute)}
         names.discard(None)
         if not names or self.current is None:
             return False
@@ -1055,32 +1192,28 @@ class _Analyzer:
         """Does a value assigned to ``names`` reach a softmax (or, with ``want="matmul"``, a
         matmul) later in the current function?"""
         stmts = self._linear(self.current)
-        start = None
-        for i, (s, _) in enumerate(stmts):
-            if any(n is node for n in _walk_exprs(s)):
-                start = i
-                break
+        start = self._stmt_index(self.current).get(id(node))
         if start is None:
             return False
         tainted = set(names)
         for s, _ in stmts[start + 1:]:
-            for n in _walk_exprs(s):
+            for n in _ops_list(s):  # _operands is empty for every other node
                 argnodes = self._operands(n, state, want)
                 if argnodes and any(_names_in(a) & tainted for a in argnodes):
                     return True
-            if isinstance(s, (cst.Assign, cst.AugAssign, cst.AnnAssign)):
+            if type(s) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
                 value = s.value
                 if value is None:
                     continue
-                tgts = [t.target for t in s.targets] if isinstance(s, cst.Assign) else [s.target]
+                tgts = [t.target for t in s.targets] if type(s) is cst.Assign else [s.target]
                 hit = bool(_names_in(value) & tainted) and not self._opaque_call(value)
                 for t in tgts:
-                    d = dotted_name(t) if isinstance(t, (cst.Name, cst.Attribute)) else None
+                    d = dotted_name(t) if type(t) in (cst.Name, cst.Attribute) else None
                     if d is None:
                         continue
                     if hit:
                         tainted.add(d)
-                    elif isinstance(s, cst.Assign):
+                    elif type(s) is cst.Assign:
                         tainted.discard(d)
         return False
 
@@ -1090,16 +1223,16 @@ class _Analyzer:
             if not self.is_softmax_call(n, state):
                 return []
             out = [a.value for a in n.args[:1]]
-            if isinstance(n.func, cst.Attribute):
+            if type(n.func) is _Attribute:
                 out.append(n.func.value)
             return out
         if not self._is_matmul(n):
             return []
-        if isinstance(n, cst.BinaryOperation):
+        if type(n) is _BinaryOperation:
             return [n.left]
         out = [a.value for a in n.args]
-        if isinstance(n.func, cst.Attribute) and dotted_name(n.func) is None or (
-                isinstance(n.func, cst.Attribute) and not (self.ctx.qualname(n.func) or "")
+        if type(n.func) is _Attribute and dotted_name(n.func) is None or (
+                type(n.func) is _Attribute and not (self.qualname(n.func) or "")
                 .startswith("torch.")):
             out.append(n.func.value)
         return out
@@ -1107,11 +1240,11 @@ class _Analyzer:
     def _opaque_call(self, expr: cst.CSTNode) -> bool:
         """Whether ``expr`` calls a layer or helper (``self.layer(x)``, ``block(x)``): taint does
         not flow through those (the masked tensor is no longer the same scores)."""
-        for n in _walk_exprs(expr):
-            if not isinstance(n, cst.Call) or self.is_softmax_call(n):
+        for n in _ops_list(expr):
+            if type(n) is not _Call or self.is_softmax_call(n):
                 continue
-            q = self.ctx.qualname(n.func) or ""
-            if isinstance(n.func, cst.Name) and not q.startswith("torch."):
+            q = self.qualname(n.func) or ""
+            if type(n.func) is _Name and not q.startswith("torch."):
                 return True
             if q.startswith("self.") and q.count(".") == 1:
                 return True
@@ -1127,21 +1260,35 @@ class _Analyzer:
 
         def rec(node):
             for c in _children(node):
-                if isinstance(c, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                t = type(c)
+                if t in _SCOPES:
                     continue
-                if isinstance(c, cst.SimpleStatementLine):
+                if t is cst.SimpleStatementLine:
                     for s in c.body:
                         out.append((s, None))
-                elif isinstance(c, (cst.If, cst.While)):
+                elif t is cst.If or t is cst.While:
                     out.append((c.test, None))
                     rec(c)
-                elif isinstance(c, (cst.BaseCompoundStatement, cst.BaseSuite, cst.Else,
-                                    cst.ExceptHandler, cst.Finally)):
+                elif _is_block_type(t):
                     rec(c)
 
         rec(f.node.body)
         cache[id(f)] = out
         return out
+
+    def _stmt_index(self, f: _Function) -> dict[int, int]:
+        """``id(node)`` → index of the first :meth:`_linear` entry of ``f`` whose
+        :func:`_walk_exprs` holds the node."""
+        cache = getattr(self, "_idx_cache", None)
+        if cache is None:
+            cache = self._idx_cache = {}
+        idx = cache.get(id(f))
+        if idx is None:
+            idx = cache[id(f)] = {}
+            for i, (s, _) in enumerate(self._linear(f)):
+                for n in _walk_list(s):
+                    idx.setdefault(id(n), i)
+        return idx
 
     def _target_tag(self, target: cst.BaseExpression | None, state) -> str | None:
         if target is None:
@@ -1177,8 +1324,8 @@ class _Analyzer:
 
     def _call_consumer(self, call: cst.Call, state, in_softmax: bool, targets) -> None:
         func = call.func
-        q = self.ctx.qualname(func) or ""
-        meth = func.attr.value if isinstance(func, cst.Attribute) else None
+        q = self.qualname(func) or ""
+        meth = func.attr.value if type(func) is cst.Attribute else None
         # x.masked_fill(m, v) / torch.masked_fill(x, m, v)
         if meth in ("masked_fill", "masked_fill_") or q == "torch.masked_fill":
             if q == "torch.masked_fill":
@@ -1234,7 +1381,7 @@ class _Analyzer:
             if q.startswith("self.") and q.count(".") == 1 and self.current is not None:
                 v = self.class_attr(self.current.cls, q[5:])
                 is_mha = isinstance(v, ModuleRef) and v.kind == "mha"
-            elif isinstance(func, cst.Name):
+            elif type(func) is cst.Name:
                 v = state.env.get(func.value)
                 is_mha = isinstance(v, ModuleRef) and v.kind == "mha"
         if is_mha:
@@ -1273,7 +1420,7 @@ class _Analyzer:
     def _index_assign(self, target: cst.Subscript, value, state) -> None:
         if not self.recording:
             return
-        idx = [e.slice.value for e in target.slice if isinstance(e.slice, cst.Index)]
+        idx = [e.slice.value for e in target.slice if type(e.slice) is cst.Index]
         vals = [self.ev(i, state.env) for i in idx]
         pattern = None
         origin = None
@@ -1302,7 +1449,8 @@ class _Analyzer:
             return None
 
     def _ev(self, node, env, origin) -> Any:
-        if isinstance(node, cst.Name):
+        t = type(node)  # exact types: libcst's node classes are leaves (and slow ABCs)
+        if t is _Name:
             if node.value in env:
                 return env[node.value]
             if node.value in ("True", "False"):
@@ -1310,46 +1458,45 @@ class _Analyzer:
             if node.value in self.globals:
                 return self.globals[node.value]
             return _named_mask(node.value)
-        if isinstance(node, (cst.Integer, cst.Float)):
+        if t is _Attribute:
+            return self._ev_attribute(node, env)
+        if t is _Call:
+            return self._ev_call(node, env, origin)
+        if t is cst.Integer or t is cst.Float:
             return Fill("literal", float(node.evaluated_value), node)
-        if isinstance(node, cst.UnaryOperation):
+        if t is cst.UnaryOperation:
             inner = self._ev(node.expression, env, origin)
-            if isinstance(node.operator, cst.Minus):
+            top = type(node.operator)
+            if top is cst.Minus:
                 if isinstance(inner, Fill):
                     return replace(inner.scaled(-1.0), node=node)
                 if isinstance(inner, MaskVal):
                     return inner.with_pattern(p_scale(inner.pattern, -1.0))
                 return None
-            if isinstance(node.operator, cst.BitInvert) and isinstance(inner, MaskVal):
+            if top is cst.BitInvert and isinstance(inner, MaskVal):
                 return MaskVal(p_not(inner.pattern), "bool", None, _flip(inner.polarity),
                                inner.origin, inner.repeated)
-            if isinstance(node.operator, cst.Not):
+            if top is cst.Not:
                 return None
-            return inner if isinstance(node.operator, cst.Plus) else None
-        if isinstance(node, cst.Attribute):
-            return self._ev_attribute(node, env)
-        if isinstance(node, cst.Call):
-            return self._ev_call(node, env, origin)
-        if isinstance(node, cst.Subscript):
+            return inner if top is cst.Plus else None
+        if t is cst.Subscript:
             return self._ev_subscript(node, env)
-        if isinstance(node, cst.BinaryOperation):
+        if t is _BinaryOperation:
             return self._binop(self._ev(node.left, env, origin), node.operator,
                                self._ev(node.right, env, origin), node)
-        if isinstance(node, cst.Comparison):
+        if t is cst.Comparison:
             return self._compare(node, env)
-        if isinstance(node, cst.IfExp):
+        if t is cst.IfExp:
             return _join(self._ev(node.body, env, origin), self._ev(node.orelse, env, origin))
-        if isinstance(node, cst.BooleanOperation):
-            return None
         return None
 
     def _ev_attribute(self, node: cst.Attribute, env) -> Any:
-        q = self.ctx.qualname(node)
+        q = self.qualname(node)
         attr = node.attr.value
         if q in ("math.inf", "torch.inf", "numpy.inf", "np.inf"):
             return Fill("pos_inf", None, node)
-        if attr in ("min", "max") and isinstance(node.value, cst.Call):
-            fq = self.ctx.qualname(node.value.func) or ""
+        if attr in ("min", "max") and type(node.value) is cst.Call:
+            fq = self.qualname(node.value.func) or ""
             if fq.endswith("finfo"):
                 return Fill("finfo_min" if attr == "min" else "finfo_max", None, node)
         if q is not None and q.startswith("self.") and q.count(".") == 1 and self.current:
@@ -1370,16 +1517,16 @@ class _Analyzer:
         base = self._ev(node.value, env, node)
         elems = [e.slice for e in node.slice]
         if isinstance(base, IndicesVal) and base.part is None and len(elems) == 1:
-            i = _int_of(elems[0].value) if isinstance(elems[0], cst.Index) else None
+            i = _int_of(elems[0].value) if type(elems[0]) is cst.Index else None
             if i in (0, 1):
                 return IndicesVal(base.pattern, i, base.origin)
             return None
         if isinstance(base, IndexVal):
             kinds = []
             for e in elems:
-                if isinstance(e, cst.Slice):
+                if type(e) is cst.Slice:
                     kinds.append(":")
-                elif isinstance(e.value, cst.Name) and e.value.value == "None":
+                elif type(e.value) is cst.Name and e.value.value == "None":
                     kinds.append("N")
                 else:
                     return None
@@ -1391,30 +1538,30 @@ class _Analyzer:
         if isinstance(base, MaskVal):
             plain = True
             for e in elems:
-                if isinstance(e, cst.Slice):
+                if type(e) is cst.Slice:
                     if e.step is not None:
                         return None
                     continue
                 v = e.value
-                if isinstance(v, (cst.Ellipsis,)) or (isinstance(v, cst.Name) and v.value == "None"):
+                if type(v) is cst.Ellipsis or (type(v) is cst.Name and v.value == "None"):
                     continue
                 plain = False
-            if plain or (len(elems) >= 2 and all(isinstance(e, cst.Slice) for e in elems[-2:])):
+            if plain or (len(elems) >= 2 and all(type(e) is cst.Slice for e in elems[-2:])):
                 return base
             return base.with_pattern(None)
         return None
 
     def _ev_call(self, node: cst.Call, env, origin) -> Any:
         func = node.func
-        q = self.ctx.qualname(func) or ""
-        meth = func.attr.value if isinstance(func, cst.Attribute) else None
+        q = self.qualname(func) or ""
+        meth = func.attr.value if type(func) is cst.Attribute else None
         recv = None
         if meth is not None and not q.startswith(("torch.", "math.", "numpy.")):
             recv = self._ev(func.value, env, origin)
         # --- fills
         if q in ("float",) and node.args:
             a = node.args[0].value
-            if isinstance(a, cst.SimpleString):
+            if type(a) is cst.SimpleString:
                 s = a.evaluated_value.strip().lower()
                 try:
                     v = float(s)
@@ -1426,7 +1573,7 @@ class _Analyzer:
             inner = self._ev(a, env, origin)
             return inner if isinstance(inner, Fill) else None
         shape0 = _arg(node, 0, "size")
-        scalar_shape = isinstance(shape0, (cst.List, cst.Tuple)) and not shape0.elements
+        scalar_shape = type(shape0) in (cst.List, cst.Tuple) and not shape0.elements
         if scalar_shape and q in ("torch.zeros", "torch.ones"):  # torch.zeros(()) is a scalar
             return Fill("literal", 0.0 if q == "torch.zeros" else 1.0, node)
         if q in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor") or meth == "new_tensor" \
@@ -1638,15 +1785,15 @@ class _Analyzer:
         if isinstance(a, Fill) and isinstance(b, Fill):
             if a.kind == b.kind == "literal" and a.value is not None and b.value is not None:
                 try:
-                    if isinstance(op, cst.Multiply):
+                    if type(op) is cst.Multiply:
                         return Fill("literal", a.value * b.value, node)
-                    if isinstance(op, cst.Add):
+                    if type(op) is cst.Add:
                         return Fill("literal", a.value + b.value, node)
-                    if isinstance(op, cst.Subtract):
+                    if type(op) is cst.Subtract:
                         return Fill("literal", a.value - b.value, node)
-                    if isinstance(op, cst.Divide) and b.value:
+                    if type(op) is cst.Divide and b.value:
                         return Fill("literal", a.value / b.value, node)
-                    if isinstance(op, cst.Power):
+                    if type(op) is cst.Power:
                         return Fill("literal", a.value ** b.value, node)
                 except (OverflowError, ZeroDivisionError):
                     return None
@@ -1654,29 +1801,29 @@ class _Analyzer:
         if isinstance(a, IndexVal) or isinstance(b, IndexVal):
             if isinstance(a, IndexVal) and isinstance(b, Fill) and b.kind == "literal":
                 off = None if a.offset is None or b.value is None or b.value != int(b.value) else (
-                    a.offset + int(b.value) if isinstance(op, cst.Add)
-                    else a.offset - int(b.value) if isinstance(op, cst.Subtract) else None)
-                return IndexVal(a.axis, off) if isinstance(op, (cst.Add, cst.Subtract)) else None
-            if isinstance(b, IndexVal) and isinstance(a, Fill) and isinstance(op, cst.Add) \
+                    a.offset + int(b.value) if type(op) is cst.Add
+                    else a.offset - int(b.value) if type(op) is cst.Subtract else None)
+                return IndexVal(a.axis, off) if type(op) in (cst.Add, cst.Subtract) else None
+            if isinstance(b, IndexVal) and isinstance(a, Fill) and type(op) is cst.Add \
                     and a.kind == "literal" and a.value == int(a.value or 0):
                 return IndexVal(b.axis, None if b.offset is None else b.offset + int(a.value))
-            if isinstance(a, IndexVal) and isinstance(op, (cst.Add, cst.Subtract)) and b is None:
+            if isinstance(a, IndexVal) and type(op) in (cst.Add, cst.Subtract) and b is None:
                 return IndexVal(a.axis, None)
             return None
         if isinstance(a, MaskVal) and isinstance(b, MaskVal):
-            if isinstance(op, cst.Multiply) and "N" in (a.pattern or ()) + (b.pattern or ()):
+            if type(op) is cst.Multiply and "N" in (a.pattern or ()) + (b.pattern or ()):
                 return MaskVal(None, "float", a.fill or b.fill, a.polarity or b.polarity)
-            if isinstance(op, (cst.BitAnd, cst.Multiply)):
+            if type(op) in (cst.BitAnd, cst.Multiply):
                 return MaskVal(p_and(a.pattern, b.pattern), a.dtype if a.dtype == b.dtype else None,
                                a.fill or b.fill, a.polarity or b.polarity, a.origin or b.origin,
                                a.repeated or b.repeated, unit=a.unit and b.unit)
-            if isinstance(op, cst.BitOr):
+            if type(op) is cst.BitOr:
                 return MaskVal(p_or(a.pattern, b.pattern), "bool", None, a.polarity or b.polarity,
                                a.origin or b.origin, a.repeated or b.repeated)
-            if isinstance(op, cst.BitXor):
+            if type(op) is cst.BitXor:
                 return MaskVal(p_xor(a.pattern, b.pattern), "bool", None, None,
                                a.origin or b.origin)
-            if isinstance(op, cst.Add):
+            if type(op) is cst.Add:
                 summed = bool(a.fill and b.fill and a.fill.kind == b.fill.kind == "finfo_min")
                 if summed and self.recording:
                     self.result.summed_min.append(node)
@@ -1687,7 +1834,7 @@ class _Analyzer:
             return None
         if isinstance(a, MaskVal) and isinstance(b, Fill) or isinstance(b, MaskVal) and isinstance(a, Fill):
             m, f, mask_left = (a, b, True) if isinstance(a, MaskVal) else (b, a, False)
-            if isinstance(op, cst.Multiply):
+            if type(op) is cst.Multiply:
                 if f.kind == "literal" and f.value is not None:
                     scaled_fill = m.fill.scaled(f.value) if m.fill else None
                     pat = p_scale(m.pattern, f.value)
@@ -1704,7 +1851,7 @@ class _Analyzer:
                     return MaskVal(pat, "float", f if sign < 0 else None,
                                    m.polarity, m.origin, m.repeated, unit=not (pat and "P" in pat))
                 return None
-            if isinstance(op, cst.Subtract) and f.kind == "literal":
+            if type(op) is cst.Subtract and f.kind == "literal":
                 unit = m.unit or m.dtype == "bool"
                 if not mask_left and f.value == 1.0:
                     p = p_one_minus(m.pattern, unit)
@@ -1714,7 +1861,7 @@ class _Analyzer:
                     return MaskVal(p_minus_one(m.pattern, unit), "float", Fill("literal", -1.0),
                                    _flip(m.polarity), m.origin, m.repeated, unit=True)
                 return None
-            if isinstance(op, cst.BitXor) and f.is_bool and f.value == 1.0:
+            if type(op) is cst.BitXor and f.is_bool and f.value == 1.0:
                 return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin)
             return None
         return None
@@ -1817,12 +1964,13 @@ def analyze(ctx) -> MaskAnalysis:
     the first collects the mask/fill values passed at same-file call sites, the second binds
     them to parameters and records every consumer (:class:`MaskUse`).
     """
-    global _KIDS
-    saved, _KIDS = _KIDS, {}
+    global _KIDS, _WALKS, _OPS, _NAMES
+    saved = _KIDS, _WALKS, _OPS, _NAMES
+    _KIDS, _WALKS, _OPS, _NAMES = {}, {}, {}, {}
     try:
         return _analyze(ctx)
     finally:
-        _KIDS = saved
+        _KIDS, _WALKS, _OPS, _NAMES = saved
 
 
 def _analyze(ctx) -> MaskAnalysis:
@@ -1862,17 +2010,39 @@ _RELEVANT = frozenset({
 
 def _identifiers(fn: cst.FunctionDef) -> set[str]:
     """Every identifier in a function's body (a cheap relevance test)."""
-    return {n.value for n in _walk_exprs(fn.body) if isinstance(n, cst.Name)}
+    # the names of _walk_exprs(fn.body), without building (or caching) the walk itself
+    out: set[str] = set()
+    scopes = _SCOPES
+    leaves = _LEAVES
+    kids = _KIDS
+    stack = [fn.body]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        n = pop()
+        t = type(n)
+        if t in leaves:
+            if t is _Name:
+                out.add(n.value)
+            continue
+        k = kids.get(id(n))
+        if k is None:
+            k = _children(n)
+        for c in k:
+            if type(c) not in scopes:
+                push(c)
+    return out
 
 
 def _walk_nested(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
     stack = list(_children(fn.body))
     while stack:
         n = stack.pop()
-        if isinstance(n, cst.FunctionDef):
+        t = type(n)
+        if t is cst.FunctionDef:
             yield n
             stack.extend(_children(n.body))
-        elif isinstance(n, (cst.ClassDef, cst.Lambda, cst.BaseExpression)):
+        elif t is cst.ClassDef or t is cst.Lambda or _is_expr_type(t):
             continue
         else:
             stack.extend(_children(n))

@@ -24,6 +24,8 @@ Everything unknown stays unknown: rules only fire on established facts.
 """
 from __future__ import annotations
 
+import dataclasses
+import operator
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -410,21 +412,21 @@ _PASSTHROUGH_METHODS = {
 
 
 def _int_of(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
+    if type(node) is cst.Integer:
         return int(node.value)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         v = _int_of(node.expression)
         return -v if v is not None else None
     return None
 
 
 def _num_of(node: cst.BaseExpression) -> float | None:
-    if isinstance(node, (cst.Integer, cst.Float)):
+    if type(node) in (cst.Integer, cst.Float):
         try:
             return float(node.value.replace("_", ""))
         except ValueError:
             return None
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         v = _num_of(node.expression)
         return -v if v is not None else None
     return None
@@ -448,13 +450,13 @@ def _arg(call: cst.Call, pos: int | None, kw: str | None) -> cst.BaseExpression 
 def _code(node: cst.CSTNode) -> str:
     from attncheck.lint.context import dotted_name
 
-    if isinstance(node, (cst.Name, cst.Attribute)):
+    if type(node) in (cst.Name, cst.Attribute):
         d = dotted_name(node)
         if d is not None:
             return d
-    if isinstance(node, cst.Subscript):
+    if type(node) is cst.Subscript:
         return _code(node.value) + "[…]"
-    if isinstance(node, cst.Call):
+    if type(node) is cst.Call:
         return _code(node.func) + "(…)"
     try:
         return cst.Module([]).code_for_node(node)
@@ -462,23 +464,81 @@ def _code(node: cst.CSTNode) -> str:
         return "?"
 
 
+_TRAINING_NAMES = frozenset({"training", "is_training", "train"})
+#: fields that only ever hold whitespace and punctuation (never a ``Name``)
+_NAMELESS_FIELDS = frozenset({
+    "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
+    "trailing_whitespace", "lines_after_decorators", "equal", "dot", "colon", "operator",
+    "first_line", "empty_lines", "asynchronous",
+})
+_FIELD_GETTERS: dict[type, Any] = {}
+_IS_NODE: dict[type, bool] = {}
+
+
+def _field_getter(t: type) -> Any:
+    """A function returning, as a tuple, the fields of a ``t`` node that can hold a ``Name``."""
+    g = _FIELD_GETTERS.get(t)
+    if g is None:
+        names = tuple(f.name for f in dataclasses.fields(t)
+                      if f.name not in _NAMELESS_FIELDS and not f.name.startswith("whitespace"))
+        if not names:
+            g = _no_fields
+        elif len(names) == 1:
+            one = operator.attrgetter(names[0])
+            g = lambda n: (one(n),)
+        else:
+            g = operator.attrgetter(*names)
+        _FIELD_GETTERS[t] = g
+    return g
+
+
+def _no_fields(n: Any) -> tuple:
+    return ()
+
+
+def _is_node(t: type) -> bool:
+    """``issubclass(t, cst.CSTNode)``, cached (libcst's classes are slow ABCs)."""
+    r = _IS_NODE.get(t)
+    if r is None:
+        r = _IS_NODE[t] = issubclass(t, cst.CSTNode)
+    return r
+
+
 def mentions_training(node: cst.CSTNode) -> bool:
-    """Whether an expression reads a ``training`` flag (``self.training``, ``module.training``, ``training``)."""
-    found = False
+    """Whether an expression reads a ``training`` flag (``self.training``, ``module.training``, ``training``).
 
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            nonlocal found
-            if n.value in ("training", "is_training", "train"):
-                found = True
-
-        def visit_Attribute(self, n: cst.Attribute) -> None:
-            nonlocal found
-            if n.attr.value in ("training", "is_training"):
-                found = True
-
-    node.visit(V())
-    return found
+    That is: some ``Name`` in the subtree (an attribute's ``attr`` included) is ``training``,
+    ``is_training`` or ``train``."""
+    name = cst.Name
+    stack = [node]
+    pop = stack.pop
+    push = stack.append
+    while stack:
+        n = pop()
+        t = type(n)
+        if t is name:
+            if n.value in _TRAINING_NAMES:
+                return True
+            continue
+        g = _FIELD_GETTERS.get(t)
+        if g is None:
+            g = _field_getter(t)
+        for v in g(n):
+            tv = type(v)
+            isn = _IS_NODE.get(tv)
+            if isn is None:
+                isn = _is_node(tv)
+            if isn:
+                push(v)
+            elif tv is tuple or tv is list or isinstance(v, (list, tuple)):
+                for x in v:
+                    tx = type(x)
+                    isn = _IS_NODE.get(tx)
+                    if isn is None:
+                        isn = _is_node(tx)
+                    if isn:
+                        push(x)
+    return False
 
 
 def parse_einsum(eq: str) -> tuple[list[str], str] | None:
@@ -514,6 +574,50 @@ def parse_einsum(eq: str) -> tuple[list[str], str] | None:
 
 # --------------------------------------------------------------------------- the interpreter
 
+_IDENT_START = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+
+
+def _is_word(ch: str) -> bool:
+    """``re``'s ``\\w`` for one character."""
+    return ch == "_" or ch.isalnum()
+
+
+def _referenced(text: str, nm: str) -> bool:
+    """Whether some match of ``(?<![\\w.])(?:self\\.|cls\\.)?([A-Za-z_]\\w*)\\b`` in ``text``
+    has group ``nm`` and is not right after ``def `` (a nested definition).
+
+    Same answer as scanning every match of that pattern, found with ``str.find`` instead: a
+    match starts exactly where a run of ``[\\w.]`` characters starts with ``[A-Za-z_]``, and
+    its group is the identifier there, or the one after a leading ``self.`` / ``cls.``."""
+    if not nm or nm[0] not in _IDENT_START or not all(_is_word(c) for c in nm):
+        return False  # never a whole match group
+    n = len(nm)
+    size = len(text)
+    i = text.find(nm)
+    while i >= 0:
+        end = i + n
+        if end == size or not _is_word(text[end]):
+            prev = text[i - 1] if i else ""
+            p = -1
+            if not prev or not (prev == "." or _is_word(prev)):
+                p = i  # the match starts at the name ...
+                if text.startswith(("self.", "cls."), p):
+                    # ... unless it is ``self.x`` / ``cls.x``: then the group is ``x``
+                    k = p + (5 if text.startswith("self.", p) else 4)
+                    if k < size and text[k] in _IDENT_START:
+                        p = -1
+            elif prev == ".":
+                for pre in ("self.", "cls."):
+                    q = i - len(pre)
+                    if q >= 0 and text.startswith(pre, q) and (
+                            q == 0 or not (text[q - 1] == "." or _is_word(text[q - 1]))):
+                        p = q  # ``self.name`` / ``cls.name`` starting a run
+            if p >= 0 and not (p >= 4 and text.startswith("def ", p - 4)):
+                return True
+        i = text.find(nm, i + 1)
+    return False
+
+
 class _Return(Exception):
     pass
 
@@ -535,13 +639,13 @@ class Analyzer:
     def run(self) -> Provenance:
         module = self.ctx.module
         for stmt in module.body:
-            if isinstance(stmt, cst.FunctionDef):
+            if type(stmt) is cst.FunctionDef:
                 self.funcs[stmt.name.value] = stmt
-            elif isinstance(stmt, cst.ClassDef):
+            elif type(stmt) is cst.ClassDef:
                 self.classes[stmt.name.value] = stmt
                 ms = {}
                 for s in stmt.body.body:
-                    if isinstance(s, cst.FunctionDef):
+                    if type(s) is cst.FunctionDef:
                         ms[s.name.value] = s
                 self.methods[stmt.name.value] = ms
         self._collect_calls(module)
@@ -586,10 +690,8 @@ class Analyzer:
             if def_indent is not None:
                 body_lines.append(line)
         text = "\n".join(body_lines)
-        pat = re.compile(r"(?<![\w.])(?:self\.|cls\.)?([A-Za-z_]\w*)\b")
-        for m in pat.finditer(text):
-            nm = m.group(1)
-            if nm in names and not text[max(0, m.start() - 4):m.start()].endswith("def "):
+        for nm in names:
+            if _referenced(text, nm):
                 self.called.add(nm)
 
     # ---- functions
@@ -618,7 +720,7 @@ class Analyzer:
                                                 init=fn.name.value == "__init__")
             else:
                 env[name] = ("param", name)
-        if params.star_arg is not None and isinstance(params.star_arg, cst.Param):
+        if params.star_arg is not None and type(params.star_arg) is cst.Param:
             env[params.star_arg.name.value] = UNK
         if params.star_kwarg is not None:
             env[params.star_kwarg.name.value] = UNK
@@ -641,7 +743,7 @@ class Analyzer:
             return Sym(coef=1.0, default_one=name)
         if init and v is not None:
             return Sym.dim(Dim(name, role_by_name(name), v))
-        if isinstance(default, cst.Name) and default.value == "None" and bound_call:
+        if type(default) is cst.Name and default.value == "None" and bound_call:
             return NONE
         return ("param", name)
 
@@ -660,7 +762,7 @@ class _Frame:
 
     # ---- statements
     def exec_block(self, block: Any) -> None:
-        body = block.body if isinstance(block, (cst.IndentedBlock,)) else None
+        body = block.body if type(block) is cst.IndentedBlock else None
         if body is None:
             body = block.body if hasattr(block, "body") else []
         if isinstance(body, (list, tuple)):
@@ -670,20 +772,20 @@ class _Frame:
             self.exec_stmt(body)
 
     def exec_stmt(self, s: cst.CSTNode) -> None:
-        if isinstance(s, cst.SimpleStatementLine):
+        if type(s) is cst.SimpleStatementLine:
             for small in s.body:
                 self.exec_small(small)
-        elif isinstance(s, cst.If):
+        elif type(s) is cst.If:
             self._exec_if(s)
-        elif isinstance(s, (cst.For, cst.While)):
-            if isinstance(s, cst.For):
+        elif type(s) in (cst.For, cst.While):
+            if type(s) is cst.For:
                 self.assign(s.target, UNK)
             self.exec_block(s.body)
             if s.orelse is not None:
                 self.exec_block(s.orelse.body)
-        elif isinstance(s, cst.With):
+        elif type(s) is cst.With:
             self.exec_block(s.body)
-        elif isinstance(s, cst.Try):
+        elif type(s) is cst.Try:
             self.exec_block(s.body)
             for h in s.handlers:
                 self.exec_block(h.body)
@@ -691,17 +793,17 @@ class _Frame:
                 self.exec_block(s.orelse.body)
             if s.finalbody is not None:
                 self.exec_block(s.finalbody.body)
-        elif isinstance(s, cst.FunctionDef):
+        elif type(s) is cst.FunctionDef:
             self.env[s.name.value] = UNK
-        elif isinstance(s, cst.IndentedBlock):
+        elif type(s) is cst.IndentedBlock:
             self.exec_block(s)
 
     def _none_test(self, test: cst.BaseExpression) -> bool | None:
         """``x is None`` / ``x is not None`` with ``x`` known: True/False; else None."""
-        if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
+        if type(test) is cst.Comparison and len(test.comparisons) == 1 and type(test.left) is cst.Name:
             c = test.comparisons[0]
-            if isinstance(c.comparator, cst.Name) and c.comparator.value == "None" and \
-                    isinstance(c.operator, (cst.Is, cst.IsNot)):
+            if type(c.comparator) is cst.Name and c.comparator.value == "None" and \
+                    type(c.operator) in (cst.Is, cst.IsNot):
                 v = self.env.get(test.left.value, UNK)
                 if v is NONE:
                     known = True
@@ -709,7 +811,7 @@ class _Frame:
                     known = False
                 else:
                     return None
-                return known if isinstance(c.operator, cst.Is) else not known
+                return known if type(c.operator) is cst.Is else not known
         return None
 
     def _exec_if(self, s: cst.If) -> None:
@@ -719,7 +821,7 @@ class _Frame:
             return
         if decided is False:
             if s.orelse is not None:
-                if isinstance(s.orelse, cst.If):
+                if type(s.orelse) is cst.If:
                     self._exec_if(s.orelse)
                 else:
                     self.exec_block(s.orelse.body)
@@ -730,7 +832,7 @@ class _Frame:
         after_then = self.env
         self.env = dict(before)
         if s.orelse is not None:
-            if isinstance(s.orelse, cst.If):
+            if type(s.orelse) is cst.If:
                 self._exec_if(s.orelse)
             else:
                 self.exec_block(s.orelse.body)
@@ -743,37 +845,37 @@ class _Frame:
         self.env = merged
 
     def exec_small(self, s: cst.CSTNode) -> None:
-        if isinstance(s, cst.Assign):
+        if type(s) is cst.Assign:
             v = self.eval(s.value)
             for t in s.targets:
                 self.assign(t.target, v)
-        elif isinstance(s, cst.AnnAssign):
+        elif type(s) is cst.AnnAssign:
             if s.value is not None:
                 self.assign(s.target, self.eval(s.value))
-        elif isinstance(s, cst.AugAssign):
+        elif type(s) is cst.AugAssign:
             cur = self.eval(s.target)
             rhs = self.eval(s.value)
             op = type(s.operator).__name__.replace("Assign", "")
             self.assign(s.target, self.binop(op, cur, rhs, s, s.target, s.value))
-        elif isinstance(s, cst.Return):
+        elif type(s) is cst.Return:
             v = self.eval(s.value) if s.value is not None else UNK
             self.ret = v if self.ret is None else _join(self.ret, v)
-        elif isinstance(s, cst.Expr):
+        elif type(s) is cst.Expr:
             self.eval(s.value)
 
     def assign(self, target: cst.BaseExpression, v: Any) -> None:
-        if isinstance(target, cst.Name):
+        if type(target) is cst.Name:
             v = _named(v, target.value)
             self.env[target.value] = v
-        elif isinstance(target, (cst.Tuple, cst.List)):
+        elif type(target) in (cst.Tuple, cst.List):
             elts = [e.value for e in target.elements]
             items = self._unpack(v, len(elts))
             if isinstance(v, ShapeVal):
                 items = self._shape_roles(elts, items)
             for e, it in zip(elts, items):
                 self.assign(e, it)
-        elif isinstance(target, cst.Attribute):
-            if isinstance(target.value, cst.Name) and isinstance(self.env.get(target.value.value), SelfVal):
+        elif type(target) is cst.Attribute:
+            if type(target.value) is cst.Name and isinstance(self.env.get(target.value.value), SelfVal):
                 sv = self.env[target.value.value]
                 val = v
                 if isinstance(v, Sym) and not v.opaque:
@@ -790,7 +892,7 @@ class _Frame:
             r = "?"
             if isinstance(it, Sym) and len(it.pows) == 1 and it.pows[0][0].role != "?":
                 r = it.pows[0][0].role
-            elif isinstance(e, cst.Name):
+            elif type(e) is cst.Name:
                 r = role_by_name(e.value)
             roles.append(r)
         out = list(items)
@@ -801,7 +903,7 @@ class _Frame:
             want = 0 if r == "B" else (n - 1 if r in ("E", "d") else None)
             keep = want if want in idx else None
             for i in idx:
-                if i != keep and isinstance(elts[i], cst.Name):
+                if i != keep and type(elts[i]) is cst.Name:
                     out[i] = Sym.dim(Dim(elts[i].value, "?", atoms=("?!" + elts[i].value,)))
         return out
 
@@ -834,7 +936,8 @@ class _Frame:
         return v
 
     def _eval(self, node: cst.BaseExpression) -> Any:
-        if isinstance(node, cst.Name):
+        t = type(node)  # exact types: libcst's node classes are leaves (and slow ABCs)
+        if t is cst.Name:
             if node.value in self.env:
                 v = self.env[node.value]
                 if isinstance(v, tuple) and v and v[0] == "param":
@@ -847,34 +950,34 @@ class _Frame:
             if node.value in ("True", "False"):
                 return UNK
             return _ParamRef(node.value, glob=True)
-        if isinstance(node, (cst.Integer, cst.Float)):
+        if t in (cst.Integer, cst.Float):
             v = _num_of(node)
             return Sym.lit(v) if v is not None else UNK
-        if isinstance(node, cst.UnaryOperation):
+        if t is cst.UnaryOperation:
             v = self.eval(node.expression)
-            if isinstance(node.operator, cst.Minus):
+            if type(node.operator) is cst.Minus:
                 s = self.as_sym(v, node.expression)
                 if s is not None:
                     return s.mul(Sym.lit(-1))
                 return v if isinstance(v, Tensor) else UNK
-            if isinstance(node.operator, cst.Plus):
+            if type(node.operator) is cst.Plus:
                 return v
             return UNK
-        if isinstance(node, cst.Attribute):
+        if t is cst.Attribute:
             return self.eval_attr(node)
-        if isinstance(node, cst.BinaryOperation):
+        if t is cst.BinaryOperation:
             a = self.eval(node.left)
             b = self.eval(node.right)
             return self.binop(type(node.operator).__name__, a, b, node, node.left, node.right)
-        if isinstance(node, cst.Call):
+        if t is cst.Call:
             return self.eval_call(node)
-        if isinstance(node, cst.Subscript):
+        if t is cst.Subscript:
             return self.eval_subscript(node)
-        if isinstance(node, (cst.Tuple, cst.List)):
+        if t in (cst.Tuple, cst.List):
             items = []
             star = False
             for e in node.elements:
-                if isinstance(e, cst.StarredElement):
+                if type(e) is cst.StarredElement:
                     sv = self.eval(e.value)
                     if isinstance(sv, Tup):
                         items.extend(sv.items)
@@ -888,23 +991,23 @@ class _Frame:
                 else:
                     items.append(self.eval(e.value))
             return Tup(tuple(items), star)
-        if isinstance(node, cst.IfExp):
+        if t is cst.IfExp:
             self.eval(node.test)
             return _join(self.eval(node.body), self.eval(node.orelse))
-        if isinstance(node, cst.BooleanOperation):
+        if t is cst.BooleanOperation:
             a = self.eval(node.left)
             b = self.eval(node.right)
             return _join(a, b)
-        if isinstance(node, (cst.GeneratorExp, cst.ListComp)):
+        if t in (cst.GeneratorExp, cst.ListComp):
             return self.eval_comp(node)
-        if isinstance(node, cst.Comparison):
+        if t is cst.Comparison:
             self.eval(node.left)
             return UNK
         return UNK
 
     def eval_comp(self, node: Any) -> Any:
         comp = node.for_in
-        if comp.inner_for_in is not None or not isinstance(comp.target, cst.Name):
+        if comp.inner_for_in is not None or type(comp.target) is not cst.Name:
             return UNK
         it = self.eval(comp.iter)
         if isinstance(it, _Many):
@@ -987,17 +1090,17 @@ class _Frame:
         sl = node.slice
         if isinstance(base, ShapeVal) and len(sl) == 1:
             el = sl[0].slice
-            if isinstance(el, cst.Index):
+            if type(el) is cst.Index:
                 i = _int_of(el.value)
                 if i is not None:
                     return self._shape_dim(base, i, node)
-            elif isinstance(el, cst.Slice):
+            elif type(el) is cst.Slice:
                 lo = _int_of(el.lower) if el.lower is not None else 0
                 hi = _int_of(el.upper) if el.upper is not None else None
                 if lo == 0 and hi is not None and hi < 0:
                     return replace(base, stop_minus=-hi)
             return UNK
-        if isinstance(base, Tup) and len(sl) == 1 and isinstance(sl[0].slice, cst.Index):
+        if isinstance(base, Tup) and len(sl) == 1 and type(sl[0].slice) is cst.Index:
             i = _int_of(sl[0].slice.value)
             if i is not None and not base.star_unknown and -len(base.items) <= i < len(base.items):
                 return base.items[i]
@@ -1006,8 +1109,8 @@ class _Frame:
         if t is not None:
             # indexing/slicing: keep scale facts, drop layout (a slice of scores stays scores)
             if t.scores:
-                only_slices = all(isinstance(e.slice, cst.Slice) or
-                                  (isinstance(e.slice, cst.Index) and isinstance(e.slice.value, cst.Ellipsis))
+                only_slices = all(type(e.slice) is cst.Slice or
+                                  (type(e.slice) is cst.Index and type(e.slice.value) is cst.Ellipsis)
                                   for e in sl)
                 if only_slices:
                     return t
@@ -1097,8 +1200,8 @@ class _Frame:
         func = node.func
         q = self.ctx.qualname(func) or ""
         # method calls on values
-        imported = isinstance(func, cst.Attribute) and self._is_import(func.value)
-        if isinstance(func, cst.Attribute) and not imported:
+        imported = type(func) is cst.Attribute and self._is_import(func.value)
+        if type(func) is cst.Attribute and not imported:
             recv = self.eval(func.value)
             meth = func.attr.value
             if isinstance(recv, FuncRef):
@@ -1110,7 +1213,7 @@ class _Frame:
         args = [self.eval(a.value) for a in node.args]
         kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
         pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
-        callee = self.eval(func) if isinstance(func, cst.Name) else None
+        callee = self.eval(func) if type(func) is cst.Name else None
         name = q
         leaf = name.rsplit(".", 1)[-1]
         low = leaf.lower()
@@ -1126,7 +1229,7 @@ class _Frame:
         if leaf in ("get_interface", "get") and any(isinstance(v, FuncRef) for v in args):
             # ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward): the fallback
             return next(v for v in args if isinstance(v, FuncRef))
-        if leaf == "getattr" and len(node.args) >= 2 and isinstance(node.args[1].value, cst.SimpleString):
+        if leaf == "getattr" and len(node.args) >= 2 and type(node.args[1].value) is cst.SimpleString:
             attr = node.args[1].value.evaluated_value
             base = _code(node.args[0].value)
             if isinstance(attr, str) and role_by_name(attr) != "?":
@@ -1230,9 +1333,9 @@ class _Frame:
         return UNK
 
     def _is_import(self, node: cst.BaseExpression) -> bool:
-        while isinstance(node, cst.Attribute):
+        while type(node) is cst.Attribute:
             node = node.value
-        return isinstance(node, cst.Name) and node.value not in self.env and node.value in self.ctx.imports.aliases
+        return type(node) is cst.Name and node.value not in self.env and node.value in self.ctx.imports.aliases
 
     def method_call(self, recv: Any, meth: str, node: cst.Call, q: str) -> Any:
         if isinstance(recv, SelfVal):
@@ -1251,7 +1354,7 @@ class _Frame:
                 return self.inline(FuncRef(meth, bound_self=recv), node, pos, kw)
             if meth == "register_buffer" and len(node.args) >= 2:
                 nm = node.args[0].value
-                if isinstance(nm, cst.SimpleString):
+                if type(nm) is cst.SimpleString:
                     recv.attrs[nm.evaluated_value] = self.eval(node.args[1].value)
                 return UNK
             # unknown module on self: a projection when its name says so
@@ -1288,7 +1391,7 @@ class _Frame:
         if meth in ("transpose", "swapaxes", "swapdims") and len(ints) == 2 and None not in ints:
             return self.transpose(t, ints[0], ints[1])
         if meth == "permute":
-            if len(ints) == 1 and node.args and isinstance(node.args[0].value, (cst.Tuple, cst.List)):
+            if len(ints) == 1 and node.args and type(node.args[0].value) in (cst.Tuple, cst.List):
                 ints = [_int_of(e.value) for e in node.args[0].value.elements]
             if ints and None not in ints:
                 return self.permute(t, ints)
@@ -1536,7 +1639,7 @@ class _Frame:
         for a in node.args:
             if a.keyword is not None:
                 continue
-            if isinstance(a.value, (cst.SimpleString, cst.ConcatenatedString)) and eq is None:
+            if type(a.value) in (cst.SimpleString, cst.ConcatenatedString) and eq is None:
                 try:
                     eq = a.value.evaluated_value
                 except Exception:
@@ -1544,8 +1647,8 @@ class _Frame:
                 if eq is None:
                     return UNK
                 continue
-            if isinstance(a.value, cst.FormattedString) and eq is None:
-                parts = [p.value for p in a.value.parts if isinstance(p, cst.FormattedStringText)]
+            if type(a.value) is cst.FormattedString and eq is None:
+                parts = [p.value for p in a.value.parts if type(p) is cst.FormattedStringText]
                 if len(parts) != len(a.value.parts):
                     return UNK
                 eq = "".join(parts)
@@ -1586,7 +1689,7 @@ class _Frame:
                       q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized, perhead=perhead)
 
     def rearrange(self, node: cst.Call, pos: list, kw: dict) -> Any:
-        if len(pos) < 2 or not isinstance(node.args[1].value, cst.SimpleString):
+        if len(pos) < 2 or type(node.args[1].value) is not cst.SimpleString:
             return UNK
         t = self.tensorize(pos[0])
         if t is None:
@@ -1767,7 +1870,7 @@ class _Frame:
         else:
             sv = self.eval(scale_node)
             s = self.as_sym(sv) if not isinstance(sv, _ParamRef) or not sv.glob else _glob_sym(sv)
-            if isinstance(sv, Unknown) and isinstance(scale_node, cst.Name) and scale_node.value == "None":
+            if isinstance(sv, Unknown) and type(scale_node) is cst.Name and scale_node.value == "None":
                 d = q.last or Dim("q.size(-1)", "d")
                 s = Sym(pows=((replace(d, role="d"), -0.5),), name="sdpa-default")
                 factors += (Factor(s, "sdpa-default", node),)
