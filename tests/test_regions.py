@@ -402,3 +402,29 @@ def test_fixes_splice_back_the_same_with_regions(tmp_path, monkeypatch):
         outputs[mode] = (res.fixed, {f.name: f.read_text(encoding="utf-8") for f in sorted(d.iterdir())})
     assert outputs[True][0] > 5
     assert outputs[True] == outputs[False]
+
+
+def test_a_trigger_imported_under_another_name_seeds_its_calls(monkeypatch):
+    """``from torch.nn.functional import scaled_dot_product_attention as sdpa``: the calls
+    ``sdpa(...)`` do not spell the trigger, the import does; the name it binds seeds them."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = ("import torch\nfrom torch.nn.functional import scaled_dot_product_attention as sdpa\n\n"
+            "class Other:\n    def f(self, x):\n        return x\n\n"
+            "class Attn(torch.nn.Module):\n"
+            "    def forward(self, q, k, v, past_key_value=None):\n"
+            "        return sdpa(q, k, v, is_causal=True)\n")
+    whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert "ATT203" in {f.code for f in whole}
+    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT404"]]))
+    assert sel is not None and sel.kept_defs == ["Attn"]
+
+
+def test_narrow_triggers():
+    assert not _search(T.BIG_LITERAL, "self.stage4 = nn.Linear(size4, 10)")
+    assert _search(T.BIG_LITERAL, "s.masked_fill(m, -1.e9)")
+    assert _search(T.IS_CAUSAL_TRUE, "F.scaled_dot_product_attention(q, k, v,\n    is_causal = True)")
+    assert not _search(T.IS_CAUSAL_TRUE, "is_causal=self.is_causal")
+    assert _search(T.GROUP_CONTEXT, "k.repeat(1, self.num_key_value_groups, 1, 1)")
+    assert _search(T.GROUP_CONTEXT, "k.repeat(1, n_rep, 1, 1)")
+    assert not _search(T.GROUP_CONTEXT, "pos.repeat(1, 1, 2)")

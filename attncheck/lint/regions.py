@@ -85,6 +85,8 @@ class Trigger:
     #: statements, ``__init__`` and the same of its same-file bases); not checked for
     #: module-level functions and code
     context: tuple[re.Pattern, ...] | None = None
+    #: the context must match in the unit itself (not its class shell)
+    context_unit: bool = False
 
     def search(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
@@ -109,14 +111,15 @@ def trigger_of(rule) -> Trigger | None:
         if isinstance(ctx, str):
             ctx = (ctx,)
         trig = Trigger(tuple(re.compile(s) for s in src), frozenset(names) if names else None,
-                       tuple(re.compile(c) for c in ctx) if ctx else None)
+                       tuple(re.compile(c) for c in ctx) if ctx else None,
+                       getattr(rule, "context_scope", "class") == "unit")
     rule._trigger_cache = trig or False
     return trig
 
 
 def _key(t: Trigger) -> tuple:
     return (tuple(p.pattern for p in t.patterns), t.methods,
-            tuple(c.pattern for c in t.context) if t.context else None)
+            tuple(c.pattern for c in t.context) if t.context else None, t.context_unit)
 
 
 def triggers_of(rules: Iterable) -> tuple[Trigger, ...] | None:
@@ -493,7 +496,11 @@ def select(text: str, triggers, why: dict | None = None,
 
     def in_context(trig: Trigger, ui: int) -> bool:
         u = units[ui]
-        if u.kind in ("mod", "func") or any(c.search(texts[ui]) for c in trig.context):
+        if any(c.search(texts[ui]) for c in trig.context):
+            return True
+        if trig.context_unit:
+            return False
+        if u.kind in ("mod", "func"):
             return True
         for f in ancestors.get(u.top, (u.top,)):
             if f not in shell_text:
@@ -531,6 +538,13 @@ def select(text: str, triggers, why: dict | None = None,
             wseed[ui] = wseed[ui] or hit_walk
             targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
             if u.kind == "mod" or u.kind == "class" or (u.kind == "meth" and u.name == "__init__"):
+                t0 = texts[ui]
+                if u.kind == "mod" and t0.startswith(("import", "from")):
+                    # ``from torch.nn.functional import scaled_dot_product_attention as sdpa``
+                    bound = import_binds(t0)
+                    for mods, _ in targets:
+                        mods.update(bound if bound is not None else _IDENT.findall(t0))
+                    continue
                 name = _bound_name(text, m.start())
                 if name:
                     for mods, attrs in targets:

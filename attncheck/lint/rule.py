@@ -59,7 +59,8 @@ class Rule(cst.BatchableCSTVisitor):
     or a tuple of them, that replaces ``tokens`` and must match *inside the function or method* the rule can report
     in, or in a name it mentions that is bound to a match; see :mod:`attncheck.lint.triggers`)
     ``methods`` (optional: the method names the rule can report in, e.g. ``forward``) and
-    ``context`` (optional regular expression(s) that must also match in the method or its class).
+    ``context`` (optional regular expression(s) that must also match in the method or its class;
+    with ``context_scope = "unit"`` in the function or method itself).
     The engine parses only what the enabled rules' triggers select
     (:mod:`attncheck.lint.regions`), so a trigger must over-approximate.
     """
@@ -75,6 +76,7 @@ class Rule(cst.BatchableCSTVisitor):
     pattern: ClassVar[str | tuple[str, ...] | None] = None
     methods: ClassVar[frozenset[str] | None] = None
     context: ClassVar[str | tuple[str, ...] | None] = None
+    context_scope: ClassVar[str] = "class"
 
     def __init__(self, ctx: "FileContext") -> None:
         super().__init__()

@@ -32,7 +32,7 @@ MATMUL = (r"matmul|bmm|einsum", r"@(?:(?<=[\w)\]]@)|(?=[ (]))")
 SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + MHA + MATMUL[1:]
 #: a numeric literal that can be below -65504 (fp16's most negative value): exponents ≥ 4,
 #: integers ≥ 60000, digit groups
-BIG_LITERAL = (r"[eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}", r"[1-9][0-9]{5}", r"_[0-9]{3}")
+BIG_LITERAL = (r"[0-9.][eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}", r"[1-9][0-9]{5}", r"_[0-9]{3}")
 #: a functional dropout call (``self.dropout(x)`` is an ``nn.Dropout`` module: not a trigger)
 F_DROPOUT = (r"dropout(?:\((?<!self\.dropout\()(?<!\wdropout\()|[123]d\()|alpha_dropout\(",)
 #: an assignment to an attribute of ``self`` (also inside a tuple target or annotated)
@@ -50,5 +50,9 @@ EXP = (r"exp_?\(",)
 #: its class (``__init__`` sets ``self.num_heads``)
 HEADS_CONTEXT = (r"head|nh|attn|attention|qkv|query|softmax|Softmax|matmul|bmm|einsum|"
                  r"scaled_dot_product|flash_attn|memory_efficient",)
-#: a GQA group factor near a repeat: a group-like name or a ratio of head counts
-GROUP_CONTEXT = (r"rep\b|rep_|_rep|repkv|group|kv|gqa|//",)
+#: a GQA group factor in the function that repeats: a group-like name (``n_rep``,
+#: ``num_key_value_groups``, ``q_per_kv``, ``gqa_ratio``; :data:`attncheck.lint.analysis.layout
+#: ._GROUP_NAME`) or a ratio of head counts (``//``)
+GROUP_CONTEXT = (r"n_?rep\b|num_rep|rep_?kv|kv_?rep|group|per_kv|gqa|//",)
+#: ``is_causal=True`` written in an SDPA call (ATT203 reports the literal)
+IS_CAUSAL_TRUE = (r"is_causal\s*=\s*True",)

@@ -80,6 +80,7 @@ class GqaHeadMapping(Rule):
     tokens = ("repeat", "tile", "expand")
     pattern = T.REPEAT
     context = T.GROUP_CONTEXT
+    context_scope = "unit"  # the group factor is an argument or a local of the same function
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)

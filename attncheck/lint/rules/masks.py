@@ -457,6 +457,7 @@ class MisalignedIsCausal(Rule):
     severity = "warning"
     summary = "SDPA is_causal=True where L_q can differ from L_k (KV cache): SDPA aligns top-left"
     tokens = ("is_causal",)
+    pattern = T.IS_CAUSAL_TRUE
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
