@@ -40,16 +40,14 @@ F_DROPOUT = (r"dropout(?:\((?<!self\.dropout\()(?<!\wdropout\()|[123]d\()|alpha_
 #: spaces around ``=``, which tells it from a keyword argument)
 SELF_ASSIGN = (r"self\.\w+[ \t]*(?:[-+*/%@&|^]|\*\*|//|<<|>>)?=(?!=)|self\.\w+[ \t]*:[^\n=]*=(?!=)|"
                r"self\.\w+[ \t]*,[^\n()=]*[ \t]=[ \t]",)
-#: a view / reshape of a tensor (head split and merge)
+#: a view / reshape of a tensor (head split and merge).  No context is required: the heads axis
+#: can be recognised by structure inside the view itself (``view(B, L, X, -1)``), whatever the
+#: names (:mod:`attncheck.lint.analysis.provenance`)
 VIEW = (r"\.view\(|reshape\(",)
 #: tiling KV heads
 REPEAT = (r"\.repeat\(|tile\(|\.expand\(",)
 #: ``exp`` (a hand-written softmax)
 EXP = (r"exp_?\(",)
-#: attention context of a head split/merge: heads named, or attention computed, in the method or
-#: its class (``__init__`` sets ``self.num_heads``)
-HEADS_CONTEXT = (r"head|nh|attn|attention|qkv|query|softmax|Softmax|matmul|bmm|einsum|"
-                 r"scaled_dot_product|flash_attn|memory_efficient",)
 #: a GQA group factor in the function that repeats: a group-like name (``n_rep``,
 #: ``num_key_value_groups``, ``q_per_kv``, ``gqa_ratio``; :data:`attncheck.lint.analysis.layout
 #: ._GROUP_NAME`) or a ratio of head counts (``//``)

@@ -28,7 +28,6 @@ class _HeadRule(Rule):
     severity = "error"
     tokens = ("view", "reshape")
     pattern = T.VIEW
-    context = T.HEADS_CONTEXT
 
     def visit_Module(self, node: Any) -> None:
         seen = set()
