@@ -428,3 +428,19 @@ def test_narrow_triggers():
     assert _search(T.GROUP_CONTEXT, "k.repeat(1, self.num_key_value_groups, 1, 1)")
     assert _search(T.GROUP_CONTEXT, "k.repeat(1, n_rep, 1, 1)")
     assert not _search(T.GROUP_CONTEXT, "pos.repeat(1, 1, 2)")
+
+
+def test_literal_trigger_ignores_comments_and_docstrings(monkeypatch):
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = ("import torch\n\n"
+            "class A:\n"
+            "    def doc(self, x):\n"
+            '        """>>> logits.shape\n        [1, 7, 250002] with -1e9"""\n'
+            "        return x  # -1e9 would overflow\n\n"
+            "    def fill(self, s, m):\n"
+            '        return s.masked_fill(m, float("-1e9"))\n')
+    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT204"]]))
+    assert sel is not None and sel.kept_methods == [["fill"]]
+    whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert "ATT204" in {f.code for f in whole}

@@ -87,6 +87,8 @@ class Trigger:
     context: tuple[re.Pattern, ...] | None = None
     #: the context must match in the unit itself (not its class shell)
     context_unit: bool = False
+    #: matches inside comments and docstrings (triple-quoted strings) do not count
+    code_only: bool = False
 
     def search(self, text: str) -> bool:
         return any(p.search(text) for p in self.patterns)
@@ -112,14 +114,15 @@ def trigger_of(rule) -> Trigger | None:
             ctx = (ctx,)
         trig = Trigger(tuple(re.compile(s) for s in src), frozenset(names) if names else None,
                        tuple(re.compile(c) for c in ctx) if ctx else None,
-                       getattr(rule, "context_scope", "class") == "unit")
+                       getattr(rule, "context_scope", "class") == "unit",
+                       bool(getattr(rule, "pattern_in_code", False)))
     rule._trigger_cache = trig or False
     return trig
 
 
 def _key(t: Trigger) -> tuple:
     return (tuple(p.pattern for p in t.patterns), t.methods,
-            tuple(c.pattern for c in t.context) if t.context else None, t.context_unit)
+            tuple(c.pattern for c in t.context) if t.context else None, t.context_unit, t.code_only)
 
 
 def triggers_of(rules: Iterable) -> tuple[Trigger, ...] | None:
@@ -341,6 +344,27 @@ def _module_binds(text: str) -> set[str]:
     return {x.strip() for x in m.group(1).split(",") if x.strip().isidentifier()}
 
 
+def _in_comment_or_docstring(text: str, pos: int, lines: list[str], line_starts: list[int],
+                             strings: list[bool]) -> bool:
+    """Whether ``text[pos]`` lies in a ``#`` comment or a triple-quoted string (a heuristic on the
+    line: quotes are counted, escapes ignored; single-quoted strings count as code, so
+    ``float("-1e9")`` is still seen)."""
+    li = bisect.bisect_right(line_starts, pos) - 1
+    line = lines[li]
+    before = line[: pos - line_starts[li]]
+    inside = strings[li]
+    for m in _TRIPLE.finditer(before):
+        inside = not inside
+    if inside:
+        return True
+    k = before.find("#")
+    if k >= 0:
+        head = before[:k]
+        if head.count('"') % 2 == 0 and head.count("'") % 2 == 0:
+            return True
+    return False
+
+
 def _bound_name(text: str, pos: int) -> str | None:
     """The name bound by the statement holding ``text[pos]`` (searched a few lines up)."""
     lo = pos
@@ -515,9 +539,12 @@ def select(text: str, triggers, why: dict | None = None,
     wseed = [walk is None] * n_units
     for pat, trigs in by_pattern.values():
         walks = any(id(t) in walk_ids for t in trigs)
+        code_only = all(t.code_only for t in trigs)
         for m in pat.finditer(text):
             ui = unit_at(m.start())
             if seed[ui] and (wseed[ui] or not walks):
+                continue
+            if code_only and _in_comment_or_docstring(text, m.start(), lines, line_starts, strings):
                 continue
             u = units[ui]
             hit = hit_walk = False

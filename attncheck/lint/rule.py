@@ -60,7 +60,8 @@ class Rule(cst.BatchableCSTVisitor):
     in, or in a name it mentions that is bound to a match; see :mod:`attncheck.lint.triggers`)
     ``methods`` (optional: the method names the rule can report in, e.g. ``forward``) and
     ``context`` (optional regular expression(s) that must also match in the method or its class;
-    with ``context_scope = "unit"`` in the function or method itself).
+    with ``context_scope = "unit"`` in the function or method itself); ``pattern_in_code = True``
+    ignores matches in comments and docstrings.
     The engine parses only what the enabled rules' triggers select
     (:mod:`attncheck.lint.regions`), so a trigger must over-approximate.
     """
@@ -77,6 +78,7 @@ class Rule(cst.BatchableCSTVisitor):
     methods: ClassVar[frozenset[str] | None] = None
     context: ClassVar[str | tuple[str, ...] | None] = None
     context_scope: ClassVar[str] = "class"
+    pattern_in_code: ClassVar[bool] = False
 
     def __init__(self, ctx: "FileContext") -> None:
         super().__init__()

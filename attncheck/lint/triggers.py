@@ -31,8 +31,9 @@ MATMUL = (r"matmul|bmm|einsum", r"@(?:(?<=[\w)\]]@)|(?=[ (]))")
 #: fused consumer itself; :mod:`attncheck.lint.analysis.masks`)
 SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + MHA + MATMUL[1:]
 #: a numeric literal that can be below -65504 (fp16's most negative value): exponents ≥ 4,
-#: integers ≥ 60000, digit groups
-BIG_LITERAL = (r"[0-9.][eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}", r"[1-9][0-9]{5}", r"_[0-9]{3}")
+#: integer parts ≥ 60000 (not the digits after a decimal point), digit groups
+BIG_LITERAL = (r"[0-9.][eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}(?<![.0-9][6-9][0-9]{4})",
+               r"[1-9][0-9]{5}(?<![.0-9][1-9][0-9]{5})", r"_[0-9]{3}")
 #: a functional dropout call (``self.dropout(x)`` is an ``nn.Dropout`` module: not a trigger)
 F_DROPOUT = (r"dropout(?:\((?<!self\.dropout\()(?<!\wdropout\()|[123]d\()|alpha_dropout\(",)
 #: an assignment to an attribute of ``self`` (also inside a tuple target or annotated)
