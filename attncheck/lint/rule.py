@@ -14,6 +14,7 @@ Writing a rule::
         severity = "error"
         summary = "q·kᵀ reaches softmax with no scaling on any path"
         tokens = ("softmax",)          # prefilter: the file must contain one of these
+        pattern = r"softmax|Softmax"   # optional, replaces tokens: where it can report
 
         def visit_Call(self, node):
             ...
