@@ -444,3 +444,45 @@ def test_literal_trigger_ignores_comments_and_docstrings(monkeypatch):
     whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
     assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
     assert "ATT204" in {f.code for f in whole}
+
+
+def test_literal_trigger_ignores_parameter_defaults(monkeypatch):
+    """The mask analysis never reads parameter defaults, so ``vocab_size: int = 151936`` in a
+    signature cannot be a fill: it does not seed ATT204."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = ("import torch\n\n"
+            "class Cfg:\n"
+            "    def __init__(self, vocab_size: int = 151936,\n"
+            "                 theta=1_000_000.0):\n"
+            "        self.vocab_size = vocab_size\n\n"
+            "class A:\n"
+            "    def helper(self, x):\n        return x\n\n"
+            "    def fill(self, s, m, value=-1e9):\n"
+            "        return s.masked_fill(m, -1e9)\n")
+    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT204"]]))
+    assert sel is not None and sel.kept_defs == ["A"] and sel.kept_methods == [["fill"]]
+    whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert [f.line for f in whole if f.code == "ATT204"] == [13]
+
+
+def test_literal_trigger_ignores_class_body_fields(monkeypatch):
+    """Config-style class fields (``vocab_size: int = 151936``) are not read by the mask analysis
+    (attributes come from ``__init__``): they do not seed ATT204; an ``__init__`` attribute does."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = ("import torch\n\n"
+            "class Cfg:\n"
+            "    vocab_size: int = 151936\n"
+            "    neg: float = -1e9\n\n"
+            "    def other(self):\n        return 1\n\n"
+            "class A(torch.nn.Module):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.neg = -1e9\n\n"
+            "    def helper(self, x):\n        return x\n\n"
+            "    def fill(self, s, m):\n"
+            "        return s.masked_fill(m, self.neg)\n")
+    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT204"]]))
+    assert sel is not None and sel.kept_defs == ["A"]
+    assert sel.kept_methods == [["__init__", "fill"]]
+    whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert [f.line for f in whole if f.code == "ATT204"] == [13]

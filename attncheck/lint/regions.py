@@ -87,7 +87,9 @@ class Trigger:
     context: tuple[re.Pattern, ...] | None = None
     #: the context must match in the unit itself (not its class shell)
     context_unit: bool = False
-    #: matches inside comments and docstrings (triple-quoted strings) do not count
+    #: for a rule whose analysis reads neither parameter defaults nor class-body statements (the
+    #: mask analysis): matches inside comments, docstrings (triple-quoted strings), the parameter
+    #: lists of ``def`` statements and class bodies outside methods do not count
     code_only: bool = False
 
     def search(self, text: str) -> bool:
@@ -344,6 +346,30 @@ def _module_binds(text: str) -> set[str]:
     return {x.strip() for x in m.group(1).split(",") if x.strip().isidentifier()}
 
 
+def _signature_end(text: str, u: Unit, lines: list[str], line_starts: list[int]) -> int:
+    """Offset of the closing parenthesis of a ``def``'s parameter list in unit ``u`` (decorators
+    skipped), or 0 when it cannot be found cheaply (then nothing is excluded)."""
+    for li in range(u.start, min(u.end, u.start + 40)):
+        stripped = lines[li].lstrip()
+        if stripped.startswith(("def ", "def\t", "async ")):
+            k = text.find("(", line_starts[li])
+            if k < 0:
+                return 0
+            depth = 0
+            for j in range(k, min(len(text), k + 20000)):
+                c = text[j]
+                if c in "([{":
+                    depth += 1
+                elif c in ")]}":
+                    depth -= 1
+                    if depth == 0:
+                        return j
+                elif c in "\"'#":
+                    return 0  # strings or comments in the signature: do not guess
+            return 0
+    return 0
+
+
 def _in_comment_or_docstring(text: str, pos: int, lines: list[str], line_starts: list[int],
                              strings: list[bool]) -> bool:
     """Whether ``text[pos]`` lies in a ``#`` comment or a triple-quoted string (a heuristic on the
@@ -537,6 +563,16 @@ def select(text: str, triggers, why: dict | None = None,
     walk_keys = {_key(t) for t in walk} if walk is not None else set()
     walk_ids = {id(t) for t in (triggers or ()) if _key(t) in walk_keys}
     wseed = [walk is None] * n_units
+    sig_ends: dict[int, int] = {}
+
+    def signature_end(ui: int) -> int:
+        """Offset just past the parameter list of a function or method unit (0 otherwise)."""
+        end = sig_ends.get(ui)
+        if end is None:
+            end = sig_ends[ui] = _signature_end(text, units[ui], lines, line_starts) \
+                if units[ui].kind in ("func", "meth") else 0
+        return end
+
     for pat, trigs in by_pattern.values():
         walks = any(id(t) in walk_ids for t in trigs)
         code_only = all(t.code_only for t in trigs)
@@ -544,7 +580,9 @@ def select(text: str, triggers, why: dict | None = None,
             ui = unit_at(m.start())
             if seed[ui] and (wseed[ui] or not walks):
                 continue
-            if code_only and _in_comment_or_docstring(text, m.start(), lines, line_starts, strings):
+            if code_only and (units[ui].kind == "class"
+                              or _in_comment_or_docstring(text, m.start(), lines, line_starts, strings)
+                              or m.start() < signature_end(ui)):
                 continue
             u = units[ui]
             hit = hit_walk = False
