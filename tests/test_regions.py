@@ -486,3 +486,46 @@ def test_literal_trigger_ignores_class_body_fields(monkeypatch):
     whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
     assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
     assert [f.line for f in whole if f.code == "ATT204"] == [13]
+
+
+#: inputs a fresh-user tester built to break region parsing (all once lost or changed a finding)
+REGION_CASES = {
+    "r1_triple_quote_hides_helper.py": {"ATT105"},     # ''' inside a string hid a real helper
+    "r1b_triple_quote_in_comments.py": {"ATT105"},     # ''' inside comments
+    "r2_att204_triplequote_in_code.py": {"ATT204"},    # a triple quote in a string before the literal
+    "r3_att204_escaped_quote_hash.py": {"ATT204"},     # "\"#" is not a comment
+    "r4a_global_semicolon.py": {"ATT202"},             # X = 1; CAUSAL = torch.triu(...)
+    "r4b_global_paren.py": {"ATT202"},                 # (CAUSAL) = ...
+    "r4c_global_nonascii.py": {"ATT202"},              # a non-ASCII global
+    "r5_nonascii_helper.py": {"ATT105"},               # def škala(d)
+    "r6_ws.py": {"ATT501"},                            # F.dropout (x, p): space before (
+    "r7_alias.py": {"ATT501"},                         # from ... import dropout as drop
+    "r8_ws_exp.py": {"ATT302"},
+    "r8_ws_repeat.py": {"ATT403"},
+    "r8_ws_view.py": {"ATT401"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGION_CASES))
+def test_tester_cases_equal_whole_file(name, monkeypatch):
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = (ROOT / "tests" / "regions_cases" / name).read_text(encoding="utf-8")
+    whole, part = (lint_text(text, name, ALL, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert REGION_CASES[name] <= {f.code for f in whole}
+
+
+def test_no_regions_bypasses_the_cache(tmp_path):
+    """``--no-regions`` checks the region parse, so it neither reads nor writes cache entries."""
+    from attncheck.lint.engine import lint_paths
+
+    src = tmp_path / "a.py"
+    src.write_text((ROOT / "tests" / "regions_cases" / "r2_att204_triplequote_in_code.py")
+                   .read_text(encoding="utf-8"), encoding="utf-8")
+    cache = tmp_path / "cache"
+    lint_paths([src], select=["ALL"], isolated=True, cache_dir=cache, regions=False)
+    assert not list(cache.rglob("*.json")) or all("rules-" in p.name for p in cache.rglob("*.json"))
+    first = lint_paths([src], select=["ALL"], isolated=True, cache_dir=cache)
+    again = lint_paths([src], select=["ALL"], isolated=True, cache_dir=cache, regions=False)
+    assert [f.to_dict() for f in first.findings] == [f.to_dict() for f in again.findings]
+    assert "ATT204" in {f.code for f in first.findings}

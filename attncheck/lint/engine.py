@@ -751,8 +751,8 @@ _CACHES: dict[str, "Cache"] = {}
 
 
 def _cache_for(w: _Work):
-    if w.cache_dir is None or w.fix or w.diff or w.src.path is None:
-        return None
+    if w.cache_dir is None or w.fix or w.diff or w.src.path is None or w.regions is False:
+        return None  # --no-regions verifies the region parse: it must not read or write the cache
     c = _CACHES.get(w.cache_dir)
     if c is None:
         from attncheck.lint.cache import Cache

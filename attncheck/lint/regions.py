@@ -56,15 +56,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-_DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)")
-_METHOD = re.compile(r"(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)")
-_IDENT = re.compile(r"[A-Za-z_]\w*")
-_CALLED = re.compile(r"([A-Za-z_]\w*)[ \t]*\(")
+_DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]+([^\W\d]\w*)")
+_METHOD = re.compile(r"(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)")
+_IDENT = re.compile(r"[^\W\d]\w*")
+_CALLED = re.compile(r"([^\W\d]\w*)[ \t]*\(")
 _LOCAL_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.MULTILINE)
-_SELF_ATTR = re.compile(r"self\.([A-Za-z_]\w*)")
+_SELF_ATTR = re.compile(r"self\.([^\W\d]\w*)")
 #: the name a statement binds: ``x = …``, ``self.x = …``, ``x: T = …``, ``register_buffer("x", …``
-_BINDING = re.compile(r"(?:self\.)?([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=(?!=)|"
-                      r"register_(?:buffer|parameter)\(\s*[\"']([A-Za-z_]\w*)[\"']")
+_BINDING = re.compile(r"(?:self\.)?([^\W\d]\w*)[ \t]*(?::[^=\n]*)?=(?!=)|"
+                      r"register_(?:buffer|parameter)\(\s*[\"']([^\W\d]\w*)[\"']")
 
 #: Files shorter than this are parsed whole (the selection would not pay for itself).
 MIN_LINES = 40
@@ -174,24 +174,58 @@ class Selection:
 
 
 _TRIPLE = re.compile("\"\"\"|'''")
+_TRIPLE_OPEN = "?"
+
+
+def _scan(line: str, state: str | None, stop: int | None = None) -> tuple[str | None, bool]:
+    """Scan ``line`` (up to ``stop``) from string ``state`` (``None`` = code, else the open triple
+    quote): returns the state at the end and whether the end lies in a ``#`` comment.  Single-
+    and triple-quoted strings, backslash escapes and comments are followed; string prefixes
+    need no handling (the quotes start the string)."""
+    i, n = 0, len(line) if stop is None else min(stop, len(line))
+    while i < n:
+        if state is not None:
+            j = line.find(state, i)
+            while j >= 0:
+                k = j
+                while k > 0 and line[k - 1] == "\\":
+                    k -= 1
+                if (j - k) % 2 == 0:
+                    break
+                j = line.find(state, j + 1)
+            if j < 0 or j >= n:
+                return state, False
+            state, i = None, j + 3
+            continue
+        c = line[i]
+        if c == "#":
+            return None, True
+        if c == '"' or c == "'":
+            if line.startswith(c * 3, i):
+                state, i = c * 3, i + 3
+                continue
+            j = i + 1
+            while j < n and line[j] != c:
+                j += 2 if line[j] == "\\" else 1
+            i = j + 1
+            continue
+        i += 1
+    return state, False
 
 
 def in_strings(lines: list[str]) -> list[bool]:
-    """Per line: does it start inside a triple-quoted string?  (A heuristic: quotes are counted
-    per line, ignoring escapes and comments; a wrong guess only makes the selection fall back to
-    a whole-file parse.)"""
+    """Per line: does it start inside a triple-quoted string?  Lines holding a triple quote are
+    scanned (strings, escapes and comments followed, see :func:`_scan`); a wrong guess (a
+    string continued with a backslash) only makes the selection fall back or keep more."""
     out = [False] * len(lines)
     state = None
     for i, line in enumerate(lines):
         if state is not None:
             out[i] = True
-        if '"""' in line or "'''" in line:
-            for m in _TRIPLE.finditer(line):
-                q = m.group()
-                if state is None:
-                    state = q
-                elif state == q:
-                    state = None
+            if state in line:
+                state = _scan(line, state)[0]
+        elif '"""' in line or "\'\'\'" in line:
+            state = _scan(line, None)[0]
     return out
 
 
@@ -288,7 +322,7 @@ def _split_class(lines: list[str], c: Chunk, top: int,
 
 
 _CONTINUES = ("else", "elif", "except", "finally", ")", "]", "}", "#", " ", "\t", "\r", "\f")
-_MOD_BINDING = re.compile(r"([A-Za-z_][\w, \t]*?)[ \t]*(?::[^=\n]*)?=(?!=)")
+_ASSIGN_EQ = re.compile(r"(?<![=!<>])=(?!=)")
 
 
 def _split_module_code(lines: list[str], c: Chunk, top: int,
@@ -339,11 +373,15 @@ def import_binds(text: str) -> set[str] | None:
 
 
 def _module_binds(text: str) -> set[str]:
-    """Names a module-level statement binds (``X = …``, ``X: T = …``, ``a, b = …``)."""
-    m = _MOD_BINDING.match(text)
-    if not m:
-        return set()
-    return {x.strip() for x in m.group(1).split(",") if x.strip().isidentifier()}
+    """Names a module-level statement may bind: every identifier left of an assignment ``=`` in
+    each ``;``-separated part (``X = …``, ``(X) = …``, ``a, b = …``, ``X: T = …``, ``X += …``;
+    a superset: subscripts and keyword arguments add names too)."""
+    out: set[str] = set()
+    for part in text.split(";"):
+        m = _ASSIGN_EQ.search(part)
+        if m:
+            out.update(_IDENT.findall(part, 0, m.start()))
+    return out
 
 
 def _signature_end(text: str, u: Unit, lines: list[str], line_starts: list[int]) -> int:
@@ -372,23 +410,20 @@ def _signature_end(text: str, u: Unit, lines: list[str], line_starts: list[int])
 
 def _in_comment_or_docstring(text: str, pos: int, lines: list[str], line_starts: list[int],
                              strings: list[bool]) -> bool:
-    """Whether ``text[pos]`` lies in a ``#`` comment or a triple-quoted string (a heuristic on the
-    line: quotes are counted, escapes ignored; single-quoted strings count as code, so
-    ``float("-1e9")`` is still seen)."""
+    """Whether ``text[pos]`` lies in a ``#`` comment or a triple-quoted string (single-quoted
+    strings count as code, so ``float("-1e9")`` is still seen)."""
     li = bisect.bisect_right(line_starts, pos) - 1
-    line = lines[li]
-    before = line[: pos - line_starts[li]]
-    inside = strings[li]
-    for m in _TRIPLE.finditer(before):
-        inside = not inside
-    if inside:
-        return True
-    k = before.find("#")
-    if k >= 0:
-        head = before[:k]
-        if head.count('"') % 2 == 0 and head.count("'") % 2 == 0:
-            return True
-    return False
+    state = _TRIPLE_OPEN if strings[li] else None
+    if state is not None:
+        # which quote is open is not recorded: find it by scanning back to the opening line
+        k = li
+        while k > 0 and strings[k]:
+            k -= 1
+        state = None
+        for j in range(k, li):
+            state = _scan(lines[j], state)[0]
+    state, comment = _scan(lines[li], state, pos - line_starts[li])
+    return comment or state is not None
 
 
 def _bound_name(text: str, pos: int) -> str | None:
@@ -632,7 +667,7 @@ def select(text: str, triggers, why: dict | None = None,
     mod_binds: dict[str, list[int]] = {}
     imports_kept: set[int] = set()  # import statements the alias table reads whatever is kept
     for ui, u in enumerate(units):
-        if u.kind == "mod" and text[unit_starts[ui]] not in "@#\"'( ":
+        if u.kind == "mod" and text[unit_starts[ui]] not in "@#\"' ":
             t = texts[ui]
             binds = import_binds(t) if t.startswith(("import", "from")) else _module_binds(t)
             if binds is None or (t.startswith("import") and "torch" in t):

@@ -10,6 +10,10 @@ whole-file parse on every fixture, handed case and a real-code sample.
 """
 from __future__ import annotations
 
+# Calls are matched with optional space before the parenthesis (``F.dropout (x)``); a function
+# that can be imported under another name also matches its ``import`` statement, whose bound
+# names then seed the units that use them (:mod:`attncheck.lint.regions`).
+#
 # Each trigger is a tuple of regular expressions (any of them matching is a match): the engine
 # scans each separately, and a plain literal or short alternation scans far faster than one
 # large alternation (``re`` skips ahead to a literal prefix).
@@ -35,7 +39,8 @@ SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + 
 BIG_LITERAL = (r"[0-9.][eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}(?<![.0-9][6-9][0-9]{4})",
                r"[1-9][0-9]{5}(?<![.0-9][1-9][0-9]{5})", r"_[0-9]{3}")
 #: a functional dropout call (``self.dropout(x)`` is an ``nn.Dropout`` module: not a trigger)
-F_DROPOUT = (r"dropout(?:\((?<!self\.dropout\()(?<!\wdropout\()|[123]d\()|alpha_dropout\(",)
+F_DROPOUT = (r"dropout(?<!self\.dropout)(?<!\wdropout)\s*\(|dropout[123]d\s*\(|alpha_dropout\s*\(",
+             r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)dropout")
 #: an assignment to an attribute of ``self`` (also inside a tuple target or annotated)
 #: (``self.x = v``, ``self.x += v``, ``self.x: T = v``, ``self.x, y = v`` — the last written with
 #: spaces around ``=``, which tells it from a keyword argument)
@@ -44,11 +49,11 @@ SELF_ASSIGN = (r"self\.\w+[ \t]*(?:[-+*/%@&|^]|\*\*|//|<<|>>)?=(?!=)|self\.\w+[ 
 #: a view / reshape of a tensor (head split and merge).  No context is required: the heads axis
 #: can be recognised by structure inside the view itself (``view(B, L, X, -1)``), whatever the
 #: names (:mod:`attncheck.lint.analysis.provenance`)
-VIEW = (r"\.view\(|reshape\(",)
+VIEW = (r"\.view\s*\(|reshape\s*\(",)
 #: tiling KV heads
-REPEAT = (r"\.repeat\(|tile\(|\.expand\(",)
+REPEAT = (r"\.repeat\s*\(|tile\s*\(|\.expand\s*\(", r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)\btile\b")
 #: ``exp`` (a hand-written softmax)
-EXP = (r"exp_?\(",)
+EXP = (r"exp_?\s*\(", r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)\bexp_?\b")
 #: a GQA group factor in the function that repeats: a group-like name (``n_rep``,
 #: ``num_key_value_groups``, ``q_per_kv``, ``gqa_ratio``; :data:`attncheck.lint.analysis.layout
 #: ._GROUP_NAME`) or a ratio of head counts (``//``)
