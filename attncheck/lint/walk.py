@@ -14,9 +14,12 @@ need libcst's visit.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import operator
 import re
 from collections.abc import Callable
+from typing import Any
 
 import libcst as cst
 
@@ -122,3 +125,26 @@ def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
             elif v is not None and hasattr(c, "_visit_and_replace_children"):
                 visit(v, visitor)
     visitor.on_leave(node)
+
+
+def field_getter(t: type, skip: frozenset[str], cache: dict[type, Any]) -> Any:
+    """A function returning, as a tuple and in dataclass field order, the fields of a ``t`` node
+    other than ``skip`` and whitespace (``operator.attrgetter``: far cheaper than ``getattr``
+    in a loop); cached in ``cache`` per type."""
+    g = cache.get(t)
+    if g is None:
+        names = tuple(f.name for f in dataclasses.fields(t)
+                      if f.name not in skip and not f.name.startswith("whitespace"))
+        if not names:
+            g = _no_fields
+        elif len(names) == 1:
+            one = operator.attrgetter(names[0])
+            g = lambda n: (one(n),)  # noqa: E731 - a closure over the one getter
+        else:
+            g = operator.attrgetter(*names)
+        cache[t] = g
+    return g
+
+
+def _no_fields(n: Any) -> tuple:
+    return ()

@@ -562,7 +562,6 @@ _OPS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
 _NAMES: dict[int, tuple[cst.CSTNode, set[str]]] = {}
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
 _GETTERS: dict[type, Any] = {}
 _SKIP_FIELDS = frozenset({
     "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
@@ -612,26 +611,9 @@ def _is_node_type(t: type) -> bool:
 def _field_getter(t: type):
     """A function returning, as a tuple, the fields of a ``t`` node that :func:`_children`
     reads (all but whitespace, parentheses, commas and operators), in field order."""
-    g = _GETTERS.get(t)
-    if g is None:
-        names = _FIELDS.get(t)
-        if names is None:
-            names = _FIELDS[t] = tuple(
-                f.name for f in dataclasses.fields(t)
-                if f.name not in _SKIP_FIELDS and not f.name.startswith("whitespace"))
-        if not names:
-            g = _no_fields
-        elif len(names) == 1:
-            one = operator.attrgetter(names[0])
-            g = lambda n: (one(n),)
-        else:
-            g = operator.attrgetter(*names)
-        _GETTERS[t] = g
-    return g
+    from attncheck.lint.walk import field_getter
 
-
-def _no_fields(n: cst.CSTNode) -> tuple:
-    return ()
+    return field_getter(t, _SKIP_FIELDS, _GETTERS)
 
 
 def _children(n: cst.CSTNode) -> list[cst.CSTNode]:

@@ -477,23 +477,9 @@ _IS_NODE: dict[type, bool] = {}
 
 def _field_getter(t: type) -> Any:
     """A function returning, as a tuple, the fields of a ``t`` node that can hold a ``Name``."""
-    g = _FIELD_GETTERS.get(t)
-    if g is None:
-        names = tuple(f.name for f in dataclasses.fields(t)
-                      if f.name not in _NAMELESS_FIELDS and not f.name.startswith("whitespace"))
-        if not names:
-            g = _no_fields
-        elif len(names) == 1:
-            one = operator.attrgetter(names[0])
-            g = lambda n: (one(n),)
-        else:
-            g = operator.attrgetter(*names)
-        _FIELD_GETTERS[t] = g
-    return g
+    from attncheck.lint.walk import field_getter
 
-
-def _no_fields(n: Any) -> tuple:
-    return ()
+    return field_getter(t, _NAMELESS_FIELDS, _FIELD_GETTERS)
 
 
 def _is_node(t: type) -> bool:
