@@ -34,7 +34,9 @@ class ImportTable:
 
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
-        _collect_imports(module, _ImportCollector(self.aliases))
+        from attncheck.lint.walk import visit  # read-only: libcst's visit rebuilds the tree
+
+        visit(module, _ImportCollector(self.aliases))
 
     def resolve(self, node: cst.BaseExpression) -> str | None:
         """Fully qualified name of a Name/Attribute chain through the aliases, else its dotted
@@ -47,33 +49,6 @@ class ImportTable:
             full = self.aliases[head]
             return f"{full}.{rest}" if rest else full
         return name
-
-
-_DESCENDS: dict[type, bool] = {}
-
-
-def _collect_imports(node: cst.CSTNode, collector: "_ImportCollector") -> None:
-    """Feed every import statement under ``node`` to ``collector`` in source order, descending
-    only through statements and suites (the children order of libcst's own traversal, read by
-    :mod:`attncheck.lint.walk`; libcst's ``visit`` would rebuild the tree)."""
-    from attncheck.lint.walk import _fields
-
-    t = type(node)
-    if t is cst.Import:
-        collector.visit_Import(node)
-        return
-    if t is cst.ImportFrom:
-        collector.visit_ImportFrom(node)
-        return
-    for name in _fields(t):
-        v = getattr(node, name)
-        for x in (v if isinstance(v, (tuple, list)) else (v,)):
-            c = type(x)
-            ok = _DESCENDS.get(c)
-            if ok is None:
-                ok = _DESCENDS[c] = isinstance(x, _ImportCollector._DESCEND)
-            if ok:
-                _collect_imports(x, collector)
 
 
 class _ImportCollector(cst.CSTVisitor):

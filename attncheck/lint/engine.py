@@ -362,12 +362,6 @@ def _walk():
     return walk
 
 
-def _batched(instances: list[Rule]) -> cst.CSTVisitor:
-    from libcst._batched_visitor import _BatchedCSTVisitor
-
-    return _BatchedCSTVisitor(_visitor_methods(instances))
-
-
 def _visitor_methods(instances: list[Rule]) -> dict[str, list]:
     methods: dict[str, list] = {}
     for inst in instances:

@@ -92,8 +92,6 @@ class Trigger:
     #: lists of ``def`` statements and class bodies outside methods do not count
     code_only: bool = False
 
-    def search(self, text: str) -> bool:
-        return any(p.search(text) for p in self.patterns)
 
 
 def trigger_of(rule) -> Trigger | None:
@@ -143,7 +141,6 @@ class Chunk:
     start: int          # first line index (0-based)
     end: int            # one past the last line
     name: str | None    # definition name; None for an "other" chunk
-    keep: bool = False
 
 
 @dataclass
@@ -173,8 +170,6 @@ class Selection:
     walk_defs: list[bool] = field(default_factory=list)
 
 
-_TRIPLE = re.compile("\"\"\"|'''")
-_TRIPLE_OPEN = "?"
 
 
 def _scan(line: str, state: str | None, stop: int | None = None) -> tuple[str | None, bool]:
@@ -413,13 +408,12 @@ def _in_comment_or_docstring(text: str, pos: int, lines: list[str], line_starts:
     """Whether ``text[pos]`` lies in a ``#`` comment or a triple-quoted string (single-quoted
     strings count as code, so ``float("-1e9")`` is still seen)."""
     li = bisect.bisect_right(line_starts, pos) - 1
-    state = _TRIPLE_OPEN if strings[li] else None
-    if state is not None:
-        # which quote is open is not recorded: find it by scanning back to the opening line
+    state = None
+    if strings[li]:
+        # which quote is open is not recorded: scan from the line that opened the string
         k = li
         while k > 0 and strings[k]:
             k -= 1
-        state = None
         for j in range(k, li):
             state = _scan(lines[j], state)[0]
     state, comment = _scan(lines[li], state, pos - line_starts[li])
@@ -783,13 +777,6 @@ def _is_class(lines: list[str], c: Chunk) -> bool:
         if m:
             return lines[i].startswith("class")
     return False
-
-
-def top_level_def_names(module) -> list[str]:
-    """Names of a libcst module's top-level ``def``/``class`` statements, in order."""
-    import libcst as cst
-
-    return [s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))]
 
 
 def structure_matches(module, sel: Selection) -> bool:

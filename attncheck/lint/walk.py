@@ -36,7 +36,7 @@ _SKIPPED_TYPES = frozenset({
     "EmptyLine", "TrailingWhitespace", "Newline", "Comment", "SimpleWhitespace",
     "ParenthesizedWhitespace", "LeftParen", "RightParen", "LeftSquareBracket",
     "RightSquareBracket", "LeftCurlyBrace", "RightCurlyBrace", "Comma", "Semicolon", "Dot",
-    "AssignEqual", "Colon", "Asynchronous", "AnnAssign_operator",
+    "AssignEqual", "Colon", "Asynchronous",
     # operators
     "Add", "Subtract", "Multiply", "Divide", "FloorDivide", "Modulo", "Power", "MatrixMultiply",
     "LeftShift", "RightShift", "BitAnd", "BitOr", "BitXor", "And", "Or", "Not", "Minus", "Plus",
