@@ -10,6 +10,8 @@ children, so pool workers count one by one):
 
 - files, lines;
 - ``libcst.parse_module`` of every file (one process, no metadata) — the reference;
+- the floors any CPython linter pays on the same files: stdlib ``ast.parse`` (a tree of Python
+  objects) and ``compile()`` (no Python objects at all: attncheck's syntax screen alone);
 - attncheck cold, 1 job and all cores (``--no-cache`` and an empty cache respectively);
 - attncheck warm (every file a cache hit);
 - attncheck cold, 1 job, whole-file parse (``--no-regions``) with ``--compare-whole``: its JSON
@@ -37,14 +39,24 @@ import zipfile
 from pathlib import Path
 
 _PARSE = r"""
-import sys, libcst
+import ast, sys, warnings
+warnings.simplefilter("ignore")
+how = sys.argv[2]
+if how == "libcst":
+    import libcst
+    parse = libcst.parse_module
+elif how == "ast":
+    parse = ast.parse
+else:
+    def parse(data):
+        compile(data, "<bench>", "exec", dont_inherit=True)
 paths = [l for l in open(sys.argv[1]).read().splitlines() if l]
 n = 0
 for p in paths:
     with open(p, "rb") as fh:
         data = fh.read()
     try:
-        libcst.parse_module(data)
+        parse(data)
     except Exception:
         n += 1
 print(n)
@@ -132,8 +144,12 @@ def main(argv: list[str] | None = None) -> int:
         lint = [sys.executable, "-m", "attncheck", "lint", str(src), "--isolated", "--exit-zero",
                 "--output-format", "json"]
         rows: dict[str, dict] = {}
-        rows["libcst parse"] = measure([sys.executable, "-c", _PARSE, str(listing)],
+        rows["libcst parse"] = measure([sys.executable, "-c", _PARSE, str(listing), "libcst"],
                                        work / "parse.out")
+        rows["stdlib ast.parse (floor)"] = measure(
+            [sys.executable, "-c", _PARSE, str(listing), "ast"], work / "ast.out")
+        rows["compile() (floor: the syntax screen)"] = measure(
+            [sys.executable, "-c", _PARSE, str(listing), "compile"], work / "compile.out")
         rows["attncheck cold, 1 job"] = measure(lint + ["--no-cache", "-j", "1"], work / "c1.json")
         rows[f"attncheck cold, {jobs} jobs"] = measure(
             lint + ["--cache-dir", str(cache), "-j", str(jobs)], work / "cn.json")

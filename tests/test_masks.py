@@ -300,6 +300,24 @@ def run(scores):
     assert uses[0].consumer == "additive" and uses[0].blocked == (False, False, True)
 
 
+@pytest.mark.parametrize("other_first", [False, True])
+def test_helper_return_value_is_per_call_site(other_first):
+    """A helper's result at a call site comes from that call's arguments only: another call of the
+    helper elsewhere in the file (earlier or later, with another mask) neither blurs it to unknown
+    nor replaces it.  Here ``attend`` inverts a triu keep-mask: the fill blocks the strict past."""
+    helper = "def invert(keep):\n    return ~keep\n"
+    attend = ("def attend(scores):\n"
+              "    keep = torch.triu(torch.ones(4, 4, dtype=torch.bool))\n"
+              "    return scores.masked_fill(invert(keep), float('-inf')).softmax(-1)\n")
+    other = ("def other(n):\n"
+             "    return invert(torch.tril(torch.ones(n, n, dtype=torch.bool)))\n")
+    body = [other, attend] if other_first else [attend, other]
+    (u,) = _uses("import torch\n" + helper + "".join(body))
+    assert u.function == "attend" and u.consumer == "masked_fill"
+    # blocked (filled) exactly below the diagonal: row > col is True, the diagonal and above are kept
+    assert u.blocked == (True, False, False)
+
+
 def test_reaches_softmax_through_locals_but_not_through_layers():
     src = """
 import torch

@@ -503,6 +503,7 @@ REGION_CASES = {
     "r8_ws_exp.py": {"ATT302"},
     "r8_ws_repeat.py": {"ATT403"},
     "r8_ws_view.py": {"ATT401"},
+    "r9_helper_other_caller.py": {"ATT201"},           # a helper's other caller is dropped
 }
 
 
@@ -529,3 +530,52 @@ def test_no_regions_bypasses_the_cache(tmp_path):
     again = lint_paths([src], select=["ALL"], isolated=True, cache_dir=cache, regions=False)
     assert [f.to_dict() for f in first.findings] == [f.to_dict() for f in again.findings]
     assert "ATT204" in {f.code for f in first.findings}
+
+
+_MLP = '''
+class Mlp(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.inner = config.hidden_size // config.groups  # `groups` is the divisor of a width here
+        self.fc = nn.Linear(config.hidden_size, self.inner)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+_ATTN = '''
+class Attn(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.groups = config.groups{teach}
+        self.q = nn.Linear(config.hidden_size, config.hidden_size)
+        self.k = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, x):
+        q, k = self.q(x), self.k(x)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(self.groups)
+        return torch.softmax(scores, dim=-1)
+'''
+
+
+@pytest.mark.parametrize("mlp_first", [True, False])
+@pytest.mark.parametrize("teach", [False, True])
+@pytest.mark.parametrize("select", [("ATT102",), ("ALL",)])
+def test_head_counts_by_structure_are_scoped_to_their_class(mlp_first, teach, select, monkeypatch):
+    """``width // X`` makes ``X`` a head count only for the class whose ``__init__`` (or the
+    function whose body) divides by it, not for the whole file: another class's division neither
+    turns ``self.groups`` into a head count (ATT102 would then call the scale the head count), nor
+    goes missing when a region parse drops that class, nor depends on the order of classes."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    attn = _ATTN.format(teach="\n        self.hd = config.hidden_size // config.groups" if teach else "")
+    body = [_MLP, attn] if mlp_first else [attn, _MLP]
+    text = "import math\n\nimport torch\nimport torch.nn as nn\n\n" + "\n".join(body) + "\n" + "\n".join(
+        f"def filler_{i}(x):\n    return x + {i}\n\n" for i in range(10))
+    enabled = resolve_selection(REGISTRY, [Layer(select=select)])
+    whole, part = (lint_text(text, "s.py", enabled, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    att102 = [f for f in whole if f.code == "ATT102"]
+    assert len(att102) == (1 if teach else 0)
+    if teach:
+        assert "head count" in att102[0].message
+        assert text.splitlines()[att102[0].line - 1].strip().startswith("scores = q @ k")

@@ -764,7 +764,7 @@ def _flip(pol: str | None) -> str | None:
 
 
 class _Function:
-    __slots__ = ("busy", "cls", "done", "node", "params", "qual", "returns")
+    __slots__ = ("busy", "cls", "node", "params", "qual", "returns")
 
     def __init__(self, node: cst.FunctionDef, cls: _Class | None, qual: str) -> None:
         self.node = node
@@ -774,7 +774,6 @@ class _Function:
         self.params = [p.name.value for p in (*params.posonly_params, *params.params)]
         self.returns: Any = None
         self.busy = False
-        self.done = False
 
 
 class _Class:
@@ -799,6 +798,8 @@ class _Analyzer:
         self.globals: dict[str, Any] = {}
         self.callsite_args: dict[str, dict[int, Any]] = {}
         self.recording = False
+        self.collecting = True  # pass 1: gather call-site arguments (frozen for pass 2)
+        self._return_depth = 0
         self.current: _Function | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self._collect(ctx.module)
@@ -860,32 +861,66 @@ class _Analyzer:
                     return m
         return None
 
-    def return_value(self, f: _Function) -> Any:
-        if f.done or f.busy:
-            return f.returns
+    #: nested helper calls evaluated for one return value (``a(b(c(d(m))))``); deeper is unknown
+    MAX_RETURN_DEPTH = 4
+
+    def return_value(self, f: _Function, call: cst.Call, env: dict[str, Any]) -> Any:
+        """What the same-file function ``f`` returns at ``call``: its body run with the call's
+        arguments (evaluated in the caller's ``env``) bound to its parameters.  Per call, not
+        per function: the value at one call site never depends on the file's other calls of
+        ``f``, their order, or whether a region parse kept them (:mod:`attncheck.lint.regions`
+        keeps a kept function's helpers, not every caller of those helpers)."""
+        if f.busy or self._return_depth >= self.MAX_RETURN_DEPTH:
+            return None  # recursion
+        params = self._params(f)
+        penv = {params[i]: v for i, v in self._call_args(f, call, env).items() if i < len(params)}
         f.busy = True
-        saved = (self.recording, self.current)
+        self._return_depth += 1
+        saved = (self.recording, self.current, f.returns)
         self.recording, self.current = False, f
         try:
-            env = self._param_env(f)
-            self._run_function(f, env)
+            return self._run_function(f, penv)
         finally:
-            self.recording, self.current = saved
+            self.recording, self.current, f.returns = saved
+            self._return_depth -= 1
             f.busy = False
-            f.done = True
-        return f.returns
+
+    @staticmethod
+    def _params(f: _Function) -> list[str]:
+        return f.params[1:] if f.cls is not None and f.params[:1] == ["self"] else f.params
+
+    def _call_args(self, f: _Function, call: cst.Call, env: dict[str, Any]) -> dict[int, Any]:
+        """The known argument values of ``call`` (evaluated in ``env``) by parameter index of ``f``
+        (``self`` not counted); stops at a ``*args``."""
+        out: dict[int, Any] = {}
+        params = self._params(f)
+        for i, a in enumerate(call.args):
+            if a.star:
+                break
+            if a.keyword is not None:
+                if a.keyword.value not in params:
+                    continue
+                idx = params.index(a.keyword.value)
+            else:
+                idx = i
+            v = self.ev(a.value, env)
+            if v is not None:
+                out[idx] = v
+        return out
 
     def _param_env(self, f: _Function) -> dict[str, Any]:
         env: dict[str, Any] = {}
         args = self.callsite_args.get(f.qual, {})
-        params = f.params[1:] if f.cls is not None and f.params[:1] == ["self"] else f.params
+        params = self._params(f)
         for i, p in enumerate(params):
             if i in args and args[i] is not None:
                 env[p] = args[i]
         return env
 
     # ---- statements -----------------------------------------------------------------------
-    def _run_function(self, f: _Function, env: dict[str, Any], cls_env: _Class | None = None) -> None:
+    def _run_function(self, f: _Function, env: dict[str, Any], cls_env: _Class | None = None) -> Any:
+        """Run ``f``'s body in ``env``; return (and keep in ``f.returns``) the join of what its
+        ``return`` statements give."""
         saved = getattr(self, "_returns", None)
         self._returns: list[Any] = []
         try:
@@ -898,6 +933,7 @@ class _Analyzer:
         for i, r in enumerate(rets):
             val = r if i == 0 else _join(val, r)
         f.returns = val
+        return val
 
     def _block(self, body, state: _State, cls_env) -> None:
         stmts = body.body if hasattr(body, "body") else body
@@ -1104,9 +1140,10 @@ class _Analyzer:
         self._targets = assign_targets
         if not self.recording:
             # still record call-site arguments of same-file functions (pass 1)
-            for n in _ops_list(expr):
-                if type(n) is _Call:
-                    self._callsite(n, state)
+            if self.collecting:
+                for n in _ops_list(expr):
+                    if type(n) is _Call:
+                        self._callsite(n, state)
             return
         in_softmax: set[int] = set()
         self._in_matmul = in_matmul = set()
@@ -1132,19 +1169,7 @@ class _Analyzer:
         if f is None:
             return
         slots = self.callsite_args.setdefault(f.qual, {})
-        params = f.params[1:] if f.cls is not None and f.params[:1] == ["self"] else f.params
-        for i, a in enumerate(call.args):
-            if a.star:
-                break
-            if a.keyword is not None:
-                if a.keyword.value not in params:
-                    continue
-                idx = params.index(a.keyword.value)
-            else:
-                idx = i
-            v = self.ev(a.value, state.env)
-            if v is None:
-                continue
+        for idx, v in self._call_args(f, call, state.env).items():
             slots[idx] = v if idx not in slots else _join(slots[idx], v)
 
     def _reaches_softmax(self, node: cst.CSTNode, targets, state, direct: bool) -> bool:
@@ -1565,7 +1590,7 @@ class _Analyzer:
             return inner if isinstance(inner, Fill) else None
         # --- same-file functions
         if q in self.functions and q not in ("float",):
-            v = self.return_value(self.functions[q])
+            v = self.return_value(self.functions[q], node, env)
             return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
         if q.startswith("self.") and q.count(".") == 1 and self.current is not None:
             v = self.class_attr(self.current.cls, q[5:])
@@ -1573,7 +1598,7 @@ class _Analyzer:
                 return None
             f = self.method(self.current.cls, q[5:])
             if f is not None:
-                v = self.return_value(f)
+                v = self.return_value(f, node, env)
                 return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
             return None
         # --- modules
@@ -1974,7 +1999,7 @@ def _analyze(ctx) -> MaskAnalysis:
         if f.cls is not None:
             an.class_attr(f.cls, "")
         an._run_function(f, {})
-    an.recording = True
+    an.recording, an.collecting = True, False
     for f in funcs:  # pass 2: record uses
         an.current = f
         an._run_function(f, an._param_env(f))

@@ -64,9 +64,14 @@ def _leaf(text: str) -> str:
     return text.rsplit(".", 1)[-1].lower()
 
 
-#: leaf names found to be head counts by structure in the file being analysed: ``width // X`` or
-#: ``width / X`` (``C // self.n_head`` whatever ``n_head`` is called) makes ``X`` the heads and the
-#: quotient the head dim.  Reset by :func:`analyze` for each file.
+#: leaf names found to be head counts by structure in the function being analysed: ``width // X``
+#: or ``width / X`` (``C // self.n_head`` whatever ``n_head`` is called) makes ``X`` the heads and
+#: the quotient the head dim.  Scoped by :meth:`Analyzer.run`: a method sees what its own body (and
+#: the helpers it inlines) and its class's ``__init__`` establish, a function what its own body
+#: does; never what another class or function of the file does.  The scope is exactly what a
+#: region parse keeps of a method (its class's ``__init__`` and the helpers it names), so findings
+#: do not depend on code a region parse drops, nor on the order of definitions.  Empty outside
+#: :func:`analyze`: a rule asking for a role afterwards gets the role by name.
 _HEADS_BY_STRUCTURE: set[str] = set()
 
 
@@ -635,20 +640,26 @@ class Analyzer:
                         ms[s.name.value] = s
                 self.methods[stmt.name.value] = ms
         self._collect_calls(module)
+        init_heads: dict[str, frozenset[str]] = {}  # heads by structure in each class's __init__
         for cname, ms in self.methods.items():
             sv = SelfVal(cname)
             self.selfs[cname] = sv
             init = ms.get("__init__")
+            _HEADS_BY_STRUCTURE.clear()
             if init is not None:
                 self._run_function(init, sv, None, depth=0, record=False)
+            init_heads[cname] = frozenset(_HEADS_BY_STRUCTURE)
         for cname, ms in self.methods.items():
             for mname, fn in ms.items():
                 if mname == "__init__" or (mname in self.called and mname != "forward"):
                     continue
+                _HEADS_BY_STRUCTURE.clear()
+                _HEADS_BY_STRUCTURE.update(init_heads[cname])
                 self._run_function(fn, self.selfs[cname], None, depth=0)
         for fname, fn in self.funcs.items():
             if fname in self.called:
                 continue
+            _HEADS_BY_STRUCTURE.clear()
             self._run_function(fn, None, None, depth=0)
         return self.result
 
@@ -2065,4 +2076,6 @@ def analyze(ctx: Any) -> Provenance:
         res = an.run()
     except RecursionError:  # pragma: no cover - pathological nesting
         res = an.result
+    finally:
+        _HEADS_BY_STRUCTURE.clear()
     return res
