@@ -135,14 +135,19 @@ def _module(n_filler: int, order=("helper", "attn", "caller")) -> str:
 
 def test_selection_keeps_helpers_and_callers_and_blanks_the_rest():
     text = _module(regions.MIN_LINES // 4 + 1)
-    sel = regions.select(text, {"softmax", "masked_fill"})
+    text += "\ndef outer(q, k):\n    return caller(q, k)\n"
+    why: dict = {}
+    sel = regions.select(text, {"softmax", "masked_fill"}, why=why)
     assert sel is not None
-    # helper is called by the seed Attn.forward; caller only calls helper, which cannot report
-    assert sel.kept_defs == ["helper", "Attn"]
-    assert sel.kept_methods == [None, ["forward"]]
+    # helper is called by the seed Attn.forward; caller is another call site of helper (the mask
+    # analysis joins the arguments of every call), kept but not followed up: outer is dropped
+    assert sel.kept_defs == ["helper", "Attn", "caller"]
+    assert sel.kept_methods == [None, ["forward"], None]
+    caller_line = text.split("\n").index("def caller(q, k):") + 1
+    assert why[caller_line][2].endswith("(a call site)")
     # a helper that can report keeps its callers (they pass the arguments it is analysed with)
     up = regions.select(text, {"transpose"})
-    assert up is not None and up.kept_defs == ["helper", "Attn", "caller"]
+    assert up is not None and up.kept_defs == ["helper", "Attn", "caller", "outer"]
     lines, kept = text.split("\n"), sel.text.split("\n")
     assert len(lines) == len(kept)
     assert all(a == b or b == "" for a, b in zip(lines, kept))

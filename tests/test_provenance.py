@@ -275,3 +275,25 @@ def test_split_survives_only_the_key_transpose():
         for k_tail, fires in ((".transpose(1, 2)", False), ("", True), (".permute(0, 2, 1, 3)", False)):
             evs = analyze(HEADER + textwrap.dedent(src.format(kt=kt, k_tail=k_tail))).view_events
             assert [(ev.code, ev.reason) for ev in evs] == ([("ATT401", "scores")] if fires else []), (kt, k_tail)
+
+
+@pytest.mark.parametrize("setter_first", [True, False])
+def test_a_method_sees_init_attributes_not_other_methods(setter_first):
+    """Each method is analysed from the attributes ``__init__`` sets: ``self.scale = 1.0`` in a
+    setter is unknown to ``forward`` whichever comes first in the class (it used to leak into
+    every method defined after it, which then reported unscaled scores, ATT101).  The same
+    assignment in ``__init__`` does reach ``forward``."""
+    from attncheck.lint.engine import lint_source
+
+    setter = "    def set_temperature(self, t):\n        self.scale = 1.0\n"
+    forward = ("    def forward(self, x):\n"
+               "        q, k = self.q(x), self.k(x)\n"
+               "        return ((q @ k.transpose(-2, -1)) * self.scale).softmax(-1)\n")
+    init = ("    def __init__(self, dim):\n"
+            "        super().__init__()\n"
+            "        self.q = nn.Linear(dim, dim)\n"
+            "        self.k = nn.Linear(dim, dim)\n{}")
+    for in_init, expect in (("", []), ("        self.scale = 1.0\n", ["ATT101"])):
+        body = [init.format(in_init)] + ([setter, forward] if setter_first else [forward, setter])
+        src = HEADER + "class A(nn.Module):\n" + "".join(body)
+        assert [f.code for f in lint_source(src, select=["ATT101"])] == expect, in_init

@@ -60,7 +60,18 @@ _DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]+([^\W\d]\w*)")
 _METHOD = re.compile(r"(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)")
 _IDENT = re.compile(r"[^\W\d]\w*")
 _CALLED = re.compile(r"([^\W\d]\w*)[ \t]*\(")
-_LOCAL_IMPORT = re.compile(r"^[ \t]+(?:import|from)[ \t]", re.MULTILINE)
+#: an import that is not a plain module-level statement: indented, or after ``;`` / ``:`` on a
+#: line (``try: import …``, ``X = 1; import …``, ``def f(): import …``); the import table reads
+#: every import of the file, so a unit holding one is always kept
+_LOCAL_IMPORT = re.compile(r"(?:^[ \t]+|[;:][ \t]*)(?:import|from)[ \t]", re.MULTILINE)
+#: a nested ``def`` (a method of a class inside a function or class)
+_NESTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)", re.MULTILINE)
+#: ``self.x = … name …`` (an attribute set from a local)
+_SELF_SET = r"self\.([^\W\d]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[^\n]*\b{}\b"
+#: a form feed starting a line (Python resets the indentation count there)
+_FORM_FEED = re.compile(r"^[ \t]*\f", re.MULTILINE)
+#: blank and comment lines at the start of a unit
+_LEADING_COMMENTS = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)+")
 _SELF_ATTR = re.compile(r"self\.([^\W\d]\w*)")
 #: the name a statement binds: ``x = …``, ``self.x = …``, ``x: T = …``, ``register_buffer("x", …``
 _BINDING = re.compile(r"(?:self\.)?([^\W\d]\w*)[ \t]*(?::[^=\n]*)?=(?!=)|"
@@ -457,7 +468,7 @@ def select(text: str, triggers, why: dict | None = None,
     if "\r" in text and "\r" in text.replace("\r\n", ""):
         return None  # lone CR line ends: Python's line count differs from split("\n")
     lines = text.split("\n")
-    if len(lines) < MIN_LINES:
+    if len(lines) < MIN_LINES or _FORM_FEED.search(text):
         return None
     strings = in_strings(lines)
     parts = chunks(lines, strings)
@@ -572,12 +583,31 @@ def select(text: str, triggers, why: dict | None = None,
         for p in t.patterns:
             by_pattern.setdefault(p.pattern, (p, []))[1].append(t)
     shell_text: dict[int, str] = {}
+    scope_text: dict[int, str] = {}
+
+    def nested_defs(ui: int) -> set[str]:
+        """Names of the indented ``def``s in a unit (a class nested in a function or class)."""
+        got = nested.get(ui)
+        if got is None:
+            got = nested[ui] = set(_NESTED_DEF.findall(texts[ui]))
+        return got
+
+    nested: dict[int, set[str]] = {}
 
     def in_context(trig: Trigger, ui: int) -> bool:
         u = units[ui]
         if any(c.search(texts[ui]) for c in trig.context):
             return True
         if trig.context_unit:
+            if u.kind in ("mod", "class"):
+                # module code, and a class body's statements, are each one scope to the rules
+                # (one frame): the context may be in another statement of the same scope
+                key = -1 if u.kind == "mod" else u.top
+                if key not in scope_text:
+                    scope_text[key] = "\n".join(
+                        texts[vi] for vi in (range(n_units) if key == -1 else top_units[key])
+                        if units[vi].kind == u.kind)
+                return any(c.search(scope_text[key]) for c in trig.context)
             return False
         if u.kind in ("mod", "func"):
             return True
@@ -616,7 +646,8 @@ def select(text: str, triggers, why: dict | None = None,
             u = units[ui]
             hit = hit_walk = False
             for t in trigs:
-                if t.methods is not None and not (u.kind == "meth" and u.name in t.methods):
+                if t.methods is not None and not (u.kind == "meth" and u.name in t.methods) \
+                        and not t.methods & nested_defs(ui):
                     continue
                 if t.context is not None and not in_context(t, ui):
                     continue
@@ -631,8 +662,8 @@ def select(text: str, triggers, why: dict | None = None,
             seed[ui] = True
             wseed[ui] = wseed[ui] or hit_walk
             targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
-            if u.kind == "mod" or u.kind == "class" or (u.kind == "meth" and u.name == "__init__"):
-                t0 = texts[ui]
+            if u.kind in ("mod", "class", "meth"):
+                t0 = _LEADING_COMMENTS.sub("", texts[ui]) if u.kind == "mod" else texts[ui]
                 if u.kind == "mod" and t0.startswith(("import", "from")):
                     # ``from torch.nn.functional import scaled_dot_product_attention as sdpa``
                     bound = import_binds(t0)
@@ -641,12 +672,15 @@ def select(text: str, triggers, why: dict | None = None,
                     continue
                 name = _bound_name(text, m.start())
                 if name:
+                    names = {name}
+                    if u.kind == "meth":  # ``big = -1e9`` then ``self.fill = big``
+                        names.update(re.findall(_SELF_SET.format(re.escape(name)), texts[ui]))
                     for mods, attrs in targets:
                         if u.kind == "mod":
                             mods.add(name)
                         else:
                             for f in descendants.get(u.top, {u.top}):
-                                attrs.setdefault(f, set()).add(name)
+                                attrs.setdefault(f, set()).update(names)
     local_imports = {unit_at(m.start()) for m in _LOCAL_IMPORT.finditer(text)}
     for (mods, attrs), flags in ((aliases, seed), (walk_aliases, wseed)):
         if mods:
@@ -661,8 +695,10 @@ def select(text: str, triggers, why: dict | None = None,
     mod_binds: dict[str, list[int]] = {}
     imports_kept: set[int] = set()  # import statements the alias table reads whatever is kept
     for ui, u in enumerate(units):
-        if u.kind == "mod" and text[unit_starts[ui]] not in "@#\"' ":
-            t = texts[ui]
+        if u.kind != "mod":
+            continue
+        t = _LEADING_COMMENTS.sub("", texts[ui])  # the first unit holds the file's header
+        if t and t[0] not in "@#\"' ":
             binds = import_binds(t) if t.startswith(("import", "from")) else _module_binds(t)
             if binds is None or (t.startswith("import") and "torch" in t):
                 imports_kept.add(ui)  # rules look up torch's local name in the whole table
@@ -675,19 +711,40 @@ def select(text: str, triggers, why: dict | None = None,
     up = [False] * n_units
     down_done = [False] * n_units
     up_done = [False] * n_units
+    # ``needed``: kept as a seed, a seed's caller, or something a kept unit follows (a helper, a
+    # shell, a constant).  The mask analysis binds a function's parameters to the join of the
+    # arguments of *every* same-file call (pass 1 evaluates them with the caller's parameters
+    # unknown), so a needed function or method also keeps its direct callers: those are kept
+    # as ``call_context`` and followed down (their arguments need their helpers and constants)
+    # but not up (their own parameters do not reach the arguments).
+    needed = [False] * n_units
+    callers_done = [False] * n_units
 
     reason = ["seed"]
 
-    def keep(ui: int, caller: bool = False) -> None:
+    def keep(ui: int, caller: bool = False, call_context: bool = False) -> None:
         u = units[ui]
         if why is not None and not u.keep:
-            why[u.start + 1] = (u.kind, u.name, reason[0])
+            why[u.start + 1] = (u.kind, u.name, reason[0] + (" (a call site)" if call_context else ""))
         if caller and not up[ui]:
             up[ui] = True
+            work.append(ui)
+        if not call_context and not needed[ui]:
+            needed[ui] = True
             work.append(ui)
         if not u.keep:
             u.keep = True
             work.append(ui)
+
+    def callers_of(ui: int) -> list[int]:
+        """Units that may call function or method unit ``ui`` (any mention of its name; for a
+        method, in its class and subclasses: ``self.m()`` of a subclass reaches it too)."""
+        u = units[ui]
+        key = u.name
+        if key not in callers:
+            callers[key] = sorted(units_mentioning((key,)))
+        scope = None if u.kind == "func" else descendants.get(u.top, {u.top})
+        return [vi for vi in callers[key] if vi != ui and (scope is None or units[vi].top in scope)]
 
     def keep_shell(ti: int) -> None:
         for ui in top_units[ti]:
@@ -715,7 +772,7 @@ def select(text: str, triggers, why: dict | None = None,
                 # instantiated in a body is not followed (the analyses never resolve into it)
                 for name in mentioned & top_names:
                     for ti in by_name[name]:
-                        if u.header or ti not in class_tops:
+                        if ti != u.top and (u.header or ti not in class_tops):
                             keep_shell(ti)
                 for name in ids[ui] & mod_binds.keys():
                     for vi in mod_binds[name]:
@@ -726,18 +783,19 @@ def select(text: str, triggers, why: dict | None = None,
                             for mi in methods[f][name]:
                                 keep(mi)
             # callers of a function / helper method that can report, or that passes into one
+            # (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters; not the
+            # dunders, called by syntax, but a private ``__name`` is an ordinary method)
+            callable_unit = u.kind == "func" or (u.kind == "meth" and not _dunder(u.name))
             if up[ui] and not up_done[ui]:
                 up_done[ui] = True
-                if u.kind == "func" or (u.kind == "meth" and u.name != "forward"
-                                        and not u.name.startswith("__")):
-                    # self.m() of a subclass (or the class) reaches this method
-                    scope = None if u.kind == "func" else descendants.get(u.top, {u.top})
-                    key = u.name
-                    if key not in callers:
-                        callers[key] = sorted(units_mentioning((key,)))
-                    for vi in callers[key]:
-                        if vi != ui and (scope is None or units[vi].top in scope):
-                            keep(vi, True)
+                if callable_unit:
+                    for vi in callers_of(ui):
+                        keep(vi, True)
+            if needed[ui] and not callers_done[ui]:
+                callers_done[ui] = True
+                if callable_unit:
+                    for vi in callers_of(ui):
+                        keep(vi, call_context=True)
         # a kept class needs a statement in its body
         for ti in class_tops:
             us = [units[ui] for ui in top_units[ti]]
@@ -769,6 +827,10 @@ def select(text: str, triggers, why: dict | None = None,
         for i in range(u.start, u.end):
             out[i] = ""
     return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods, walk_defs)
+
+
+def _dunder(name: str | None) -> bool:
+    return bool(name) and len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
 def _is_class(lines: list[str], c: Chunk) -> bool:

@@ -1988,11 +1988,13 @@ def _analyze(ctx) -> MaskAnalysis:
             nested.append(_Function(n, f.cls, f"{f.qual}.{n.name.value}"))
     everything = an.all_functions + nested
     names = {id(f): _identifiers(f.node) for f in everything}
+    mask_globals = an.globals.keys()  # module-level masks and fills (``CAUSAL = torch.tril(…)``)
     relevant = {id(f) for f in everything
-                if names[id(f)] & _RELEVANT or any("mask" in n for n in names[id(f)])}
+                if names[id(f)] & _RELEVANT or names[id(f)] & mask_globals
+                or any("mask" in n for n in names[id(f)])}
     for _ in range(2):  # callers of relevant same-file helpers pass them masks
-        helpers = {f.node.name.value for f in everything if id(f) in relevant}
-        relevant |= {id(f) for f in everything if names[id(f)] & helpers}
+        helpers = _relevant_helpers(an, everything, relevant)
+        relevant |= {id(f) for f in everything if id(f) not in relevant and names[id(f)] & helpers(f)}
     funcs = [f for f in everything if id(f) in relevant]
     for f in funcs:  # pass 1: call-site arguments
         an.current = f
@@ -2005,6 +2007,44 @@ def _analyze(ctx) -> MaskAnalysis:
         an._run_function(f, an._param_env(f))
     an.current = None
     return an.result
+
+
+def _relevant_helpers(an: _Analyzer, everything: list[_Function], relevant: set[int]):
+    """For each function, the names of the relevant helpers it can call the way the analysis
+    resolves calls: top-level functions, methods of its class and the class's same-file bases
+    (``self.m()``), and functions nested in it.  A method of an unrelated class with the same
+    name does not count (the analysis never resolves ``other.m()`` into it, and a region parse
+    need not keep it).  Returns ``f -> set of names``."""
+    top: set[str] = set()
+    by_scope: dict[str, set[str]] = {}  # class name or enclosing function's qual -> names
+    for g in everything:
+        if id(g) not in relevant:
+            continue
+        name = g.node.name.value
+        if "." not in g.qual:
+            top.add(name)
+        else:
+            by_scope.setdefault(g.qual.rsplit(".", 1)[0], set()).add(name)
+
+    def classes(c: _Class | None) -> list[str]:
+        out: list[str] = []
+        stack = [c] if c is not None else []
+        while stack:
+            k = stack.pop()
+            if k.name not in out:
+                out.append(k.name)
+                stack.extend(an.classes[b] for b in k.bases if b in an.classes)
+        return out
+
+    def names_for(f: _Function) -> set[str]:
+        out = set(top)
+        out.update(by_scope.get(f.qual, ()))
+        for k in classes(f.cls):
+            out.update(by_scope.get(k, ()))
+        out.discard(f.node.name.value)
+        return out
+
+    return names_for
 
 
 _RELEVANT = frozenset({

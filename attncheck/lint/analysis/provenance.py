@@ -655,7 +655,10 @@ class Analyzer:
                     continue
                 _HEADS_BY_STRUCTURE.clear()
                 _HEADS_BY_STRUCTURE.update(init_heads[cname])
-                self._run_function(fn, self.selfs[cname], None, depth=0)
+                # each method starts from the attributes ``__init__`` sets: what another method
+                # assigns (``self.scale = 1.0`` in a setter) is unknown here, whatever the order
+                sv = self.selfs[cname]
+                self._run_function(fn, SelfVal(sv.cls, dict(sv.attrs)), None, depth=0)
         for fname, fn in self.funcs.items():
             if fname in self.called:
                 continue
