@@ -18,20 +18,28 @@ Selection (:func:`select`) works on the text alone — no tokenizer, no ``ast``:
 2. **Seeds.**  Each enabled rule has a trigger (:class:`Trigger`: a regular expression, and for
    some rules the method names it can fire in).  A unit is a seed when a trigger matches inside
    it, or when it mentions a name bound to a match: a module-level name (``NEG_INF = -1e9``),
-   or an attribute the class shell or ``__init__`` binds to one (``self.softmax =
-   nn.Softmax(-1)``, ``register_buffer("bias", torch.tril(...))``) — method units reached through
-   ``self.<attr>``.  A unit holding a local import is kept too (it feeds the alias table).
+   or an attribute the class shell or any method binds to one (``self.softmax =
+   nn.Softmax(-1)``, ``register_buffer("bias", torch.tril(...))``, ``big = -1e9`` then
+   ``self.fill = big``) — method units reached through ``self.<attr>``.  A unit holding an
+   import that is not a plain module-level statement (indented, or after ``:``/``;``) is kept
+   too (it feeds the alias table).  A rule limited to ``forward`` (``methods``) also seeds a
+   unit with a nested ``def forward`` (a class defined in a function or class); a rule whose
+   context must be in the same scope (``context_scope = "unit"``) sees all module code as one
+   scope, and a class body's statements as one (the rules pool them in one frame).
 3. **Closure**, to a fixed point, so the shared analyses see what they follow:
    a kept method keeps its class shell and ``__init__`` (attributes, buffers); a kept unit keeps
    the top-level functions it mentions (helpers the analyses inline), the module-level names it
    mentions (constants), the methods of its class and its same-file bases it mentions
    (``self.helper()``), and — from a class header — its base classes as shells (a class merely
    instantiated in a body is not followed: the analyses never resolve into it).  A seed that
-   is a function, or a method other than ``forward`` and dunders, also keeps its callers (a
-   called helper is analysed only inlined at its call sites, with the caller's arguments), and
-   so do those callers, transitively; a helper kept only because a seed calls it cannot report,
-   so its other callers are not needed.  A class whose body would be empty keeps its first
-   method.  Imports feed the alias table: an absolute import is kept when a kept unit uses a
+   is a function, or a method (``forward`` and private ``__m`` included; not the dunders,
+   called by syntax), also keeps its callers (a called helper is analysed only inlined at its
+   call sites, with the caller's arguments), and so do those callers, transitively.  Every
+   other kept function or method keeps its direct callers as call sites: the mask analysis
+   binds a parameter to the join of the arguments of every same-file call, so a dropped caller
+   would change what the helper's parameter holds (those call sites are followed down, for
+   their helpers and constants, not up: pass 1 evaluates arguments with the caller's own
+   parameters unknown).  A class whose body would be empty keeps its first method.  Imports feed the alias table: an absolute import is kept when a kept unit uses a
    name it binds (``import torch`` always: rules look up torch's local name), a relative one
    never (the table ignores them), and a unit holding a local import always.
 4. **Check.**  After parsing, the top-level definitions libcst finds must be the kept ones, in
@@ -453,7 +461,7 @@ def select(text: str, triggers, why: dict | None = None,
     ``triggers``: the enabled rules' :class:`Trigger` s (:func:`triggers_of`), or plain
     substrings (any of them seeds a unit); ``None`` when a rule without a trigger is enabled.
     ``None`` is also returned for a small file, when nothing would be dropped, or for unusual
-    line ends.  ``why`` (a debugging aid): filled with ``first line → reason`` of each kept
+    line ends and form feeds.  ``why`` (a debugging aid): filled with ``first line → reason`` of each kept
     unit.  ``walk``: the triggers of rules that visit nodes (``visit_Call`` …): a kept
     top-level definition without a seed of theirs is marked in :attr:`Selection.walk_defs` as
     not needing the tree walk (those rules cannot report there; the module-level analyses still
