@@ -502,28 +502,22 @@ def select(text: str, triggers, why: dict | None = None,
     line_starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
     unit_starts = [line_starts[u.start] for u in units]
 
-    class _Texts:  # unit texts and identifier sets, computed on first use
-        def __init__(self) -> None:
-            self.t: dict[int, str] = {}
-            self.i: dict[int, set[str]] = {}
+    # unit texts and identifier sets, computed on first use (most units are never looked at)
+    unit_texts: dict[int, str] = {}
+    unit_ids: dict[int, set[str]] = {}
 
-        def __getitem__(self, ui: int) -> str:
-            t = self.t.get(ui)
-            if t is None:
-                u = units[ui]
-                t = self.t[ui] = text[line_starts[u.start]:max(line_starts[u.end] - 1, line_starts[u.start])]
-            return t
+    def text_of(ui: int) -> str:
+        t = unit_texts.get(ui)
+        if t is None:
+            u = units[ui]
+            t = unit_texts[ui] = text[line_starts[u.start]:max(line_starts[u.end] - 1, line_starts[u.start])]
+        return t
 
-    texts = _Texts()
-
-    class _Ids:
-        def __getitem__(self, ui: int) -> set[str]:
-            i = texts.i.get(ui)
-            if i is None:
-                i = texts.i[ui] = set(_IDENT.findall(texts[ui]))
-            return i
-
-    ids = _Ids()
+    def ids_of(ui: int) -> set[str]:
+        i = unit_ids.get(ui)
+        if i is None:
+            i = unit_ids[ui] = set(_IDENT.findall(text_of(ui)))
+        return i
 
     n_text = len(text)
 
@@ -563,7 +557,7 @@ def select(text: str, triggers, why: dict | None = None,
     class_names = {parts[ti].name for ti in class_tops}
     bases: dict[int, set[int]] = {}
     for ti in class_tops:
-        head = ids[top_units[ti][0]] & class_names
+        head = ids_of(top_units[ti][0]) & class_names
         head.discard(parts[ti].name)
         bases[ti] = {b for n in head for b in by_name[n] if b in class_tops}
     ancestors: dict[int, set[int]] = {}  # the class and its same-file bases, transitively
@@ -597,14 +591,14 @@ def select(text: str, triggers, why: dict | None = None,
         """Names of the indented ``def``s in a unit (a class nested in a function or class)."""
         got = nested.get(ui)
         if got is None:
-            got = nested[ui] = set(_NESTED_DEF.findall(texts[ui]))
+            got = nested[ui] = set(_NESTED_DEF.findall(text_of(ui)))
         return got
 
     nested: dict[int, set[str]] = {}
 
     def in_context(trig: Trigger, ui: int) -> bool:
         u = units[ui]
-        if any(c.search(texts[ui]) for c in trig.context):
+        if any(c.search(text_of(ui)) for c in trig.context):
             return True
         if trig.context_unit:
             if u.kind in ("mod", "class"):
@@ -613,7 +607,7 @@ def select(text: str, triggers, why: dict | None = None,
                 key = -1 if u.kind == "mod" else u.top
                 if key not in scope_text:
                     scope_text[key] = "\n".join(
-                        texts[vi] for vi in (range(n_units) if key == -1 else top_units[key])
+                        text_of(vi) for vi in (range(n_units) if key == -1 else top_units[key])
                         if units[vi].kind == u.kind)
                 return any(c.search(scope_text[key]) for c in trig.context)
             return False
@@ -621,7 +615,7 @@ def select(text: str, triggers, why: dict | None = None,
             return True
         for f in ancestors.get(u.top, (u.top,)):
             if f not in shell_text:
-                shell_text[f] = "\n".join(texts[vi] for vi in top_units[f] if units[vi].kind == "class"
+                shell_text[f] = "\n".join(text_of(vi) for vi in top_units[f] if units[vi].kind == "class"
                                           or (units[vi].kind == "meth" and units[vi].name == "__init__"))
             if any(c.search(shell_text[f]) for c in trig.context):
                 return True
@@ -671,7 +665,7 @@ def select(text: str, triggers, why: dict | None = None,
             wseed[ui] = wseed[ui] or hit_walk
             targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
             if u.kind in ("mod", "class", "meth"):
-                t0 = _LEADING_COMMENTS.sub("", texts[ui]) if u.kind == "mod" else texts[ui]
+                t0 = _LEADING_COMMENTS.sub("", text_of(ui)) if u.kind == "mod" else text_of(ui)
                 if u.kind == "mod" and t0.startswith(("import", "from")):
                     # ``from torch.nn.functional import scaled_dot_product_attention as sdpa``
                     bound = import_binds(t0)
@@ -682,7 +676,7 @@ def select(text: str, triggers, why: dict | None = None,
                 if name:
                     names = {name}
                     if u.kind == "meth":  # ``big = -1e9`` then ``self.fill = big``
-                        names.update(re.findall(_SELF_SET.format(re.escape(name)), texts[ui]))
+                        names.update(re.findall(_SELF_SET.format(re.escape(name)), text_of(ui)))
                     for mods, attrs in targets:
                         if u.kind == "mod":
                             mods.add(name)
@@ -705,7 +699,7 @@ def select(text: str, triggers, why: dict | None = None,
     for ui, u in enumerate(units):
         if u.kind != "mod":
             continue
-        t = _LEADING_COMMENTS.sub("", texts[ui])  # the first unit holds the file's header
+        t = _LEADING_COMMENTS.sub("", text_of(ui))  # the first unit holds the file's header
         if t and t[0] not in "@#\"' ":
             binds = import_binds(t) if t.startswith(("import", "from")) else _module_binds(t)
             if binds is None or (t.startswith("import") and "torch" in t):
@@ -775,14 +769,14 @@ def select(text: str, triggers, why: dict | None = None,
                 down_done[ui] = True
                 if u.kind in ("meth", "class"):
                     keep_shell(u.top)
-                mentioned = ids[ui] if u.kind != "mod" else set(_CALLED.findall(texts[ui]))
+                mentioned = ids_of(ui) if u.kind != "mod" else set(_CALLED.findall(text_of(ui)))
                 # helpers called (functions), and base classes (from a class header); a class
                 # instantiated in a body is not followed (the analyses never resolve into it)
                 for name in mentioned & top_names:
                     for ti in by_name[name]:
                         if ti != u.top and (u.header or ti not in class_tops):
                             keep_shell(ti)
-                for name in ids[ui] & mod_binds.keys():
+                for name in ids_of(ui) & mod_binds.keys():
                     for vi in mod_binds[name]:
                         keep(vi)
                 if u.top in ancestors:  # self.m() resolves in the class and its bases
