@@ -140,11 +140,13 @@ def test_selection_keeps_helpers_and_callers_and_blanks_the_rest():
     sel = regions.select(text, {"softmax", "masked_fill"}, why=why)
     assert sel is not None
     # helper is called by the seed Attn.forward; caller is another call site of helper (the mask
-    # analysis joins the arguments of every call), kept but not followed up: outer is dropped
-    assert sel.kept_defs == ["helper", "Attn", "caller"]
-    assert sel.kept_methods == [None, ["forward"], None]
+    # analysis joins the arguments of every call) and outer calls caller (whose body runs with
+    # outer's arguments when the analysis evaluates caller's return value): all kept
+    assert sel.kept_defs == ["helper", "Attn", "caller", "outer"]
+    assert sel.kept_methods == [None, ["forward"], None, None]
     caller_line = text.split("\n").index("def caller(q, k):") + 1
-    assert why[caller_line][2].endswith("(a call site)")
+    assert why[caller_line] == ("func", "caller", f"from line {text.split(chr(10)).index('def helper(q, k):') + 1} (helper)")
+    assert "class Filler3" not in sel.text
     # a helper that can report keeps its callers (they pass the arguments it is analysed with)
     up = regions.select(text, {"transpose"})
     assert up is not None and up.kept_defs == ["helper", "Attn", "caller", "outer"]

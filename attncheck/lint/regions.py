@@ -31,15 +31,12 @@ Selection (:func:`select`) works on the text alone — no tokenizer, no ``ast``:
    the top-level functions it mentions (helpers the analyses inline), the module-level names it
    mentions (constants), the methods of its class and its same-file bases it mentions
    (``self.helper()``), and — from a class header — its base classes as shells (a class merely
-   instantiated in a body is not followed: the analyses never resolve into it).  A seed that
-   is a function, or a method (``forward`` and private ``__m`` included; not the dunders,
-   called by syntax), also keeps its callers (a called helper is analysed only inlined at its
-   call sites, with the caller's arguments), and so do those callers, transitively.  Every
-   other kept function or method keeps its direct callers as call sites: the mask analysis
-   binds a parameter to the join of the arguments of every same-file call, so a dropped caller
-   would change what the helper's parameter holds (those call sites are followed down, for
-   their helpers and constants, not up: pass 1 evaluates arguments with the caller's own
-   parameters unknown).  A class whose body would be empty keeps its first method.  Imports feed the alias table: an absolute import is kept when a kept unit uses a
+   instantiated in a body is not followed: the analyses never resolve into it).  Every kept
+   function or method (``forward`` and private ``__m`` included; not the dunders, called by
+   syntax) also keeps its callers, and so do those callers, transitively: a called helper is
+   analysed only inlined at its call sites, with the caller's arguments, and the mask analysis
+   binds a helper's parameters to the join of the arguments of every same-file call.  A class
+   whose body would be empty keeps its first method.  Imports feed the alias table: an absolute import is kept when a kept unit uses a
    name it binds (``import torch`` always: rules look up torch's local name), a relative one
    never (the table ignores them), and a unit holding a local import always.
 4. **Check.**  After parsing, the top-level definitions libcst finds must be the kept ones, in
@@ -439,8 +436,9 @@ def _in_comment_or_docstring(text: str, pos: int, lines: list[str], line_starts:
     return comment or state is not None
 
 
-def _bound_name(text: str, pos: int) -> str | None:
-    """The name bound by the statement holding ``text[pos]`` (searched a few lines up)."""
+def _bound_names(text: str, pos: int) -> tuple[set[str], str]:
+    """The names bound by the statement holding ``text[pos]`` (searched a few lines up), every
+    name of a tuple target (``self.sm, self.drop = nn.Softmax(1), …``), and the target text."""
     lo = pos
     for _ in range(_BINDING_WINDOW):
         k = text.rfind("\n", 0, lo)
@@ -448,10 +446,18 @@ def _bound_name(text: str, pos: int) -> str | None:
             lo = 0
             break
         lo = k
-    name = None
+    last = None
     for m in _BINDING.finditer(text, lo, pos):
-        name = m.group(1) or m.group(2)
-    return name
+        last = m
+    if last is None:
+        return set(), ""
+    if last.group(2):
+        return {last.group(2)}, ""
+    target = text[text.rfind("\n", 0, last.start()) + 1:last.end() - 1]
+    names = {last.group(1)}
+    if "," in target:
+        names.update(n for n in _IDENT.findall(target) if n != "self")
+    return names, target
 
 
 def select(text: str, triggers, why: dict | None = None,
@@ -521,21 +527,21 @@ def select(text: str, triggers, why: dict | None = None,
 
     n_text = len(text)
 
+    def mentions(word: str) -> Iterable[int]:
+        """Offsets where ``word`` occurs as a whole identifier (or ``self.name``)."""
+        k = len(word)
+        i = text.find(word)
+        while i >= 0:
+            j = i + k
+            a = text[i - 1] if i else " "
+            b = text[j] if j < n_text else " "
+            if not (a.isalnum() or a == "_") and not (b.isalnum() or b == "_"):
+                yield i
+            i = text.find(word, j)
+
     def units_mentioning(names: Iterable[str], after: str = "") -> set[int]:
         """Units where one of ``names`` occurs as a whole identifier (preceded by ``after``)."""
-        out: set[int] = set()
-        for name in names:
-            word = after + name
-            k = len(word)
-            i = text.find(word)
-            while i >= 0:
-                j = i + k
-                a = text[i - 1] if i else " "
-                b = text[j] if j < n_text else " "
-                if not (a.isalnum() or a == "_") and not (b.isalnum() or b == "_"):
-                    out.add(bisect.bisect_right(unit_starts, i) - 1)
-                i = text.find(word, j)
-        return out
+        return {bisect.bisect_right(unit_starts, i) - 1 for name in names for i in mentions(after + name)}
 
     def unit_at(pos: int) -> int:
         return unit_of_line[bisect.bisect_right(line_starts, pos) - 1]
@@ -672,26 +678,48 @@ def select(text: str, triggers, why: dict | None = None,
                     for mods, _ in targets:
                         mods.update(bound if bound is not None else _IDENT.findall(t0))
                     continue
-                name = _bound_name(text, m.start())
-                if name:
-                    names = {name}
+                names = _bound_names(text, m.start())[0]
+                if names:
                     if u.kind == "meth":  # ``big = -1e9`` then ``self.fill = big``
-                        names.update(re.findall(_SELF_SET.format(re.escape(name)), text_of(ui)))
+                        for name in list(names):
+                            names.update(re.findall(_SELF_SET.format(re.escape(name)), text_of(ui)))
                     for mods, attrs in targets:
                         if u.kind == "mod":
-                            mods.add(name)
+                            mods.update(names)
                         else:
                             for f in descendants.get(u.top, {u.top}):
                                 attrs.setdefault(f, set()).update(names)
     local_imports = {unit_at(m.start()) for m in _LOCAL_IMPORT.finditer(text)}
+    # a unit mentioning a bound name is a seed; when it binds something from it in turn
+    # (``NEG = BIG``, ``self.neg = NEG``), that name is bound too: to a fixed point
     for (mods, attrs), flags in ((aliases, seed), (walk_aliases, wseed)):
-        if mods:
-            for ui in units_mentioning(mods):
+        done_mods: set[str] = set()
+        done_attrs: set[tuple[int, str]] = set()
+        while True:
+            hits = [(p, None) for name in mods - done_mods for p in mentions(name)]
+            done_mods |= mods
+            new_attrs = {(f, n) for f, ns in attrs.items() for n in ns} - done_attrs
+            done_attrs |= new_attrs
+            for f, name in new_attrs:
+                hits.extend((p, f) for p in mentions("self." + name))
+            if not hits:
+                break
+            for p, f in hits:
+                ui = unit_at(p)
+                u = units[ui]
+                if f is not None and u.top != f:
+                    continue
                 flags[ui] = seed[ui] = True
-        for name in set().union(*attrs.values()) if attrs else ():
-            for ui in units_mentioning((name,), "self."):
-                if name in attrs.get(units[ui].top, ()):
-                    flags[ui] = seed[ui] = True
+                if u.kind not in ("mod", "class", "meth"):
+                    continue
+                names, target = _bound_names(text, p)
+                if u.kind == "meth":  # a method binds attributes only (not its locals)
+                    names = {n for n in names if "self." + n in target}
+                if u.kind == "mod":
+                    mods.update(names)
+                else:
+                    for g in descendants.get(u.top, {u.top}):
+                        attrs.setdefault(g, set()).update(names)
 
     # ---- closure
     mod_binds: dict[str, list[int]] = {}
@@ -708,33 +736,22 @@ def select(text: str, triggers, why: dict | None = None,
                 mod_binds.setdefault(name, []).append(ui)
     top_names = set(by_name)
     work: list[int] = []
-    # ``up``: the unit can report (a seed) or passes arguments into one that can (a caller):
-    # its own callers are kept too.  Helpers and shells kept for context do not propagate up.
-    up = [False] * n_units
+    # Every kept function or method keeps its callers, transitively: a helper that can report
+    # is analysed inlined at its call sites (provenance), and the mask analysis binds a helper's
+    # parameters to the join of the arguments of *every* same-file call, evaluated by running
+    # the callers' bodies with their own callers' arguments (up to four calls deep).  A dropped
+    # caller would change both.  (Cheap: PyTorch code calls layers through ``__call__``, not by
+    # name, so the callers of a helper are few; on transformers/models this adds 3 % of lines.)
     down_done = [False] * n_units
     up_done = [False] * n_units
-    # ``needed``: kept as a seed, a seed's caller, or something a kept unit follows (a helper, a
-    # shell, a constant).  The mask analysis binds a function's parameters to the join of the
-    # arguments of *every* same-file call (pass 1 evaluates them with the caller's parameters
-    # unknown), so a needed function or method also keeps its direct callers: those are kept
-    # as ``call_context`` and followed down (their arguments need their helpers and constants)
-    # but not up (their own parameters do not reach the arguments).
-    needed = [False] * n_units
-    callers_done = [False] * n_units
 
     reason = ["seed"]
 
-    def keep(ui: int, caller: bool = False, call_context: bool = False) -> None:
+    def keep(ui: int) -> None:
         u = units[ui]
-        if why is not None and not u.keep:
-            why[u.start + 1] = (u.kind, u.name, reason[0] + (" (a call site)" if call_context else ""))
-        if caller and not up[ui]:
-            up[ui] = True
-            work.append(ui)
-        if not call_context and not needed[ui]:
-            needed[ui] = True
-            work.append(ui)
         if not u.keep:
+            if why is not None:
+                why[u.start + 1] = (u.kind, u.name, reason[0])
             u.keep = True
             work.append(ui)
 
@@ -756,7 +773,7 @@ def select(text: str, triggers, why: dict | None = None,
 
     for ui, u in enumerate(units):
         if seed[ui]:
-            keep(ui, True)
+            keep(ui)
         elif ui in local_imports or ui in imports_kept:
             keep(ui)  # feeds the alias table (a plain import is kept when a kept unit uses it)
     callers: dict[str, list[int]] = {}
@@ -784,20 +801,13 @@ def select(text: str, triggers, why: dict | None = None,
                         for name in mentioned & methods.get(f, {}).keys():
                             for mi in methods[f][name]:
                                 keep(mi)
-            # callers of a function / helper method that can report, or that passes into one
-            # (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters; not the
-            # dunders, called by syntax, but a private ``__name`` is an ordinary method)
-            callable_unit = u.kind == "func" or (u.kind == "meth" and not _dunder(u.name))
-            if up[ui] and not up_done[ui]:
+            # its callers (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters;
+            # not the dunders, called by syntax, but a private ``__name`` is an ordinary method)
+            if not up_done[ui]:
                 up_done[ui] = True
-                if callable_unit:
+                if u.kind == "func" or (u.kind == "meth" and not _dunder(u.name)):
                     for vi in callers_of(ui):
-                        keep(vi, True)
-            if needed[ui] and not callers_done[ui]:
-                callers_done[ui] = True
-                if callable_unit:
-                    for vi in callers_of(ui):
-                        keep(vi, call_context=True)
+                        keep(vi)
         # a kept class needs a statement in its body
         for ti in class_tops:
             us = [units[ui] for ui in top_units[ti]]

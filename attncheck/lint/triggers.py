@@ -27,17 +27,19 @@ FUSED = (r"scaled_dot_product_attention|flash_attn|memory_efficient_attention",)
 #: ``nn.MultiheadAttention`` / ``nn.Transformer*`` modules and the functional MHA
 MHA = (r"MultiheadAttention|multi_head_attention_forward|TransformerEncoder|TransformerDecoder|"
        r"Transformer\(",)
-#: a matrix product: ``matmul``/``bmm``/``baddbmm``/``einsum`` or an ``@`` after an operand or
-#: before a space or parenthesis (not a decorator)
-MATMUL = (r"matmul|bmm|einsum", r"@(?:(?<=[\w)\]]@)|(?=[ (]))")
+#: a matrix product: ``matmul``/``bmm``/``baddbmm``/``einsum`` or an ``@`` after an operand (spaces
+#: between allowed: ``q @k``, ``s @= k``) or before a space or parenthesis (not a decorator, whose
+#: ``@`` opens its line)
+MATMUL = (r"matmul|bmm|einsum", r"[\w)\]][ \t]*@|@(?=[ (])")
 #: where attention scores or weights can exist in a function (mask uses need one of these in the
 #: function that applies the mask: the softmax it reaches, the q·kᵀ that tags the scores, or the
 #: fused consumer itself; :mod:`attncheck.lint.analysis.masks`)
 SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + MHA + MATMUL[1:]
 #: a numeric literal that can be below -65504 (fp16's most negative value): exponents ≥ 4,
-#: integer parts ≥ 60000 (not the digits after a decimal point), digit groups
+#: integer parts ≥ 60000 (not the digits after a decimal point), digit groups, hexadecimal with 4+
+#: digits (octal and binary ones that large have 6+ digits)
 BIG_LITERAL = (r"[0-9.][eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}(?<![.0-9][6-9][0-9]{4})",
-               r"[1-9][0-9]{5}(?<![.0-9][1-9][0-9]{5})", r"_[0-9]{3}")
+               r"[1-9][0-9]{5}(?<![.0-9][1-9][0-9]{5})", r"_[0-9]{3}", r"0[xX][0-9a-fA-F_]{4,}")
 #: a functional dropout call (``self.dropout(x)`` is an ``nn.Dropout`` module: not a trigger)
 F_DROPOUT = (r"dropout(?<!self\.dropout)(?<!\wdropout)\s*\(|dropout[123]d\s*\(|alpha_dropout\s*\(",
              r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)dropout")

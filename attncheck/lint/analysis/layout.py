@@ -78,7 +78,7 @@ def is_scores(ctx: Any, node: cst.CSTNode) -> bool:
 
 def int_of(node: cst.BaseExpression | None) -> int | None:
     if isinstance(node, cst.Integer):
-        return int(node.value.replace("_", ""), 0)
+        return int(node.evaluated_value)  # 0xFF, 0o17, 1_000 too
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
         v = int_of(node.expression)
         return -v if v is not None else None

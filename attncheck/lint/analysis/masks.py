@@ -796,7 +796,7 @@ class _Analyzer:
         self.classes: dict[str, _Class] = {}
         self.all_functions: list[_Function] = []
         self.globals: dict[str, Any] = {}
-        self.callsite_args: dict[str, dict[int, Any]] = {}
+        self.callsite_args: dict[int, dict[int, Any]] = {}  # id(function) -> parameter index -> value
         self.recording = False
         self.collecting = True  # pass 1: gather call-site arguments (frozen for pass 2)
         self._return_depth = 0
@@ -910,7 +910,7 @@ class _Analyzer:
 
     def _param_env(self, f: _Function) -> dict[str, Any]:
         env: dict[str, Any] = {}
-        args = self.callsite_args.get(f.qual, {})
+        args = self.callsite_args.get(id(f), {})
         params = self._params(f)
         for i, p in enumerate(params):
             if i in args and args[i] is not None:
@@ -1168,7 +1168,7 @@ class _Analyzer:
             f = self.method(self.current.cls, q[5:])
         if f is None:
             return
-        slots = self.callsite_args.setdefault(f.qual, {})
+        slots = self.callsite_args.setdefault(id(f), {})
         for idx, v in self._call_args(f, call, state.env).items():
             slots[idx] = v if idx not in slots else _join(slots[idx], v)
 

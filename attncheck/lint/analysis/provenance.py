@@ -418,7 +418,7 @@ _PASSTHROUGH_METHODS = {
 
 def _int_of(node: cst.BaseExpression) -> int | None:
     if type(node) is cst.Integer:
-        return int(node.value)
+        return int(node.evaluated_value)  # 0xFF, 0o17, 1_000 too
     if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         v = _int_of(node.expression)
         return -v if v is not None else None

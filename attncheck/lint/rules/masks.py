@@ -199,10 +199,10 @@ class CausalMaskHidesDiagonal(_MaskUseRule):
 
 def _int_value(node: cst.BaseExpression) -> int | None:
     if isinstance(node, cst.Integer):
-        return int(node.value)
+        return int(node.evaluated_value)  # 0xFF, 0o17, 1_000 too
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) \
             and isinstance(node.expression, cst.Integer):
-        return -int(node.expression.value)
+        return -int(node.expression.evaluated_value)
     return None
 
 

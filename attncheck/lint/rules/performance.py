@@ -33,6 +33,7 @@ from attncheck.lint.context import dotted_name
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
+from attncheck.lint import walk
 
 _MATMUL = {"torch.matmul", "torch.bmm", "torch.einsum", "einops.einsum", "torch.baddbmm"}
 _PASS_METHODS = {"to", "type_as", "type", "float", "half", "bfloat16", "double", "contiguous", "masked_fill",
@@ -280,12 +281,26 @@ class FullyMaskedRowNan(Rule):
 
     def __init__(self, ctx: Any) -> None:
         super().__init__(ctx)
-        self._fns: list[tuple[int, int, str]] = []
+        self._fns: list[tuple[int, int, str]] | None = None
 
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        pos = self.get_metadata(PositionProvider, node)
-        text = self.ctx.module.code_for_node(node)
-        self._fns.append((pos.start.line, pos.end.line, text))
+    def _functions(self) -> list[tuple[int, int, str]]:
+        """(first line, last line, source) of every function in the module, nested ones too.
+        Read from the tree here, not gathered by ``visit_FunctionDef``: the engine's walk skips
+        definitions where no visiting rule's trigger matched, and the enclosing function of a
+        mask use must not depend on that."""
+        if self._fns is None:
+            found: list[cst.FunctionDef] = []
+
+            class _Defs(cst.CSTVisitor):
+                def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                    found.append(node)
+
+            walk.visit(self.ctx.module, _Defs())
+            self._fns = []
+            for fn in found:
+                pos = self.get_metadata(PositionProvider, fn)
+                self._fns.append((pos.start.line, pos.end.line, self.ctx.module.code_for_node(fn)))
+        return self._fns
 
     def leave_Module(self, node: cst.Module) -> None:
         for use in self.ctx.masks.uses:
@@ -304,7 +319,7 @@ class FullyMaskedRowNan(Rule):
             if b is not None and b[DIAG] is False:
                 continue  # every row keeps its diagonal (causal): never fully masked
             line = self.get_metadata(PositionProvider, use.node).start.line
-            inner = [f for f in self._fns if f[0] <= line <= f[1]]
+            inner = [f for f in self._functions() if f[0] <= line <= f[1]]
             text = min(inner, key=lambda f: f[1] - f[0])[2] if inner else self.ctx.source
             if any(g in text for g in ("nan_to_num", "isnan", "isinf", "nan_mask")):
                 continue
