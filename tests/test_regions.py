@@ -618,3 +618,33 @@ def test_head_counts_by_structure_are_scoped_to_their_class(mlp_first, teach, se
     if teach:
         assert "head count" in att102[0].message
         assert text.splitlines()[att102[0].line - 1].strip().startswith("scores = q @ k")
+
+
+#: files a region parse must treat exactly like a whole-file parse although something outside the
+#: kept regions is wrong with them: (name, codes with ATT000 on, codes with ATT000 off)
+_ODD_FILES = [
+    # a syntax error in a function no rule needs: the whole parse fails, so nothing is linted
+    ("r29_syntax_error_elsewhere.py", ["ATT000"], []),
+    # a 1,000-term sum in an unrelated function: deep recursion, not an internal error
+    ("r30_deep_expression_elsewhere.py", ["ATT101", "ATT601"], ["ATT101", "ATT601"]),
+    # libcst parses b'a' 'b' and then refuses to build the node (CSTValidationError)
+    ("r31_bytes_concat.py", ["ATT000"], []),
+    # a group factor in a class body explains no repeat outside that class body
+    ("r32_att403_class_body_factor.py", [], []),
+    ("r32b_att403_two_class_bodies.py", [], []),
+]
+
+
+@pytest.mark.parametrize("name, with_att000, without_att000", _ODD_FILES)
+def test_odd_files_equal_whole_file(name, with_att000, without_att000, monkeypatch):
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = (ROOT / "tests" / "regions_cases" / name).read_text(encoding="utf-8")
+    for ignore, expected in (((), with_att000), (("ATT000",), without_att000)):
+        enabled = resolve_selection(REGISTRY, [Layer(select=("ALL",), ignore=ignore)])
+        whole, part = (lint_text(text, name, enabled, REGISTRY, regions=r).findings
+                       for r in (False, True))
+        assert [f.to_dict() for f in part] == [f.to_dict() for f in whole], ignore
+        assert [f.code for f in whole] == expected, ignore
+    if with_att000 == ["ATT000"]:
+        msg = lint_text(text, name, ALL, REGISTRY).findings[0].message
+        assert msg.startswith("cannot parse: SyntaxError")

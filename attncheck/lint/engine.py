@@ -393,7 +393,10 @@ def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]],
         except Exception as exc:  # noqa: BLE001 - a rule bug must not crash the run
             if os.environ.get("ATTNCHECK_RAISE"):
                 raise
-            detail = str(exc).splitlines()[0] if str(exc) else ""
+            try:
+                detail = str(exc).splitlines()[0] if str(exc) else ""
+            except RecursionError:  # a KeyError holding a deeply nested node
+                detail = ""
             findings.append(_engine_finding(
                 ctx.display_path, "ATT001",
                 f"rule {r.code} ({r.name}) raised {type(exc).__name__}"
@@ -439,7 +442,8 @@ class FileOutcome:
 REGIONS = os.environ.get("ATTNCHECK_REGIONS", "1") != "0"
 
 def _parse_errors() -> tuple:
-    return (cst.ParserSyntaxError, RecursionError, MemoryError, ValueError)
+    # CSTValidationError: libcst parses ``b"a" "b"`` and then refuses to build the node
+    return (cst.ParserSyntaxError, cst.CSTValidationError, RecursionError, MemoryError, ValueError)
 
 
 _WALKS: dict[type, bool] = {}
@@ -487,15 +491,33 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
     registry = registry if registry is not None else all_rules()
     visitors = [registry[c] for c in sorted(enabled)
                 if c in registry and not getattr(registry[c], "engine_only", False)]
-    if "ATT000" in enabled:
+    use_regions = REGIONS if regions is None else regions
+    if "ATT000" in enabled or use_regions:
+        # also without ATT000: a region parse must not lint a file the whole parse cannot read
         broken = _syntax_check(text, display)
         if broken is not None:
-            return FileOutcome([broken], True, text)
+            return FileOutcome([broken] if "ATT000" in enabled else [], True, text)
     active = prefilter(text, visitors)
     if not active:
         return FileOutcome([], False, text)
+    limit = sys.getrecursionlimit()
+    if limit < RECURSION_LIMIT:  # long ``a + b + …`` chains nest deep in the tree
+        sys.setrecursionlimit(RECURSION_LIMIT)
+    try:
+        return _lint_parsed(text, display, enabled, active, settings, use_regions)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+#: Python's recursion limit while a file is parsed and visited (the rules and analyses recurse
+#: over expressions: a sum of a few hundred terms passes the default 1,000).  mypy uses 2**14.
+RECURSION_LIMIT = 10_000
+
+
+def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[type[Rule]],
+                 settings, use_regions: bool) -> FileOutcome:
     skip: set[int] = set()
-    module = _parse_regions(text, active, skip) if (REGIONS if regions is None else regions) else None
+    module = _parse_regions(text, active, skip) if use_regions else None
     if module is None:
         skip = set()
         try:

@@ -86,10 +86,19 @@ class GqaHeadMapping(Rule):
         super().__init__(ctx)
         self._frames: list[_Frame] = [_Frame()]
 
+    # one frame per function, per class body and for the module's own statements: a group
+    # factor assigned in one scope does not explain a repeat in another (the region parse keeps
+    # a scope's statements together, not the statements of other scopes)
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._frames.append(_Frame())
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._check(self._frames.pop())
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._frames.append(_Frame())
+
+    def leave_ClassDef(self, node: cst.ClassDef) -> None:
         self._check(self._frames.pop())
 
     def leave_Module(self, node: cst.Module) -> None:
