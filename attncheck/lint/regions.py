@@ -68,11 +68,11 @@ _CALLED = re.compile(r"([^\W\d]\w*)[ \t]*\(")
 #: an import that is not a plain module-level statement: indented, or after ``;`` / ``:`` on a
 #: line (``try: import …``, ``X = 1; import …``, ``def f(): import …``); the import table reads
 #: every import of the file, so a unit holding one is always kept
-_LOCAL_IMPORT = re.compile(r"(?:^[ \t]+|[;:][ \t]*)(?:import|from)[ \t]", re.MULTILINE)
+_LOCAL_IMPORT = re.compile(r"(?:import|from)[ \t]")  # then :func:`_local_import_at` looks back
 #: a nested ``def`` (a method of a class inside a function or class)
 _NESTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)", re.MULTILINE)
 #: ``self.x = … name …`` (an attribute set from a local)
-_SELF_SET = r"self\.([^\W\d]\w*)[ \t]*(?::[^=\n]*)?=(?!=)[^\n]*\b{}\b"
+_SELF_SET = re.compile(r"self\.([^\W\d]\w*)[ \t]*(?::[^=\n]*)?=(?!=)([^\n]*)")
 #: a form feed starting a line (Python resets the indentation count there)
 _FORM_FEED = re.compile(r"^[ \t]*\f", re.MULTILINE)
 #: blank and comment lines at the start of a unit
@@ -436,6 +436,17 @@ def _in_comment_or_docstring(text: str, pos: int, lines: list[str], line_starts:
     return comment or state is not None
 
 
+def _local_import_at(text: str, pos: int) -> bool:
+    """Whether the ``import``/``from`` at ``pos`` starts an import that is not a plain module-level
+    statement: indented, or after ``;`` or ``:`` on its line."""
+    if pos and (text[pos - 1].isalnum() or text[pos - 1] in "_."):
+        return False  # part of a longer name (``reimport``, ``x.from``)
+    j = pos - 1
+    while j >= 0 and text[j] in " \t":
+        j -= 1
+    return (j >= 0 and text[j] in ";:") or (j < pos - 1 and (j < 0 or text[j] == "\n"))
+
+
 def _bound_names(text: str, pos: int) -> tuple[set[str], str]:
     """The names bound by the statement holding ``text[pos]`` (searched a few lines up), every
     name of a tuple target (``self.sm, self.drop = nn.Softmax(1), …``), and the target text."""
@@ -526,6 +537,16 @@ def select(text: str, triggers, why: dict | None = None,
         return i
 
     n_text = len(text)
+
+    sets_of: dict[int, list[tuple[str, set[str]]]] = {}
+
+    def self_sets(ui: int) -> list[tuple[str, set[str]]]:
+        """``self.x = rhs`` statements of a unit: (x, identifiers of rhs)."""
+        got = sets_of.get(ui)
+        if got is None:
+            got = sets_of[ui] = [(m.group(1), set(_IDENT.findall(m.group(2))))
+                                 for m in _SELF_SET.finditer(text_of(ui))]
+        return got
 
     def mentions(word: str) -> Iterable[int]:
         """Offsets where ``word`` occurs as a whole identifier (or ``self.name``)."""
@@ -682,14 +703,15 @@ def select(text: str, triggers, why: dict | None = None,
                 if names:
                     if u.kind == "meth":  # ``big = -1e9`` then ``self.fill = big``
                         for name in list(names):
-                            names.update(re.findall(_SELF_SET.format(re.escape(name)), text_of(ui)))
+                            names.update(a for a, rhs_ids in self_sets(ui) if name in rhs_ids)
                     for mods, attrs in targets:
                         if u.kind == "mod":
                             mods.update(names)
                         else:
                             for f in descendants.get(u.top, {u.top}):
                                 attrs.setdefault(f, set()).update(names)
-    local_imports = {unit_at(m.start()) for m in _LOCAL_IMPORT.finditer(text)}
+    local_imports = {unit_at(m.start()) for m in _LOCAL_IMPORT.finditer(text)
+                     if _local_import_at(text, m.start())}
     # a unit mentioning a bound name is a seed; when it binds something from it in turn
     # (``NEG = BIG``, ``self.neg = NEG``), that name is bound too: to a fixed point
     for (mods, attrs), flags in ((aliases, seed), (walk_aliases, wseed)):
