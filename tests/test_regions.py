@@ -648,3 +648,18 @@ def test_odd_files_equal_whole_file(name, with_att000, without_att000, monkeypat
     if with_att000 == ["ATT000"]:
         msg = lint_text(text, name, ALL, REGISTRY).findings[0].message
         assert msg.startswith("cannot parse: SyntaxError")
+
+
+def test_code_nested_deeper_than_cpython_compiles_is_a_parse_error(monkeypatch):
+    """A 5,000-term sum: CPython's compiler gives up (RecursionError at the default limit), and
+    libcst's native parser would overflow the C stack on it (a segmentation fault, the whole run
+    lost).  It is ATT000 in both modes, and nothing is linted when ATT000 is off."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = (ROOT / "tests" / "regions_cases" / "r30_deep_expression_elsewhere.py").read_text(encoding="utf-8")
+    text = re.sub(r"y = x(\+x)+", "y = x" + "+x" * 5000, text)
+    for ignore, codes in (((), ["ATT000"]), (("ATT000",), [])):
+        enabled = resolve_selection(REGISTRY, [Layer(select=("ALL",), ignore=ignore)])
+        for mode in (False, True):
+            found = lint_text(text, "deep.py", enabled, REGISTRY, regions=mode).findings
+            assert [f.code for f in found] == codes
+            assert all("nested too deeply" in f.message for f in found)

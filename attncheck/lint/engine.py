@@ -265,7 +265,12 @@ def _syntax_check(text: str, display: str) -> Finding | None:
             warnings.simplefilter("ignore")
             compile(text, display, "exec", dont_inherit=True, optimize=0)
         return None
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+    except RecursionError:
+        # nested deeper than CPython itself compiles (thousands of levels); libcst's native
+        # parser would overflow the C stack on it (a segmentation fault), so it is not asked
+        return _engine_finding(display, "ATT000", "cannot parse: RecursionError: the code is nested "
+                               "too deeply for CPython's compiler (Python cannot run this file either)")
+    except (SyntaxError, ValueError, MemoryError, OverflowError):
         pass
     try:
         cst.parse_module(text)
@@ -492,11 +497,11 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
     visitors = [registry[c] for c in sorted(enabled)
                 if c in registry and not getattr(registry[c], "engine_only", False)]
     use_regions = REGIONS if regions is None else regions
-    if "ATT000" in enabled or use_regions:
-        # also without ATT000: a region parse must not lint a file the whole parse cannot read
-        broken = _syntax_check(text, display)
-        if broken is not None:
-            return FileOutcome([broken] if "ATT000" in enabled else [], True, text)
+    # also without ATT000: a region parse must not lint a file the whole parse cannot read, and
+    # no parse may see a file nested too deeply for the parsers
+    broken = _syntax_check(text, display)
+    if broken is not None:
+        return FileOutcome([broken] if "ATT000" in enabled else [], True, text)
     active = prefilter(text, visitors)
     if not active:
         return FileOutcome([], False, text)
