@@ -72,7 +72,9 @@ _LOCAL_IMPORT = re.compile(r"(?:import|from)[ \t]")  # then :func:`_local_import
 #: a nested ``def`` (a method of a class inside a function or class)
 _NESTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)", re.MULTILINE)
 #: ``self.x = … name …`` (an attribute set from a local)
-_SELF_SET = re.compile(r"self\.([^\W\d]\w*)[ \t]*(?::[^=\n]*)?=(?!=)([^\n]*)")
+_SELF_SET = re.compile(r"self\.([^\W\d]\w*)[ \t]*(?::[^=\n;]*)?=(?!=)([^\n;]*)")
+#: ``.name(`` — a method called on something
+_ATTR_CALL = re.compile(r"\.[ \t]*([^\W\d]\w*)[ \t]*\(")
 #: a form feed starting a line (Python resets the indentation count there)
 _FORM_FEED = re.compile(r"^[ \t]*\f", re.MULTILINE)
 #: blank and comment lines at the start of a unit
@@ -691,6 +693,14 @@ def select(text: str, triggers, why: dict | None = None,
             seed[ui] = True
             wseed[ui] = wseed[ui] or hit_walk
             targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
+            if u.kind in ("func", "meth") and u.name and not _dunder(u.name):
+                # what it returns may be the match: ``self.act = self.make_act()``
+                for mods, attrs in targets:
+                    if u.kind == "func":
+                        mods.add(u.name)
+                    else:
+                        for f in descendants.get(u.top, {u.top}):
+                            attrs.setdefault(f, set()).add(u.name)
             if u.kind in ("mod", "class", "meth"):
                 t0 = _LEADING_COMMENTS.sub("", text_of(ui)) if u.kind == "mod" else text_of(ui)
                 if u.kind == "mod" and t0.startswith(("import", "from")):
@@ -736,7 +746,8 @@ def select(text: str, triggers, why: dict | None = None,
                     continue
                 names, target = _bound_names(text, p)
                 if u.kind == "meth":  # a method binds attributes only (not its locals)
-                    names = {n for n in names if "self." + n in target}
+                    names = {n for n in names if "self." + n in target} | {
+                        a for a, rhs_ids in self_sets(ui) if rhs_ids & names}
                 if u.kind == "mod":
                     mods.update(names)
                 else:
@@ -779,13 +790,16 @@ def select(text: str, triggers, why: dict | None = None,
 
     def callers_of(ui: int) -> list[int]:
         """Units that may call function or method unit ``ui`` (any mention of its name; for a
-        method, in its class and subclasses: ``self.m()`` of a subclass reaches it too)."""
+        method, in its class and subclasses — ``self.m()`` of a subclass reaches it too — and in
+        top-level functions and module code, which may get the instance as a parameter: HF's
+        ``eager_attention_forward(module, ...)``)."""
         u = units[ui]
         key = u.name
         if key not in callers:
             callers[key] = sorted(units_mentioning((key,)))
         scope = None if u.kind == "func" else descendants.get(u.top, {u.top})
-        return [vi for vi in callers[key] if vi != ui and (scope is None or units[vi].top in scope)]
+        return [vi for vi in callers[key] if vi != ui and (
+            scope is None or units[vi].top in scope or units[vi].kind in ("func", "mod"))]
 
     def keep_shell(ti: int) -> None:
         for ui in top_units[ti]:
@@ -819,8 +833,14 @@ def select(text: str, triggers, why: dict | None = None,
                     for vi in mod_binds[name]:
                         keep(vi)
                 if u.top in ancestors:  # self.m() resolves in the class and its bases
+                    # ... and so does module.m() in a function it passes itself to
+                    via = set()
+                    for name in mentioned & top_names:
+                        for ti in by_name[name]:
+                            if ti not in class_tops:
+                                via.update(_ATTR_CALL.findall(text_of(top_units[ti][0])))
                     for f in ancestors[u.top]:
-                        for name in mentioned & methods.get(f, {}).keys():
+                        for name in (mentioned | via) & methods.get(f, {}).keys():
                             for mi in methods[f][name]:
                                 keep(mi)
             # its callers (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters;

@@ -37,9 +37,11 @@ MATMUL = (r"matmul|bmm|einsum", r"[\w)\]][ \t]*@|@(?=[ (])")
 SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + MHA + MATMUL[1:]
 #: a numeric literal that can be below -65504 (fp16's most negative value): exponents ≥ 4,
 #: integer parts ≥ 60000 (not the digits after a decimal point), digit groups, hexadecimal with 4+
-#: digits (octal and binary ones that large have 6+ digits)
+#: digits (octal and binary ones that large have 6+ digits), and arithmetic between literals,
+#: which the mask analysis folds (``-1000 * 1000``, ``-(10 ** 6)``, ``-1 / 1e-9``)
 BIG_LITERAL = (r"[0-9.][eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}(?<![.0-9][6-9][0-9]{4})",
-               r"[1-9][0-9]{5}(?<![.0-9][1-9][0-9]{5})", r"_[0-9]{3}", r"0[xX][0-9a-fA-F_]{4,}")
+               r"[1-9][0-9]{5}(?<![.0-9][1-9][0-9]{5})", r"_[0-9]{3}", r"0[xX][0-9a-fA-F_]{4,}",
+               r"\d[ \t]*(?:\*\*?|/|[-+])[ \t]*[-+(]*[ \t]*\.?\d")
 #: a functional dropout call (``self.dropout(x)`` is an ``nn.Dropout`` module: not a trigger)
 F_DROPOUT = (r"dropout(?<!self\.dropout)(?<!\wdropout)\s*\(|dropout[123]d\s*\(|alpha_dropout\s*\(",
              r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)dropout")
