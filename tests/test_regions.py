@@ -543,6 +543,9 @@ REGION_CASES = {
     "r37_attr_from_helper_method.py": {"ATT301"},      # self.act = self.make_act()
     "r37b_attr_from_helper_function.py": {"ATT301"},   # self.act = make_act()
     "r38_constant_local_attr.py": {"ATT204"},          # NEG = -1e9; neg = NEG; self.fill = neg
+    # a fifth round
+    "r39_module_method_two_helpers_deep.py": {"ATT101"},  # forward -> eager -> inner -> module.prep
+    "r40_local_chain_then_attr.py": {"ATT204"},        # big = -1e9; small = big; self.fill = small
 }
 
 #: selections each case is compared under: narrow ones change what is kept
@@ -673,3 +676,27 @@ def test_code_nested_deeper_than_cpython_compiles_is_a_parse_error(monkeypatch):
             found = lint_text(text, "deep.py", enabled, REGISTRY, regions=mode).findings
             assert [f.code for f in found] == codes
             assert all("nested too deeply" in f.message for f in found)
+
+
+#: Known gaps (a fifth fuzzing round, left for the next session): with ``--select ATT204`` alone the
+#: region parse misses a fill the mask analysis computes from a call or from names, a product split
+#: over lines, or a binding the line-based search cannot see.  Under the default rules (and ALL)
+#: these files agree (asserted): other triggers keep the code.  Each test xfails while its gap is
+#: open and passes once fixed (then move the file into ``REGION_CASES``).  The lasting fix is for ATT204 to report only fills whose own text
+#: is a large literal (or literal arithmetic), which the trigger then covers by construction.
+_KNOWN_GAPS = sorted((ROOT / "tests" / "regions_cases" / "known_gaps").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", _KNOWN_GAPS, ids=lambda p: p.name)
+def test_known_att204_gaps(path, monkeypatch):
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = path.read_text(encoding="utf-8")
+    for select in (("ALL",), ("ATT2",)):
+        enabled = resolve_selection(REGISTRY, [Layer(select=select)])
+        whole, part = (lint_text(text, path.name, enabled, REGISTRY, regions=r).findings for r in (False, True))
+        assert [f.to_dict() for f in part] == [f.to_dict() for f in whole], select
+    enabled = resolve_selection(REGISTRY, [Layer(select=("ATT204",))])
+    whole, part = (lint_text(text, path.name, enabled, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.code for f in whole] == ["ATT204"]
+    if [f.to_dict() for f in part] != [f.to_dict() for f in whole]:
+        pytest.xfail("known gap: --select ATT204 alone drops this fill's unit")

@@ -73,6 +73,8 @@ _LOCAL_IMPORT = re.compile(r"(?:import|from)[ \t]")  # then :func:`_local_import
 _NESTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)", re.MULTILINE)
 #: ``self.x = … name …`` (an attribute set from a local)
 _SELF_SET = re.compile(r"self\.([^\W\d]\w*)[ \t]*(?::[^=\n;]*)?=(?!=)([^\n;]*)")
+#: ``x = … name …`` at the start of a line (a local set from another)
+_LOCAL_SET = re.compile(r"^[ \t]*([^\W\d]\w*)[ \t]*(?::[^=\n;]*)?=(?!=)([^\n;]*)", re.MULTILINE)
 #: ``.name(`` — a method called on something
 _ATTR_CALL = re.compile(r"\.[ \t]*([^\W\d]\w*)[ \t]*\(")
 #: a form feed starting a line (Python resets the indentation count there)
@@ -550,6 +552,25 @@ def select(text: str, triggers, why: dict | None = None,
                                  for m in _SELF_SET.finditer(text_of(ui))]
         return got
 
+    locals_of: dict[int, list[tuple[str, set[str]]]] = {}
+
+    def attrs_from(ui: int, names: set[str]) -> set[str]:
+        """Attributes a method sets from ``names`` through its locals: ``big = -1e9``,
+        ``small = big``, ``self.fill = small`` → ``fill``."""
+        sets = locals_of.get(ui)
+        if sets is None:
+            sets = locals_of[ui] = [(m.group(1), set(_IDENT.findall(m.group(2))))
+                                    for m in _LOCAL_SET.finditer(text_of(ui))]
+        local = set(names)
+        grew = True
+        while grew:
+            grew = False
+            for t, rhs_ids in sets:
+                if t not in local and rhs_ids & local:
+                    local.add(t)
+                    grew = True
+        return {a for a, rhs_ids in self_sets(ui) if rhs_ids & local}
+
     def mentions(word: str) -> Iterable[int]:
         """Offsets where ``word`` occurs as a whole identifier (or ``self.name``)."""
         k = len(word)
@@ -712,8 +733,7 @@ def select(text: str, triggers, why: dict | None = None,
                 names = _bound_names(text, m.start())[0]
                 if names:
                     if u.kind == "meth":  # ``big = -1e9`` then ``self.fill = big``
-                        for name in list(names):
-                            names.update(a for a, rhs_ids in self_sets(ui) if name in rhs_ids)
+                        names |= attrs_from(ui, names)
                     for mods, attrs in targets:
                         if u.kind == "mod":
                             mods.update(names)
@@ -746,8 +766,7 @@ def select(text: str, triggers, why: dict | None = None,
                     continue
                 names, target = _bound_names(text, p)
                 if u.kind == "meth":  # a method binds attributes only (not its locals)
-                    names = {n for n in names if "self." + n in target} | {
-                        a for a, rhs_ids in self_sets(ui) if rhs_ids & names}
+                    names = {n for n in names if "self." + n in target} | attrs_from(ui, names)
                 if u.kind == "mod":
                     mods.update(names)
                 else:
@@ -834,11 +853,20 @@ def select(text: str, triggers, why: dict | None = None,
                         keep(vi)
                 if u.top in ancestors:  # self.m() resolves in the class and its bases
                     # ... and so does module.m() in a function it passes itself to
-                    via = set()
-                    for name in mentioned & top_names:
-                        for ti in by_name[name]:
-                            if ti not in class_tops:
-                                via.update(_ATTR_CALL.findall(text_of(top_units[ti][0])))
+                    # (through the functions those functions name, to a fixed point)
+                    via: set[str] = set()
+                    seen_fns: set[int] = set()
+                    todo = [ti for name in mentioned & top_names for ti in by_name[name]
+                            if ti not in class_tops]
+                    while todo:
+                        ti = todo.pop()
+                        if ti in seen_fns:
+                            continue
+                        seen_fns.add(ti)
+                        fui = top_units[ti][0]
+                        via.update(_ATTR_CALL.findall(text_of(fui)))
+                        todo.extend(tj for name in ids_of(fui) & top_names for tj in by_name[name]
+                                    if tj not in class_tops)
                     for f in ancestors[u.top]:
                         for name in (mentioned | via) & methods.get(f, {}).keys():
                             for mi in methods[f][name]:

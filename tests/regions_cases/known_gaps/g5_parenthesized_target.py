@@ -1,0 +1,11 @@
+import torch
+
+
+class Attn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        (self.fill, self.x) = -1e9, 0
+
+    def forward(self, q, k, mask):
+        s = q @ k.transpose(-1, -2)
+        return s.masked_fill(mask, self.fill).softmax(-1)
