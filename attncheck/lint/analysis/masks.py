@@ -764,7 +764,7 @@ def _flip(pol: str | None) -> str | None:
 
 
 class _Function:
-    __slots__ = ("busy", "cls", "node", "params", "qual", "returns")
+    __slots__ = ("busy", "cls", "node", "params", "qual")
 
     def __init__(self, node: cst.FunctionDef, cls: _Class | None, qual: str) -> None:
         self.node = node
@@ -772,7 +772,6 @@ class _Function:
         self.qual = qual
         params = node.params
         self.params = [p.name.value for p in (*params.posonly_params, *params.params)]
-        self.returns: Any = None
         self.busy = False
 
 
@@ -876,12 +875,12 @@ class _Analyzer:
         penv = {params[i]: v for i, v in self._call_args(f, call, env).items() if i < len(params)}
         f.busy = True
         self._return_depth += 1
-        saved = (self.recording, self.current, f.returns)
+        saved = (self.recording, self.current)
         self.recording, self.current = False, f
         try:
             return self._run_function(f, penv)
         finally:
-            self.recording, self.current, f.returns = saved
+            self.recording, self.current = saved
             self._return_depth -= 1
             f.busy = False
 
@@ -919,8 +918,7 @@ class _Analyzer:
 
     # ---- statements -----------------------------------------------------------------------
     def _run_function(self, f: _Function, env: dict[str, Any], cls_env: _Class | None = None) -> Any:
-        """Run ``f``'s body in ``env``; return (and keep in ``f.returns``) the join of what its
-        ``return`` statements give."""
+        """Run ``f``'s body in ``env``; return the join of what its ``return`` statements give."""
         saved = getattr(self, "_returns", None)
         self._returns: list[Any] = []
         try:
@@ -932,7 +930,6 @@ class _Analyzer:
         val = None
         for i, r in enumerate(rets):
             val = r if i == 0 else _join(val, r)
-        f.returns = val
         return val
 
     def _block(self, body, state: _State, cls_env) -> None:
