@@ -40,10 +40,18 @@ import torch
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.results import CheckResult
 
-ATOL, RTOL = 1e-5, 1e-4  # fp32, DESIGN §3 Tolerances
+ATOL, RTOL = 1e-5, 1e-4  # fp32 (transformers' eager-vs-SDPA test)
+#: (atol, rtol) per dtype: fp64 near-exact; fp16 / bf16 as transformers' eager-vs-SDPA tests
+TOLERANCES = {torch.float64: (1e-10, 1e-8), torch.float32: (ATOL, RTOL), torch.float16: (5e-3, 5e-3),
+              torch.bfloat16: (1e-2, 1e-2)}
+#: a low-precision result may differ from the float64 reference by NOISE_FACTOR × the dtype's own
+#: error on the same computation (PyTorch's SDPA tests use 4-5 ×, flash-attention 2 ×)
+NOISE_FACTOR = 4.0
 LEAK_ATOL = 1e-6  # correct models give exactly 0; broken masks measured Δ ≥ 0.09
 PAD = 3  # padded positions in padding paths
 ROW_TOL = 1e-5  # |row sum - 1| for float32 softmax rows
+#: |row sum − 1| per dtype of the attention maps (half precision rounds each weight)
+ROW_TOLS = {torch.float64: 1e-10, torch.float32: ROW_TOL, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 SATURATED = 0.99
 SAT_SHARE_WARN = 0.2  # share of rows with max weight > SATURATED at initialisation
 SAT_ENTROPY_WARN = 0.4  # mean normalized row entropy (1 = uniform) of the least uniform layer
@@ -55,6 +63,7 @@ class AuditContext:
 
     seed: int = 0
     device: str = "cpu"
+    dtype: torch.dtype = torch.float32
     leak_atol: float = LEAK_ATOL
     arrays: dict[str, Any] = field(default_factory=dict)
     layers: list[dict[str, Any]] = field(default_factory=list)
@@ -62,6 +71,11 @@ class AuditContext:
 
     def generator(self, salt: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed * 1000003 + salt)
+
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        """(atol, rtol) of the run's dtype (:data:`TOLERANCES`)."""
+        return TOLERANCES.get(self.dtype, (ATOL, RTOL))
 
 
 def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> CheckResult:
@@ -93,12 +107,70 @@ def _close(a: torch.Tensor, b: torch.Tensor, atol=ATOL, rtol=RTOL) -> tuple[bool
     return bool((excess <= 0).all()), float(d.max()) if d.numel() else 0.0, float(excess.max()) if d.numel() else 0.0
 
 
+def reference64(m: AuditModel, ctx: AuditContext) -> AuditModel | None:
+    """The same model in float64 (a copy; None when the adapter cannot change dtype or the run
+    is float64 already).  Cached per variant."""
+    if m.dtype == torch.float64 or m.retype_fn is None:
+        return None
+    key = ("float64", m.label)
+    if key not in ctx.probe_cache:
+        try:
+            ctx.probe_cache[key] = m.retype_fn(torch.float64)
+        except Exception:  # noqa: BLE001 - no reference: fixed tolerances only
+            ctx.probe_cache[key] = None
+    return ctx.probe_cache[key]
+
+
+def judge(ctx: AuditContext, got: torch.Tensor, ref: torch.Tensor,
+          ref64: torch.Tensor | None = None) -> tuple[bool, float, float]:
+    """The audit's one tolerance policy: ``|got − ref| ≤ atol + rtol·|ref| + NOISE_FACTOR·noise``
+    elementwise, with (atol, rtol) of the dtype and ``noise = max |ref − ref64|`` the dtype's own
+    error on the reference computation when a float64 run ``ref64`` is given (flash-attention's
+    rule).  Returns ``(ok, max |got − ref|, noise)``; NaN fails."""
+    atol, rtol = ctx.tolerance
+    noise = 0.0
+    if ref64 is not None and ref64.shape == ref.shape:
+        noise = _finite_max(ref.double() - ref64.double())
+        if not math.isfinite(noise):
+            noise = 0.0
+    ok, dmax, _ = _close(got, ref, atol + NOISE_FACTOR * noise, rtol)
+    return ok, dmax, noise
+
+
+def position_offset(m: AuditModel) -> int | None:
+    """First position id the model gives itself (``position_ids=None``): 0 for most models, 2
+    for RoBERTa-style models deriving positions from ``padding_idx`` (``padding_idx + 1``);
+    found by comparing the model's default against ``arange(L) + c``; None when no ``c`` in
+    0..4 reproduces it (positions are then never passed).  Cached in ``m.info``."""
+    if "position_ids" not in m.supports or m.input_kind != "tokens":
+        return None
+    if "position_offset" not in m.info:
+        off = None
+        x = m.make_inputs(1, m.seq_len, torch.Generator().manual_seed(7))
+        base = m.forward(x).out
+        for c in range(5):
+            pids = torch.arange(c, c + m.seq_len, device=x.device)[None]
+            try:
+                if torch.equal(m.forward(x, position_ids=pids).out, base):
+                    off = c
+                    break
+            except Exception:  # noqa: BLE001
+                break
+        m.info["position_offset"] = off
+    return m.info["position_offset"]
+
+
 def _positions_for(m: AuditModel, mask: torch.Tensor | None) -> torch.Tensor | None:
-    """``position_ids`` (B, L) that give real tokens 0..n-1 (HF convention: pads get 1)."""
+    """``position_ids`` (B, L) that give real tokens the positions the model gives an unpadded
+    sequence (``c, c+1, …``, :func:`position_offset`; pads get ``c``); None when the model
+    takes none or derives them its own way."""
     if mask is None or "position_ids" not in m.supports:
         return None
-    pos = mask.long().cumsum(-1) - 1
-    return pos.masked_fill(mask == 0, 1)
+    c = position_offset(m)
+    if c is None:
+        return None
+    pos = mask.long().cumsum(-1) - 1 + c
+    return pos.masked_fill(mask == 0, c)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -133,8 +205,8 @@ def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, o
 
 
 def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
-    if m.input_kind == "pixels":
-        return _result(m, "causality", "skip", "vision model: no sequence order to check")
+    if _no_sequence(m):
+        return _result(m, "causality", "skip", f"{m.kind} model: bidirectional over its input by design")
     if m.causal is False:
         return _result(m, "causality", "skip", f"{m.kind}: bidirectional by design (not causal)")
     if m.causal is None:
@@ -204,7 +276,7 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
 def _pad_inputs(m: AuditModel, x: torch.Tensor, side: str, g) -> tuple[torch.Tensor, torch.Tensor]:
     B, L = x.shape[0], x.shape[1]
     if m.input_kind == "tokens":
-        pad = torch.zeros((B, PAD), dtype=x.dtype, device=x.device)
+        pad = torch.full((B, PAD), m.pad_id, dtype=x.dtype, device=x.device)
     else:
         pad = torch.randn((B, PAD, *x.shape[2:]), generator=g).to(x.device, x.dtype)
     ones = torch.ones(B, L, dtype=torch.long, device=x.device)
@@ -214,37 +286,45 @@ def _pad_inputs(m: AuditModel, x: torch.Tensor, side: str, g) -> tuple[torch.Ten
     return torch.cat([pad, x], 1), torch.cat([zeros, ones], 1)
 
 
+def _no_sequence(m: AuditModel) -> bool:
+    return m.input_kind in ("pixels", "audio")
+
+
 def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
-    if m.input_kind == "pixels":
-        return _result(m, "padding", "skip", "vision model: no padding mask")
+    if _no_sequence(m):
+        return _result(m, "padding", "skip", f"{m.kind} model: no padding mask over its input")
     if "attention_mask" not in m.supports:
         return _result(m, "padding", "skip", "the model takes no padding mask")
     L = m.seq_len - PAD
     g = ctx.generator(2)
     x = m.make_inputs(2, L, g, ctx.device)
     ref = m.forward(x).out
-    metrics: dict[str, Any] = {"real_positions": L, "padded_positions": PAD, "atol": ATOL, "rtol": RTOL}
+    m64 = reference64(m, ctx)
+    ref64 = m64.forward(x).out if m64 is not None else None
+    atol, rtol = ctx.tolerance
+    metrics: dict[str, Any] = {"real_positions": L, "padded_positions": PAD, "atol": atol, "rtol": rtol,
+                               "pad_id": m.pad_id if m.input_kind == "tokens" else None}
     problems = []
     sides = ["right", "left"]
-    # left padding shifts absolute positions unless the model takes position_ids; relative
-    # (T5) and position-free layers are unaffected
-    relative = m.info.get("model_type") in ("t5", "mt5", "umt5", "longt5") or m.input_kind == "features"
-    if "position_ids" not in m.supports and not relative:
+    # left padding shifts absolute positions unless the model takes position_ids (given the
+    # positions the model gives an unpadded run); position-free layers are unaffected
+    if m.input_kind != "features" and _positions_for(m, torch.ones(1, 1, dtype=torch.long)) is None:
         sides = ["right"]
-        metrics["left"] = "skipped: the model takes no position_ids"
+        metrics["left"] = ("skipped: the model takes no position_ids" if "position_ids" not in m.supports
+                           else "skipped: the model's default positions are not c + arange(L)")
     for side in sides:
         xp, am = _pad_inputs(m, x, side, g)
         pids = _positions_for(m, am)
         out = m.forward(xp, attention_mask=am, position_ids=pids).out
         real = out[:, :L] if side == "right" else out[:, PAD:]
-        ok, dmax, _ = _close(real, ref)
+        ok, dmax, noise = judge(ctx, real, ref, ref64)
         # changing what sits in the padded slots must change nothing at real positions
         pos = (am == 0)
         xq = m.perturb(xp, pos, g)
         out2 = m.forward(xq, attention_mask=am, position_ids=pids).out
         r2 = out2[:, :L] if side == "right" else out2[:, PAD:]
         dpad = _diff(r2, real)
-        metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad}
+        metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad, "dtype_noise": noise}
         if not ok:
             problems.append(f"{side} padding changes real positions (max |Δ| {dmax:.3g} vs unpadded)")
         if dpad > ctx.leak_atol:
@@ -265,17 +345,18 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
     x = m.make_inputs(3, m.seq_len, g, ctx.device)
     alone = m.forward(x[:1]).out
     batch = m.forward(x).out
-    ok, dmax, _ = _close(batch[:1], alone)
+    m64 = reference64(m, ctx)
+    ok, dmax, _ = judge(ctx, batch[:1], alone, m64.forward(x[:1]).out if m64 is not None else None)
     others = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
     others[1:] = True
-    if m.input_kind == "pixels":
+    if m.input_kind != "tokens":
         x2 = x.clone()
         x2[1:] = torch.randn(x[1:].shape, generator=g).to(x.device)
     else:
         x2 = m.perturb(x, others, g)
     d_other = _diff(m.forward(x2).out[:1], batch[:1])
     metrics = {"batch": 3, "max_abs_diff_alone_vs_batched": dmax, "other_samples_delta": d_other,
-               "atol": ATOL, "rtol": RTOL}
+               "atol": ctx.tolerance[0], "rtol": ctx.tolerance[1]}
     if d_other > ctx.leak_atol:
         return _result(m, "batch-independence", "fail",
                        f"sample 0 changes when the other samples change (Δ {d_other:.3g})", **metrics)
@@ -295,17 +376,21 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "kv-cache", "skip", f"{m.kind}: no incremental decoding (no KV cache)")
     x = m.make_inputs(2, m.seq_len, ctx.generator(4), ctx.device)
     full = m.forward(x).out
-    metrics: dict[str, Any] = {"positions": m.seq_len, "atol": ATOL, "rtol": RTOL}
+    m64 = reference64(m, ctx)
+    full64 = m64.forward(x).out if m64 is not None else None
+    atol, rtol = ctx.tolerance
+    metrics: dict[str, Any] = {"positions": m.seq_len, "atol": atol, "rtol": rtol,
+                               "noise_factor": NOISE_FACTOR}
     bad = []
     for prefill in (1, m.seq_len // 2):
         with torch.no_grad():
             inc = m.decode_fn(x, prefill)
-        ok, dmax, _ = _close(inc, full)
+        ok, dmax, noise = judge(ctx, inc, full, full64)
         per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2)).cpu()
-        metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax,
+        metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax, "dtype_noise": noise,
                                          "per_position": [float(v) for v in per_pos]}
         if not ok:
-            off = (per_pos > ATOL + RTOL * float(full.abs().max())).nonzero()
+            off = (per_pos > atol + NOISE_FACTOR * noise + rtol * float(full.abs().max())).nonzero()
             first = int(off[0]) if off.numel() else -1
             bad.append(f"prefill {prefill}: max |Δ| {dmax:.3g} (first position {first})")
     if bad:
@@ -324,27 +409,34 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
 def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> CheckResult:
     name = "backend-agreement"
     if len(models) < 2:
-        return CheckResult(name, "skip", "one dispatch path only", {})
+        why = models[0].info.get("sdpa_unavailable") if models else None
+        return CheckResult(name, "skip", "one dispatch path only" + (f" (no SDPA variant: {why})" if why else ""),
+                           {})
     base = models[0]
     x = base.make_inputs(2, base.seq_len, ctx.generator(5), ctx.device)
     paths: dict[str, Any] = {"no-mask": None}
-    if all("attention_mask" in m.supports for m in models) and base.input_kind != "pixels":
+    if all("attention_mask" in m.supports for m in models) and base.input_kind == "tokens":
         am = torch.ones(2, base.seq_len, dtype=torch.long, device=x.device)
         am[0, -PAD:] = 0
         paths["right-pad"] = am
-    metrics: dict[str, Any] = {"reference": base.variant, "atol": ATOL, "rtol": RTOL, "pairs": {}}
+    atol, rtol = ctx.tolerance
+    metrics: dict[str, Any] = {"reference": base.variant, "atol": atol, "rtol": rtol, "pairs": {}}
     bad = []
+    m64 = reference64(base, ctx)
     for pname, am in paths.items():
         pids = _positions_for(base, am)
         ref = base.forward(x, attention_mask=am, position_ids=pids).out
+        ref64 = m64.forward(x, attention_mask=am, position_ids=pids).out if m64 is not None else None
         for other in models[1:]:
             out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
+            r64 = ref64
             if am is not None:
                 keep = am.bool()
                 r, o = ref[keep], out[keep]
+                r64 = ref64[keep] if ref64 is not None else None
             else:
                 r, o = ref, out
-            ok, dmax, _ = _close(o, r)
+            ok, dmax, _ = judge(ctx, o, r, r64)
             metrics["pairs"][f"{other.variant}/{pname}"] = dmax
             if not ok:
                 bad.append(f"{other.variant} vs {base.variant} ({pname}): max |Δ| {dmax:.3g}")
@@ -353,7 +445,7 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
         return CheckResult(name, "fail", "dispatch paths disagree: " + "; ".join(bad), metrics)
     worst = max(metrics["pairs"].values()) if metrics["pairs"] else 0.0
     return CheckResult(name, "pass", f"{labels} agree on {', '.join(paths)} (max |Δ| {worst:.3g}, "
-                       f"atol {ATOL:g}, rtol {RTOL:g})", metrics)
+                       f"atol {atol:g}, rtol {rtol:g})", metrics)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -372,6 +464,40 @@ class LayerMap:
     enable_gqa: bool = False
     num_heads: int | None = None
     head_dim: int | None = None
+    #: facts of the attention module that made the call (:func:`attncheck.audit.hf.module_facts`
+    #: plus ``name`` and ``layer``), None when no attention module was running
+    module: dict[str, Any] | None = None
+
+
+def _layer_index(name: str) -> int | None:
+    for part in name.split("."):
+        if part.isdigit():
+            return int(part)
+    return None
+
+
+def _owner_hooks(m: AuditModel, probe) -> tuple[list, dict[int, dict[str, Any]]]:
+    """Forward hooks that attribute each probe record to the innermost attention module running
+    when it was made (record index → module facts)."""
+    from attncheck.audit.hf import module_facts
+
+    owners: dict[int, dict[str, Any]] = {}
+    handles = []
+    for name, mod in m.attention_modules:
+        facts = dict(module_facts(mod), name=name, layer=_layer_index(name))
+        start: list[int] = []
+
+        def pre(_mod, _args, start=start):
+            start.append(len(probe.records))
+
+        def post(_mod, _args, _out, start=start, facts=facts):
+            a = start.pop() if start else 0
+            for i in range(a, len(probe.records)):
+                owners.setdefault(i, facts)
+
+        handles.append(mod.register_forward_pre_hook(pre))
+        handles.append(mod.register_forward_hook(post))
+    return handles, owners
 
 
 def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list[str]]:
@@ -383,8 +509,14 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
     from attncheck.dynamic.probe import Probe
 
     x = m.make_inputs(2, m.seq_len, ctx.generator(6), ctx.device)
-    with Probe() as p:
-        f = m.forward(x, output_attentions="output_attentions" in m.supports)
+    p = Probe()
+    handles, owners = _owner_hooks(m, p)
+    try:
+        with p:
+            f = m.forward(x, output_attentions="output_attentions" in m.supports)
+    finally:
+        for h in handles:
+            h.remove()
     maps = []
     for i, r in enumerate(p.attention_records()):
         if r.probs is None or r.probs.dim() < 2:
@@ -392,7 +524,7 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
         pr = r.rows()
         pr = pr.reshape(-1, *pr.shape[-3:]) if pr.dim() >= 3 else pr.reshape(1, 1, *pr.shape[-2:])
         maps.append(LayerMap(i, r.kind, pr.detach(), r.effective_scale, r.scale_source, r.k,
-                             bool(r.enable_gqa), r.num_heads, r.head_dim))
+                             bool(r.enable_gqa), r.num_heads, r.head_dim, owners.get(r.index)))
     not_obs = list(p.not_observable)
     if not maps and f.attentions:
         maps = [LayerMap(i, "returned-weights", a.detach()) for i, a in enumerate(f.attentions)
@@ -457,7 +589,7 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
     for ordinal, lm in enumerate(maps):
         lq, lk = lm.probs.shape[-2:]
         got = classify_pattern(_allowed(lm.probs))
-        exp = m.expected_pattern((lq, lk), ordinal)
+        exp = m.expected_pattern((lq, lk), ordinal, lm.module)
         # a sliding window at least as long as the sequence looks causal
         if exp[0] == "sliding" and got[0] == "causal" and exp[1] >= lk:
             exp = ("causal", None)
@@ -502,7 +634,15 @@ def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "normalization", "fail", f"{nan_rows} attention rows are NaN", **metrics)
     if negative:
         return _result(m, "normalization", "fail", f"{negative} negative attention weights", **metrics)
-    if worst > ROW_TOL:
+    row_tol = ROW_TOLS.get(ctx.dtype, ROW_TOL)
+    metrics["tolerance"] = row_tol
+    if worst > row_tol:
+        sinks = sorted({lm.module["class"] for lm in maps if lm.module and lm.module.get("sinks")})
+        if sinks:  # a learned sink logit takes part in the softmax, then is dropped: rows sum < 1
+            return _result(m, "normalization", "warn",
+                           f"attention rows sum below 1 (max |sum − 1| = {worst:.3g}) by design: "
+                           f"{', '.join(sinks)} use attention sinks (a learned logit per head joins "
+                           f"the softmax and is dropped from the weights)", sinks=sinks, **metrics)
         return _result(m, "normalization", "fail",
                        f"attention rows do not sum to 1 (max |sum − 1| = {worst:.3g})", **metrics)
     if empty:
@@ -562,33 +702,64 @@ def _scale_cause(ratio: float, head_dim: int | None, num_heads: int | None) -> s
     return ""
 
 
+def _expected_scale(m: AuditModel, lm: LayerMap) -> tuple[float | None, str]:
+    """Expected scale of one map: the adapter's declared value, else the scale the attention
+    module that made the call declares (``scaling`` / ``scale`` / ``softmax_scale``), else
+    ``1/√d`` of the observed q·k width (which includes rope dims, e.g. DeepSeek's nope + rope)."""
+    if m.expected_scale is not None:
+        return m.expected_scale, m.scale_note
+    from attncheck.audit.hf import expected_scale_for
+
+    return expected_scale_for(lm.module, lm.head_dim)
+
+
 def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
     maps, not_obs = probe_layers(m, ctx)
     if not maps:
         return _no_maps(m, "scale", not_obs)
-    if m.expected_scale is None:
-        return _result(m, "scale", "skip", "no declared head_dim to compare the scale with")
-    per, bad = [], []
     measured = [lm for lm in maps if lm.effective_scale is not None]
     if not measured:
         return _result(m, "scale", "skip", "not observable: no q·kᵀ product found for the softmax inputs")
+    per, bad, unscaled = [], [], []
     for lm in measured:
-        ratio = lm.effective_scale / m.expected_scale
+        exp, source = _expected_scale(m, lm)
+        if exp is None:
+            per.append({"layer": lm.index, "effective_scale": lm.effective_scale, "source": lm.scale_source})
+            continue
+        ratio = lm.effective_scale / exp
         ok = abs(ratio - 1) <= 1e-3
-        per.append({"layer": lm.index, "effective_scale": lm.effective_scale, "source": lm.scale_source,
-                    "ratio": ratio})
-        if not ok:
-            cause = _scale_cause(ratio, m.head_dim, m.num_heads)
-            bad.append(f"layer {lm.index}: {lm.effective_scale:.4g} vs expected {m.expected_scale:.4g}"
-                       + (f" — likely {cause}" if cause else ""))
+        row = {"layer": lm.index, "effective_scale": lm.effective_scale, "source": lm.scale_source,
+               "expected_scale": exp, "expected_from": source, "ratio": ratio}
+        if lm.module:
+            row["module"] = lm.module.get("name")
+        per.append(row)
+        if ok:
+            continue
+        # a model module that declares no scale and feeds raw q·kᵀ to the softmax is unscaled by
+        # its own design (GPT-Neo; T5-style models fold 1/√d into the initialisation)
+        if (lm.module is not None and lm.module.get("scale") is None and m.expected_scale is None
+                and abs(lm.effective_scale - 1.0) <= 1e-6):
+            unscaled.append(f"layer {lm.index} ({lm.module['class']})")
+            continue
+        cause = _scale_cause(ratio, lm.head_dim or m.head_dim, (lm.module or {}).get("heads") or m.num_heads)
+        bad.append(f"layer {lm.index}: {lm.effective_scale:.4g} vs expected {exp:.4g} ({source})"
+                   + (f" — likely {cause}" if cause else ""))
     metrics = {"expected_scale": m.expected_scale, "head_dim": m.head_dim, "layers": per}
     if m.scale_note:
         metrics["note"] = m.scale_note
     if bad:
         return _result(m, "scale", "fail", "; ".join(bad), **metrics)
+    if unscaled:
+        return _result(m, "scale", "warn",
+                       f"unscaled attention by the model's design: {', '.join(unscaled[:3])}"
+                       f"{' …' if len(unscaled) > 3 else ''} declare no scale and pass the raw q·kᵀ "
+                       f"to the softmax (scale 1.0, not 1/√d)", unscaled=len(unscaled), **metrics)
+    exp0 = next((r.get("expected_scale") for r in per if r.get("expected_scale") is not None), None)
     note = f" ({m.scale_note})" if m.scale_note else ""
+    if exp0 is None:
+        return _result(m, "scale", "skip", "no declared scale or q·k width to compare with", **metrics)
     return _result(m, "scale", "pass",
-                   f"effective scale {measured[0].effective_scale:.4g} = expected {m.expected_scale:.4g} "
+                   f"effective scale {measured[0].effective_scale:.4g} = expected {exp0:.4g} "
                    f"in {len(measured)} layers{note}", **metrics)
 
 
@@ -612,32 +783,40 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if not with_k:
         return _result(m, "gqa", "skip", "not observable on this dispatch path: K is not captured for a "
                        "hand-written softmax (checked on the SDPA path)")
-    r = H // Hkv
-    expected = [h - h % r for h in range(H)]  # repeat_interleave: heads 0..r-1 share K head 0, …
     per, bad = [], []
     for lm in with_k:
+        hq = int(lm.probs.shape[-3])
+        hkv = (lm.module or {}).get("kv_heads") or Hkv
         hk = lm.k.shape[-3]
-        if lm.enable_gqa or hk != H:
-            ok = hk == Hkv
+        if not hkv or hq % hkv:
+            per.append({"layer": lm.index, "kv_heads": hk, "ok": None})
+            continue  # this module declares no grouping of its heads
+        r = hq // hkv
+        if lm.enable_gqa or hk != hq:
+            ok = hk == hkv
             per.append({"layer": lm.index, "kv_heads": hk, "enable_gqa": lm.enable_gqa, "ok": ok})
             if not ok:
-                bad.append(f"layer {lm.index}: {hk} K/V heads, config says {Hkv}")
+                bad.append(f"layer {lm.index}: {hk} K/V heads, the model declares {hkv}")
             continue
+        expected = [h - h % r for h in range(hq)]  # repeat_interleave: heads 0..r-1 share K head 0, …
         layout = _head_layout(lm.k)
         distinct = len(set(layout))
         ok = layout == expected
         per.append({"layer": lm.index, "kv_heads": distinct, "layout": layout, "ok": ok})
         if not ok:
-            tile = [h % Hkv for h in range(H)]
+            tile = [h % hkv for h in range(hq)]
             why = ("K/V heads tiled (repeat) instead of repeat_interleave" if layout == tile
                    else f"{distinct} distinct K heads, layout {layout}")
             bad.append(f"layer {lm.index}: {why}; expected groups {expected}")
-    metrics = {"num_heads": H, "num_kv_heads": Hkv, "group_size": r, "layers": per}
+    checked = [p for p in per if p["ok"] is not None]
+    metrics = {"num_heads": H, "num_kv_heads": Hkv, "layers": per}
     if bad:
         return _result(m, "gqa", "fail", "; ".join(bad), **metrics)
+    if not checked:
+        return _result(m, "gqa", "skip", "no attention call with a declared K/V head grouping", **metrics)
     return _result(m, "gqa", "pass",
-                   f"{H} query heads share {Hkv} K/V heads in consecutive groups of {r} "
-                   f"in {len(per)} layers", **metrics)
+                   f"{H} query heads share {Hkv} K/V heads in consecutive groups in {len(checked)} layers",
+                   **metrics)
 
 
 def layer_summaries(m: AuditModel, ctx: AuditContext) -> list[dict[str, Any]]:
@@ -655,10 +834,10 @@ def layer_summaries(m: AuditModel, ctx: AuditContext) -> list[dict[str, Any]]:
         rows.append({
             "variant": m.variant, "layer": lm.index, "kind": lm.kind, "shape": list(lm.probs.shape),
             "heads": int(lm.probs.shape[-3]), "pattern": _expected_label(got),
-            "expected_pattern": _expected_label(m.expected_pattern((lq, lk), ordinal)),
+            "expected_pattern": _expected_label(m.expected_pattern((lq, lk), ordinal, lm.module)),
             "max_row_sum_error": float((sums[live] - 1).abs().max()) if live.any() else 0.0,
             "max_weight": float(p.max()), "effective_scale": lm.effective_scale,
-            "expected_scale": m.expected_scale,
+            "expected_scale": _expected_scale(m, lm)[0],
             "kv_heads": int(lm.k.shape[-3]) if lm.k is not None else None,
         })
         store["maps"].append((lm.index, lm.kind, p[0].float().cpu().numpy()))

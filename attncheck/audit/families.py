@@ -67,12 +67,15 @@ def known_specs() -> list[str]:
             + ["timm:<model name>", "package.module:factory", "path/to/file.py:factory"])
 
 
-def build(spec: str, device: str = "cpu", config: dict[str, Any] | None = None) -> list[AuditModel]:
+def build(spec: str, device: str = "cpu", config: dict[str, Any] | None = None,
+          dtype: str = "float32") -> list[AuditModel]:
     """Build the variants of ``spec`` (see module docstring) on ``device``, eval mode.
 
     ``config``: extra transformers config values for ``hf:`` specs (e.g.
     ``{"use_sliding_window": True, "sliding_window": 4, "max_window_layers": 1}``), applied
-    over the tiny defaults; ``ValueError`` for other families.
+    over the shrunk config; ``ValueError`` for other families.  ``dtype``: ``float32``
+    (default), ``float64``, ``float16`` or ``bfloat16`` — the whole model runs in it (``hf:``).
+    Raises :class:`attncheck.audit.hf.Unsupported` when a transformers type cannot be built tiny.
     """
     if config and not spec.startswith("hf:"):
         raise ValueError("config overrides apply to hf: specs only")
@@ -80,8 +83,10 @@ def build(spec: str, device: str = "cpu", config: dict[str, Any] | None = None) 
     if not sep or not name:
         raise UnknownSpec(f"not a model spec: {spec!r} (expected FAMILY:NAME or module:factory)",
                           known_specs())
+    if dtype != "float32" and family != "hf":
+        raise ValueError("--dtype applies to hf: specs only")
     if family == "hf":
-        models = _build_hf(spec, name, config or {})
+        models = _build_hf(spec, name, config or {}, dtype)
     elif family == "xt":
         models = _build_xt(spec, name)
     elif family == "torch":
@@ -111,267 +116,27 @@ def _import_transformers():
     return transformers
 
 
-_TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-             vocab_size=VOCAB, max_position_embeddings=64, bos_token_id=1, eos_token_id=2,
-             pad_token_id=0)
-_FAMILY_OVERRIDES: dict[str, dict[str, Any]] = {
-    "gpt2": dict(n_positions=64, n_inner=128),
-    "mistral": dict(num_key_value_heads=2, sliding_window=4),
-    "qwen2": dict(num_key_value_heads=2),
-    "llama": dict(num_key_value_heads=2),  # Llama 2 70B / Llama 3 use GQA: audit the grouping
-    "t5": dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4,
-               decoder_start_token_id=0),
-    "vit": dict(image_size=32, patch_size=8, num_channels=3),
-}
-
-
 def _hf_resolve(tf, name: str):
     """Return (model_type, model_class or None) for ``name`` (a model_type or a class name)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    if name in CONFIG_MAPPING_NAMES:
-        return name, None
-    cls = getattr(tf, name, None) if name[:1].isupper() else None
-    if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and hasattr(cls, "config_class"):
-        return cls.config_class.model_type, cls
-    raise UnknownSpec(f"unknown transformers model type or class: {name!r}",
-                      [f"hf:{n}" for n in HF_TESTED]
-                      + [f"hf:{n}" for n in sorted(CONFIG_MAPPING_NAMES) if n not in HF_TESTED])
+    from attncheck.audit.hf import resolve
+
+    model_type, cls = resolve(name)
+    if model_type is None:
+        raise UnknownSpec(f"unknown transformers model type or class: {name!r}",
+                          [f"hf:{n}" for n in HF_TESTED]
+                          + [f"hf:{n}" for n in sorted(CONFIG_MAPPING_NAMES) if n not in HF_TESTED])
+    return model_type, cls
 
 
-def _hf_kind(model_type: str, cls, config) -> str:
-    from transformers.models.auto import modeling_auto as ma
-
-    if cls is not None:
-        n = cls.__name__
-        if "CausalLM" in n or "LMHeadModel" in n:
-            return "decoder"
-        if getattr(config, "is_encoder_decoder", False):
-            return "seq2seq"
-        return "vision" if hasattr(config, "image_size") else "encoder"
-    if getattr(config, "is_encoder_decoder", False):
-        return "seq2seq"
-    if hasattr(config, "image_size") and hasattr(config, "patch_size"):
-        return "vision"
-    if model_type in ma.MODEL_FOR_MASKED_LM_MAPPING_NAMES:
-        return "encoder"
-    if model_type in ma.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        return "decoder"
-    return "encoder"
-
-
-def _hf_config(tf, model_type: str, overrides: dict[str, Any] | None = None):
-    kwargs = dict(_TINY)
-    kwargs.update(_FAMILY_OVERRIDES.get(model_type, {}))
-    kwargs.update(overrides or {})
-    config = tf.AutoConfig.for_model(model_type, **kwargs)
-    return config
-
-
-def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None) -> list[AuditModel]:
+def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
+              dtype: str = "float32") -> list[AuditModel]:
     tf = _import_transformers()
-    model_type, cls = _hf_resolve(tf, name)
-    config = _hf_config(tf, model_type, overrides)
-    kind = _hf_kind(model_type, cls, config)
-    if cls is None:
-        if kind == "decoder":
-            cls = tf.AutoModelForCausalLM._model_mapping[type(config)]
-        elif kind == "seq2seq":
-            cls = tf.AutoModelForSeq2SeqLM._model_mapping[type(config)]
-        else:
-            cls = tf.AutoModel._model_mapping[type(config)]
-    if kind == "decoder" and hasattr(config, "is_decoder"):
-        config.is_decoder = True  # e.g. BertLMHeadModel
-    torch.manual_seed(0)
-    base = cls._from_config(copy.deepcopy(config), attn_implementation="eager")
-    base.eval()
-    state = base.state_dict()
-    models = []
-    for impl in ("eager", "sdpa"):
-        if impl == "eager":
-            m = base
-        else:
-            try:
-                m = cls._from_config(copy.deepcopy(config), attn_implementation=impl)
-            except (ValueError, ImportError) as exc:  # family without SDPA support
-                models.append(_hf_adapter(spec, base, config, kind, "eager"))
-                models[-1].info["sdpa_unavailable"] = str(exc)
-                continue
-            m.load_state_dict(state)
-            m.eval()
-        models.append(_hf_adapter(spec, m, m.config, kind, impl))
-    return models
+    _hf_resolve(tf, name)
+    from attncheck.audit.hf import build_hf
 
-
-def _hf_window(config) -> int | None:
-    w = getattr(config, "sliding_window", None)
-    if w is None or getattr(config, "use_sliding_window", True) is False:
-        return None
-    return int(w)
-
-
-def _hf_heads(config) -> tuple[int, int, int]:
-    heads = getattr(config, "num_attention_heads", None) or config.num_heads
-    kv = getattr(config, "num_key_value_heads", None) or heads
-    hidden = getattr(config, "hidden_size", None) or config.d_model
-    head_dim = getattr(config, "head_dim", None) or getattr(config, "d_kv", None) or hidden // heads
-    return int(heads), int(kv), int(head_dim)
-
-
-def _hf_sources(model) -> list[Any]:
-    objs: list[Any] = [type(m) for m in model.modules()]
-    try:  # the attention functions and mask builders the model dispatches to
-        from transformers import masking_utils
-        from transformers.integrations import sdpa_attention
-
-        objs += [sdpa_attention, masking_utils]
-    except Exception:
-        pass
-    return objs
-
-
-def _cache_of(output):
-    c = getattr(output, "cache", None)
-    return c if c is not None else getattr(output, "past_key_values", None)
-
-
-def _hf_adapter(spec: str, model, config, kind: str, impl: str) -> AuditModel:
-    heads, kv, head_dim = _hf_heads(config)
-    window = _hf_window(config)
-    layer_types = getattr(config, "layer_types", None)
-    model_type = config.model_type
-    expected_scale, note = 1.0 / math.sqrt(head_dim), ""
-    if model_type in ("t5", "mt5", "umt5", "longt5"):
-        expected_scale, note = 1.0, ("T5 uses no 1/sqrt(d_k): the scaling is folded into the "
-                                     "initialisation of the query projection (Raffel et al. 2020, "
-                                     "Mesh TensorFlow)")
-    if model_type == "gpt2" and not getattr(config, "scale_attn_weights", True):
-        expected_scale, note = 1.0, "config.scale_attn_weights=False"
-    supports = {"attention_mask"}
-    if impl == "eager":
-        supports.add("output_attentions")
-    info = {"model_type": model_type, "class": type(model).__name__, "attn_implementation": impl,
-            "num_layers": getattr(config, "num_hidden_layers", None), "num_heads": heads,
-            "num_kv_heads": kv, "head_dim": head_dim, "hidden_size": getattr(config, "hidden_size", None),
-            "sliding_window": window, "vocab_size": getattr(config, "vocab_size", None)}
-    common = dict(spec=spec, module=model, variant=impl, num_heads=heads, num_kv_heads=kv,
-                  head_dim=head_dim, expected_scale=expected_scale, scale_note=note,
-                  source_objects=_hf_sources(model), info=info, seq_len=SEQ_LEN)
-
-    if kind == "vision":
-        size = int(config.image_size)
-        chans = int(getattr(config, "num_channels", 3))
-
-        def fwd_vision(x, attention_mask=None, position_ids=None, output_attentions=False):
-            o = model(pixel_values=x, output_attentions=output_attentions)
-            att = list(o.attentions) if output_attentions and o.attentions else None
-            return Forward(o.last_hidden_state, att)
-
-        n_tok = (size // int(config.patch_size)) ** 2 + 1
-        info["num_tokens"] = n_tok
-        return AuditModel(kind="vision", causal=False, input_kind="pixels",
-                          image_shape=(chans, size, size), forward_fn=fwd_vision,
-                          supports=frozenset(supports), **common)
-
-    accepts = inspect.signature(model.forward).parameters
-    # transformers ≥ 5.2x renamed ``past_key_values`` to ``cache`` (the old name warns)
-    cache_kw = "cache" if "cache" in accepts else "past_key_values"
-    cache_cls = None
-    try:
-        from transformers import DynamicCache
-
-        cache_cls = DynamicCache
-    except Exception:  # pragma: no cover
-        pass
-
-    if kind == "seq2seq":
-        enc_len = 7
-        g = torch.Generator().manual_seed(1234)
-        enc_ids = torch.randint(1, VOCAB, (1, enc_len), generator=g)
-
-        def fwd_s2s(x, attention_mask=None, position_ids=None, output_attentions=False):
-            e = enc_ids.to(x.device).expand(x.shape[0], -1)
-            o = model(input_ids=e, decoder_input_ids=x, decoder_attention_mask=attention_mask,
-                      output_attentions=output_attentions, use_cache=False)
-            att = None
-            if output_attentions and o.decoder_attentions:
-                att = list(o.encoder_attentions) + list(o.decoder_attentions) + list(o.cross_attentions)
-            return Forward(o.logits, att)
-
-        def decode_s2s(x, prefill):
-            e = enc_ids.to(x.device).expand(x.shape[0], -1)
-            enc = model.get_encoder()(input_ids=e)
-            outs, past = [], None
-            steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
-            for a, b in steps:
-                o = model(encoder_outputs=enc, decoder_input_ids=x[:, a:b], use_cache=True,
-                          **{cache_kw: past})
-                past = _cache_of(o)
-                outs.append(o.logits)
-            return torch.cat(outs, dim=1)
-
-        def pattern_s2s(shape, ordinal=None):
-            if shape[1] == enc_len:
-                return ("full", None)  # encoder self-attention and cross-attention
-            return ("causal", None)
-
-        supports.add("cache")
-        info["enc_len"] = enc_len
-        return AuditModel(kind="seq2seq", causal=True, input_kind="tokens", vocab_size=VOCAB,
-                          forward_fn=fwd_s2s, decode_fn=decode_s2s, enc_len=enc_len,
-                          expected_pattern_fn=pattern_s2s, supports=frozenset(supports), **common)
-
-    if "position_ids" in accepts:
-        supports.add("position_ids")
-
-    def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
-        kw = {}
-        if position_ids is not None:
-            kw["position_ids"] = position_ids
-        if kind == "decoder":
-            kw["use_cache"] = False
-        o = model(input_ids=x, attention_mask=attention_mask, output_attentions=output_attentions, **kw)
-        out = o.logits if hasattr(o, "logits") else o.last_hidden_state
-        att = list(o.attentions) if output_attentions and o.attentions else None
-        return Forward(out, att)
-
-    decode_fn: Callable | None = None
-    if kind == "decoder":
-        supports.add("cache")
-
-        def decode_tokens(x, prefill):
-            past = cache_cls(config=config) if cache_cls is not None else None
-            outs = []
-            steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
-            for a, b in steps:
-                o = model(input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
-                past = _cache_of(o)
-                outs.append(o.logits)
-            return torch.cat(outs, dim=1)
-
-        decode_fn = decode_tokens
-
-    pattern_fn: Callable | None = None
-    if kind == "decoder" and layer_types:
-        # per-layer attention types (e.g. Qwen2 / Gemma: "sliding_attention" on some layers);
-        # decoder-only models make one attention call per layer, in order
-        types = list(layer_types)
-        info["layer_types"] = types
-
-        def per_layer(shape, ordinal=None):
-            if ordinal is None:
-                return ("unknown", None)
-            t = types[ordinal % len(types)]
-            if t == "sliding_attention" and getattr(config, "sliding_window", None):
-                return ("sliding", int(config.sliding_window))
-            return ("causal", None)
-
-        pattern_fn = per_layer
-
-    return AuditModel(kind=kind, causal=(kind == "decoder"), input_kind="tokens", vocab_size=VOCAB,
-                      forward_fn=fwd_tokens, decode_fn=decode_fn,
-                      sliding_window=window if kind == "decoder" else None,
-                      expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
+    return build_hf(spec, name, overrides, dtype=dtype)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -619,8 +384,9 @@ def adapt_module(spec: str, module: torch.nn.Module, causal: bool | None = None)
     params = inspect.signature(module.forward).parameters
     config = getattr(module, "config", None)
     if "input_ids" in params and config is not None and hasattr(config, "model_type"):
-        kind = "decoder" if ("CausalLM" in type(module).__name__ or "LMHead" in type(module).__name__) else "encoder"
-        return _hf_adapter(spec, module, config, kind, getattr(config, "_attn_implementation", None) or "eager")
+        from attncheck.audit.hf import adapt_hf_model
+
+        return adapt_hf_model(spec, module)
     if causal is None:
         for attr in ("causal", "is_causal"):
             v = getattr(module, attr, None)

@@ -8,6 +8,8 @@ accepts) and a uniform :meth:`AuditModel.forward`:
   encoder-decoder models (T5) the checked sequence is the *decoder* input and the encoder input is
   a fixed random sequence (``enc_len`` tokens);
 - ``input_kind="pixels"``: ``x`` is ``pixel_values`` of shape ``(B, C, H, W)``;
+- ``input_kind="audio"``: ``x`` is ``input_values`` ``(B, samples)`` or ``input_features``
+  ``(B, mel bins, frames)`` (made by ``input_makers``);
 - ``input_kind="features"``: ``x`` is ``(B, L, E)`` float (a self-attention layer).
 
 ``forward`` returns :class:`Forward` with ``out`` of shape ``(B, L, ...)`` (logits or the last
@@ -24,7 +26,7 @@ from typing import Any
 
 import torch
 
-INPUT_KINDS = ("tokens", "pixels", "features")
+INPUT_KINDS = ("tokens", "pixels", "audio", "features")
 
 
 @dataclass
@@ -77,7 +79,18 @@ class AuditModel:
     source_objects: list[Any] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     decode_fn: Callable[[torch.Tensor, int], torch.Tensor] | None = None
-    expected_pattern_fn: Callable[[tuple[int, int], int | None], tuple[str, int | None]] | None = None
+    expected_pattern_fn: Callable[..., tuple[str, int | None]] | None = None
+    #: token ids are drawn from ``[lo, hi)``; ``pad_id`` fills padded slots (the model's pad token)
+    token_range: tuple[int, int] | None = None
+    pad_id: int = 0
+    #: makers of dense inputs ``(batch, generator) -> tensor`` (vision / audio); the first is used
+    input_makers: list[Callable[[int, torch.Generator | None], torch.Tensor]] = field(default_factory=list)
+    #: ``(qualified name, module)`` of the model's attention modules (expectations per module)
+    attention_modules: list[tuple[str, torch.nn.Module]] = field(default_factory=list)
+    #: dtype the model runs in (parameters and float inputs)
+    dtype: torch.dtype = torch.float32
+    #: ``retype_fn(dtype)`` → the same model (a copy) running in ``dtype``; None when unsupported
+    retype_fn: Callable[[torch.dtype], AuditModel] | None = None
 
     @property
     def label(self) -> str:
@@ -90,7 +103,10 @@ class AuditModel:
         ``(B, C, H, W)`` or features ``(B, L, E)`` standard normal."""
         L = length or self.seq_len
         if self.input_kind == "tokens":
-            return torch.randint(1, self.vocab_size, (batch, L), generator=generator).to(device)
+            lo, hi = self.token_range or (1, self.vocab_size)
+            return torch.randint(lo, hi, (batch, L), generator=generator).to(device)
+        if self.input_makers:
+            return self.input_makers[0](batch, generator).to(device)
         if self.input_kind == "pixels":
             return torch.randn((batch, *self.image_shape), generator=generator).to(device)
         return torch.randn((batch, L, self.feature_dim), generator=generator).to(device)
@@ -101,8 +117,10 @@ class AuditModel:
         values (another token id; large finite noise for features — never NaN, DESIGN §3)."""
         y = x.clone()
         if self.input_kind == "tokens":
-            shift = torch.randint(1, self.vocab_size - 1, x.shape, generator=generator).to(x.device)
-            new = (x - 1 + shift) % (self.vocab_size - 1) + 1  # always != x, never 0
+            lo, hi = self.token_range or (1, self.vocab_size)
+            n = hi - lo
+            shift = torch.randint(1, n, x.shape, generator=generator).to(x.device)
+            new = (x.clamp(lo, hi - 1) - lo + shift) % n + lo  # always != x, inside [lo, hi)
             y[positions] = new[positions]
         else:
             noise = 3.0 * torch.randn(x.shape, generator=generator).to(x.device, x.dtype)
@@ -115,12 +133,17 @@ class AuditModel:
             return self.forward_fn(x, attention_mask=attention_mask, position_ids=position_ids,
                                    output_attentions=output_attentions)
 
-    def expected_pattern(self, shape: tuple[int, int], ordinal: int | None = None) -> tuple[str, int | None]:
+    def expected_pattern(self, shape: tuple[int, int], ordinal: int | None = None,
+                         module: dict[str, Any] | None = None) -> tuple[str, int | None]:
         """Declared mask pattern for an attention map of ``(L_q, L_k)``, the ``ordinal``-th map
-        seen in a forward: ``("causal", None)``, ``("full", None)``, ``("sliding", w)`` or
-        ``("unknown", None)``."""
+        seen in a forward, made by the attention module described by ``module`` (facts such as
+        ``layer``, ``sliding_window``, ``cross``; None when unknown): ``("causal", None)``,
+        ``("full", None)``, ``("sliding", w)`` or ``("unknown", None)``."""
         if self.expected_pattern_fn is not None:
-            return self.expected_pattern_fn(shape, ordinal)
+            try:
+                return self.expected_pattern_fn(shape, ordinal, module)
+            except TypeError:  # user adapters written for (shape, ordinal)
+                return self.expected_pattern_fn(shape, ordinal)
         if self.causal is None:
             return ("unknown", None)
         if self.causal:

@@ -165,7 +165,7 @@ def _run_checks(models, selected, ctx, report: AuditReport, step) -> None:
 
 def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "cpu", seed: int = 0,
           progress: Callable[[str], None] | None = None,
-          config: dict[str, Any] | None = None) -> AuditReport:
+          config: dict[str, Any] | None = None, dtype: str = "float32") -> AuditReport:
     """Audit one model.
 
     Args:
@@ -178,6 +178,8 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
             ``torch.manual_seed(0)``).
         progress: called with a short label before each step (the CLI's progress bar).
         config: transformers config overrides for ``hf:`` specs (e.g. ``{"sliding_window": 8}``).
+        dtype: ``float32`` (default), ``float64``, ``float16`` or ``bfloat16``: the whole ``hf:``
+            model runs in it; tolerances follow the dtype's noise (see :mod:`attncheck.audit.checks`).
 
     Returns:
         :class:`AuditReport`; ``report.ok`` is False when any check failed or errored.
@@ -194,7 +196,7 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     label = spec if isinstance(spec, str) else type(spec).__name__
-    report = AuditReport(target=label, device=device, dtype="float32")
+    report = AuditReport(target=label, device=device, dtype=dtype)
     report.extra = {"kind": "audit", "model": {}, "variants": [], "layers": [], "lint": None}
     step = progress or (lambda s: None)
 
@@ -202,15 +204,17 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
         from attncheck.dynamic.state import preserved
 
         with preserved(spec):  # eval() below and the checks leave the user's module as it was
-            return _audit(spec, selected, device, seed, step, report, label, None)
-    return _audit(spec, selected, device, seed, step, report, label, config)
+            return _audit(spec, selected, device, seed, step, report, label, None, dtype)
+    return _audit(spec, selected, device, seed, step, report, label, config, dtype)
 
 
-def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, config) -> AuditReport:
+def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, config,
+           dtype: str = "float32") -> AuditReport:
     import torch
 
     from attncheck.audit import checks as C
     from attncheck.audit import families as F
+    from attncheck.audit.hf import Unsupported
 
     t0 = time.perf_counter()
     step("build")
@@ -218,9 +222,13 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, 
         if isinstance(spec, torch.nn.Module):
             models = [F.adapt_module(label, spec.eval())]
         else:
-            models = F.build(spec, device=device, config=config)
+            models = F.build(spec, device=device, config=config, dtype=dtype)
     except F.UnknownSpec:
         raise
+    except Unsupported as exc:  # a model type the audit cannot build tiny: not a finding
+        report.results.append(CheckResult("build", "skip", f"unsupported: {exc}"))
+        report.extra["unsupported"] = str(exc)
+        return report
     except F.FamilyUnavailable as exc:
         msg = str(exc)
         report.results.append(CheckResult("build", "skip", msg if msg.startswith("skipped") else f"skipped: {msg}"))
@@ -247,7 +255,7 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, 
 
     from attncheck.dynamic.state import preserved
 
-    ctx = C.AuditContext(seed=seed, device=device)
+    ctx = C.AuditContext(seed=seed, device=device, dtype=models[0].dtype)
     threads = torch.get_num_threads()
     n_params = sum(p.numel() for m in models for p in m.module.parameters())
     with preserved(models[0].module):

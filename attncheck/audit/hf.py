@@ -1,0 +1,592 @@
+"""transformers models for the audit: the right class, inputs and expectations for any model type.
+
+:func:`build_hf` builds a tiny random-weight model of any transformers model type (or model class)
+from its own default config, shrunk by :func:`attncheck.audit.shrink.shrink_config`, and wraps it
+in an :class:`~attncheck.audit.model.AuditModel`:
+
+- the class comes from transformers' own auto mappings: encoder-decoder models from
+  ``MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING`` (text) or ``MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING``
+  (speech); masked LMs from ``MODEL_FOR_MASKED_LM_MAPPING`` (bidirectional); decoders from
+  ``MODEL_FOR_CAUSAL_LM_MAPPING``; multimodal LMs from ``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING`` /
+  ``MODEL_FOR_MULTIMODAL_LM_MAPPING`` (run on text); everything else from ``MODEL_MAPPING``;
+- the inputs follow the class's ``main_input_name``: ``input_ids`` (tokens), ``pixel_values``
+  (images at the shrunk config's ``image_size``), ``input_features`` / ``input_values`` (audio);
+  a joint model that also needs images (CLIP, SigLIP) gets fixed ``pixel_values`` next to the
+  checked ``input_ids``; encoder-decoder models check the decoder sequence (``decoder_input_ids``)
+  with a fixed encoder input (tokens, or audio for speech models);
+- a shrunk config that cannot be built or run is retried with less shrinking
+  (:data:`~attncheck.audit.shrink.LEVELS`); a type that still fails is :class:`Unsupported`,
+  with the reason.
+
+Expectations are read from the model, not from tables: the expected softmax scale of each
+attention map is the ``scaling`` / ``scale`` / ``softmax_scale`` attribute of the attention module
+that made the call (else ``1/√d`` with d the observed q·k width), heads / KV heads per module, the
+position-id convention from the model's own default (:func:`own_position_ids`), sliding windows
+and per-layer types from the config.
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from attncheck.audit.model import AuditModel, Forward
+from attncheck.audit.shrink import LEVELS, RESERVED_TOP, shrink_config
+
+SEQ_LEN = 12
+ENC_LEN = 7
+#: ids below this are left to special tokens (pad / bos / eos); random inputs are drawn above
+LOW_IDS = 4
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+
+
+class Unsupported(RuntimeError):
+    """The model type cannot be built tiny or run with the inputs the audit knows (the reason)."""
+
+
+# ------------------------------------------------------------------------------------------------
+# choosing the class
+# ------------------------------------------------------------------------------------------------
+def _mapping(name: str) -> dict:
+    from transformers.models.auto import modeling_auto as ma
+
+    return getattr(ma, name, {}) or {}
+
+
+def _auto_class(mapping_name: str, config):
+    """The model class registered for ``type(config)`` in transformers' ``mapping_name``."""
+    import transformers as tf
+
+    from transformers.models.auto import modeling_auto as ma
+
+    lazy = getattr(ma, mapping_name.replace("_NAMES", ""), None)
+    if lazy is None:
+        return None
+    try:
+        return lazy[type(config)]
+    except KeyError:
+        names = getattr(ma, mapping_name, {}).get(config.model_type)
+        if isinstance(names, (list, tuple)):
+            names = names[0]
+        return getattr(tf, names, None) if isinstance(names, str) else None
+
+
+def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
+    """``(kind, model class)`` for a model type, from transformers' auto mappings.
+
+    kind: ``"seq2seq"``, ``"speech-seq2seq"``, ``"encoder"`` (bidirectional by design: masked
+    LM), ``"decoder"`` (causal LM), ``"vision"``, ``"audio"``, ``"text"`` (a base model whose
+    causality is not declared by a mapping).
+    """
+    order = [("speech-seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
+             ("seq2seq", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
+             ("encoder", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
+             ("decoder", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+             ("decoder", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),
+             ("decoder", "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES")]
+    if cls is None:
+        enc_dec = bool(getattr(config, "is_encoder_decoder", False))
+        for kind, mname in order:
+            if kind.endswith("seq2seq") and not enc_dec:
+                continue
+            if model_type in _mapping(mname):
+                c = _auto_class(mname, config)
+                if c is not None:
+                    return kind, c
+        cls = _auto_class("MODEL_MAPPING_NAMES", config)
+        if cls is None:
+            raise Unsupported(f"no model class registered for {model_type!r} in transformers' auto mappings")
+    main = getattr(cls, "main_input_name", "input_ids")
+    n = cls.__name__
+    if main == "pixel_values":
+        return "vision", cls
+    if main in ("input_features", "input_values"):
+        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in _params(cls):
+            return "speech-seq2seq", cls
+        return "audio", cls
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in _params(cls):
+        return "seq2seq", cls
+    if "CausalLM" in n or "LMHeadModel" in n:
+        return "decoder", cls
+    if "MaskedLM" in n:
+        return "encoder", cls
+    return "text", cls
+
+
+def _params(cls_or_model) -> dict:
+    try:
+        return dict(inspect.signature(cls_or_model.forward).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+# ------------------------------------------------------------------------------------------------
+# inputs
+# ------------------------------------------------------------------------------------------------
+def _text_config(config):
+    try:
+        return config.get_text_config(decoder=True)
+    except Exception:  # noqa: BLE001
+        return config
+
+
+def _vision_config(config):
+    for name in ("vision_config", "image_config", "vision_encoder_config"):
+        sub = getattr(config, name, None)
+        if sub is not None:
+            return sub
+    return config
+
+
+def _side(v, default=32) -> tuple[int, int]:
+    if isinstance(v, int):
+        return v, v
+    if isinstance(v, (list, tuple)) and len(v) >= 2 and all(isinstance(e, int) for e in v[:2]):
+        return int(v[0]), int(v[1])
+    return default, default
+
+
+def image_shape(config) -> tuple[int, int, int]:
+    """``(C, H, W)`` of the images a (vision) config expects."""
+    vc = _vision_config(config)
+    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None))
+    c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
+    return int(c), h, w
+
+
+def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
+    """Audio input makers to try, in order (the first the model accepts wins)."""
+    if main == "input_values":
+        stride = 1
+        for s in getattr(config, "conv_stride", None) or ():
+            stride *= int(s)
+        n = max(stride, 1) * 24 if stride > 1 else 4000
+        return [lambda b, g, n=n: torch.randn(b, n, generator=g),
+                lambda b, g: torch.randn(b, 16000, generator=g)]
+    mels = (getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
+            or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
+    src = getattr(config, "max_source_positions", None)
+    frames = 2 * int(src) if isinstance(src, int) else 64
+    return [lambda b, g: torch.randn(b, int(mels), frames, generator=g),
+            lambda b, g: torch.randn(b, frames, int(mels), generator=g),
+            lambda b, g: torch.randn(b, 3000 if frames < 3000 else frames, int(mels), generator=g)]
+
+
+# ------------------------------------------------------------------------------------------------
+# expectations read from the model
+# ------------------------------------------------------------------------------------------------
+_SCALE_ATTRS = ("scaling", "scale", "softmax_scale", "attn_scale", "scale_factor", "attention_scale")
+
+
+def declared_scale(module: torch.nn.Module) -> float | None:
+    """The softmax scale an attention module declares (``scaling`` / ``scale`` / ``softmax_scale``
+    attribute, a number), or None."""
+    for a in _SCALE_ATTRS:
+        v = getattr(module, a, None)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0:
+            return float(v)
+        if isinstance(v, torch.Tensor) and v.numel() == 1 and not v.requires_grad:
+            return float(v)
+    return None
+
+
+def _int_attr(module, *names) -> int | None:
+    for a in names:
+        v = getattr(module, a, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return None
+
+
+def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
+    """Innermost modules that look like attention: a declared scale, or a class name containing
+    ``Attention`` / ``Attn`` with q/k projections or a ``head_dim``."""
+    found = []
+    for name, mod in model.named_modules():
+        cname = type(mod).__name__.lower()
+        if declared_scale(mod) is not None or (("attention" in cname or "attn" in cname)
+                                                and (_int_attr(mod, "head_dim", "attention_head_size",
+                                                               "head_size", "d_kv") is not None
+                                                     or hasattr(mod, "q_proj") or hasattr(mod, "query"))):
+            found.append((name, mod))
+    names = [n for n, _ in found]
+    return [(n, m) for n, m in found if not any(o != n and o.startswith(n + ".") for o in names)]
+
+
+def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
+    """Heads, KV heads, head dim, declared scale, causal flag and sliding window of one attention
+    module (None where the module does not say)."""
+    heads = _int_attr(mod, "num_heads", "num_attention_heads", "n_heads", "n_head", "heads")
+    kv = _int_attr(mod, "num_key_value_heads", "num_kv_heads", "n_kv_heads")
+    groups = _int_attr(mod, "num_key_value_groups")
+    cfg = getattr(mod, "config", None)
+    if heads is None and cfg is not None:
+        h = getattr(cfg, "num_attention_heads", None)
+        heads = h if isinstance(h, int) else None
+    if kv is None and heads and groups:
+        kv = heads // groups if heads % groups == 0 else None
+    win = getattr(mod, "sliding_window", None)
+    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv,
+            "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
+            "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
+            "sliding_window": win if isinstance(win, int) and not isinstance(win, bool) else None,
+            "sinks": isinstance(getattr(mod, "sinks", None), torch.Tensor)}
+
+
+def _find_seq(o, B: int, L: int):
+    """The first tensor in a model output whose leading dims are ``(B, L)`` (logits first)."""
+    from transformers.utils import ModelOutput
+
+    cands = []
+    if isinstance(o, ModelOutput):
+        keys = list(o.keys())
+        keys.sort(key=lambda k: (k != "logits", k != "last_hidden_state"))
+        for k in keys:
+            v = o[k]
+            if isinstance(v, torch.Tensor):
+                cands.append(v)
+            elif isinstance(v, ModelOutput):
+                r = _find_seq(v, B, L)
+                if r is not None:
+                    cands.append(r)
+    elif isinstance(o, (tuple, list)):
+        cands = [v for v in o if isinstance(v, torch.Tensor)]
+    elif isinstance(o, torch.Tensor):
+        cands = [o]
+    for v in cands:
+        if v.dim() >= 2 and v.shape[0] == B and v.shape[1] == L and v.is_floating_point():
+            return v
+    return None
+
+
+def _first_float(o):
+    from transformers.utils import ModelOutput
+
+    if isinstance(o, torch.Tensor):
+        return o if o.is_floating_point() else None
+    vals = list(o.values()) if isinstance(o, ModelOutput) else (list(o) if isinstance(o, (tuple, list)) else [])
+    for v in vals:
+        r = _first_float(v)
+        if r is not None:
+            return r
+    return None
+
+
+def _attentions(o) -> list[torch.Tensor] | None:
+    att = []
+    for k in ("encoder_attentions", "attentions", "decoder_attentions", "cross_attentions"):
+        v = getattr(o, k, None)
+        if v:
+            att += [a for a in v if isinstance(a, torch.Tensor)]
+    return att or None
+
+
+def _cache_of(output):
+    c = getattr(output, "cache", None)
+    return c if c is not None else getattr(output, "past_key_values", None)
+
+
+# ------------------------------------------------------------------------------------------------
+# building
+# ------------------------------------------------------------------------------------------------
+def resolve(name: str):
+    """``(model_type, class or None)`` for a model type or a transformers class name."""
+    import transformers as tf
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if name in CONFIG_MAPPING_NAMES:
+        return name, None
+    cls = getattr(tf, name, None) if name[:1].isupper() else None
+    if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and hasattr(cls, "config_class"):
+        return cls.config_class.model_type, cls
+    return None, None
+
+
+def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
+             dtype: str = "float32", sdpa: bool = True) -> list[AuditModel]:
+    """Variants ``eager`` and ``sdpa`` (identical weights) of a tiny ``name`` model.
+
+    Raises:
+        Unsupported: no level of shrinking gives a model that builds and runs (reason inside).
+    """
+    import transformers as tf
+
+    model_type, cls = resolve(name)
+    try:
+        default = tf.AutoConfig.for_model(model_type)
+    except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
+        raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
+    kind, cls = choose_class(model_type, default, cls)
+    tdtype = DTYPES[dtype]
+    errors = []
+    for level in LEVELS:
+        try:
+            config = shrink_config(default, level, overrides)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
+            continue
+        try:
+            torch.manual_seed(0)
+            base = cls._from_config(copy.deepcopy(config), attn_implementation="eager")
+            base.to(tdtype).eval()
+            adapter = _adapter(spec, base, base.config, kind, "eager", tdtype)
+            adapter.forward(adapter.make_inputs(2, generator=torch.Generator().manual_seed(0)))
+        except Exception as exc:  # noqa: BLE001 - try the next level
+            errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
+            continue
+        adapter.info["shrink_level"] = level
+        models = [adapter]
+        if sdpa:
+            other, why = _sdpa_variant(spec, cls, config, base, kind, tdtype)
+            if other is not None:
+                models.append(other)
+            else:
+                adapter.info["sdpa_unavailable"] = why
+        return models
+    raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(errors[-1:]))
+
+
+def _short(exc: BaseException, n: int = 300) -> str:
+    s = " ".join(str(exc).split())
+    return s if len(s) <= n else s[:n] + "…"
+
+
+def _sdpa_variant(spec, cls, config, base, kind, tdtype) -> tuple[AuditModel | None, str]:
+    """The SDPA variant with the eager variant's weights, or ``(None, why not)``."""
+    try:
+        m = cls._from_config(copy.deepcopy(config), attn_implementation="sdpa")
+        m.load_state_dict(base.state_dict())
+        m.to(tdtype).eval()
+        a = _adapter(spec, m, m.config, kind, "sdpa", tdtype)
+        a.forward(a.make_inputs(2, generator=torch.Generator().manual_seed(0)))
+    except Exception as exc:  # noqa: BLE001 - no SDPA path: the eager variant is still audited
+        return None, f"{type(exc).__name__}: {_short(exc)}"
+    return a, ""
+
+
+def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype) -> AuditModel:
+    tcfg = _text_config(config)
+    accepts = _params(model)
+    main = getattr(model, "main_input_name", "input_ids")
+    mods = attention_modules(model)
+    facts = [module_facts(m) for _, m in mods]
+    heads = next((f["heads"] for f in facts if f["heads"]), None)
+    kv = next((f["kv_heads"] for f in facts if f["kv_heads"]), None) or heads
+    head_dim = next((f["head_dim"] for f in facts if f["head_dim"]), None)
+    vocab = getattr(tcfg, "vocab_size", None)
+    vocab = vocab if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP else None
+    pad = getattr(tcfg, "pad_token_id", None)
+    pad = pad if isinstance(pad, int) and vocab and 0 <= pad < vocab else 0
+    window = getattr(tcfg, "sliding_window", None)
+    window = window if isinstance(window, int) and not isinstance(window, bool) else None
+    if getattr(tcfg, "use_sliding_window", True) is False:
+        window = None
+    layer_types = getattr(tcfg, "layer_types", None)
+    supports = {"attention_mask"} if "attention_mask" in accepts else set()
+    if impl == "eager" and "output_attentions" in accepts:
+        supports.add("output_attentions")
+    info = {"model_type": config.model_type, "class": type(model).__name__, "attn_implementation": impl,
+            "num_layers": getattr(tcfg, "num_hidden_layers", None), "num_heads": heads,
+            "num_kv_heads": kv, "head_dim": head_dim, "hidden_size": getattr(tcfg, "hidden_size", None),
+            "sliding_window": window, "vocab_size": vocab, "dtype": str(tdtype).replace("torch.", ""),
+            "attention_modules": len(mods)}
+    sinks = sorted({f["class"] for f in facts if f["sinks"]})
+    if sinks:
+        info["attention_sinks"] = sinks
+    def retype(dt: torch.dtype) -> AuditModel:
+        return _adapter(spec, copy.deepcopy(model).to(dt), config, kind, impl, dt)
+
+    common = dict(spec=spec, module=model, variant=impl, retype_fn=retype, num_heads=heads, num_kv_heads=kv,
+                  head_dim=head_dim, expected_scale=None, scale_note="", source_objects=_sources(model),
+                  info=info, seq_len=SEQ_LEN, attention_modules=mods, dtype=tdtype)
+
+    def cast(x):
+        return x.to(tdtype) if x.is_floating_point() else x
+
+    g0 = torch.Generator().manual_seed(1234)
+    extra: dict[str, torch.Tensor] = {}
+    if kind not in ("vision", "audio") and "pixel_values" in accepts and main != "pixel_values" \
+            and (getattr(config, "vision_config", None) is not None) and kind not in ("decoder",):
+        extra["pixel_values"] = torch.randn(1, *image_shape(config), generator=g0)
+
+    if kind in ("vision", "audio"):
+        if kind == "vision":
+            shape = image_shape(config)
+            makers = [lambda b, g: torch.randn(b, *shape, generator=g)]
+        else:
+            makers = _audio_candidates(config, main)
+
+        def fwd_dense(x, attention_mask=None, position_ids=None, output_attentions=False):
+            kw = {"output_attentions": True} if output_attentions else {}
+            o = model(**{main: cast(x)}, **kw)
+            out = _first_float(o)
+            return Forward(out, _attentions(o) if output_attentions else None)
+
+        info["input"] = main
+        return AuditModel(kind=kind, causal=False, input_kind="pixels" if kind == "vision" else "audio",
+                          forward_fn=fwd_dense, input_makers=makers,
+                          image_shape=image_shape(config) if kind == "vision" else None,
+                          supports=frozenset(s for s in supports if s == "output_attentions"), **common)
+
+    if vocab is None:
+        raise Unsupported(f"{type(model).__name__}: no vocab_size in the text config")
+    lo, hi = LOW_IDS, vocab - RESERVED_TOP
+    enc_dec = kind in ("seq2seq", "speech-seq2seq")
+    cache_kw = "cache" if "cache" in accepts else "past_key_values"
+    try:
+        from transformers import DynamicCache
+    except Exception:  # pragma: no cover
+        DynamicCache = None
+
+    if enc_dec:
+        if kind == "speech-seq2seq":
+            enc_main = main if main != "input_ids" else "input_features"
+            enc_in = _audio_candidates(config, enc_main)[0](1, g0)
+            enc_kw = {enc_main: enc_in}
+        else:
+            enc_kw = {"input_ids": torch.randint(lo, hi, (1, ENC_LEN), generator=g0)}
+
+        def enc_inputs(b):
+            return {k: cast(v.expand(b, *v.shape[1:])) for k, v in enc_kw.items()}
+
+        def fwd_s2s(x, attention_mask=None, position_ids=None, output_attentions=False):
+            kw = {"output_attentions": True} if output_attentions else {}
+            o = model(**enc_inputs(x.shape[0]), decoder_input_ids=x, decoder_attention_mask=attention_mask,
+                      use_cache=False, **kw)
+            out = _find_seq(o, x.shape[0], x.shape[1])
+            return Forward(out, _attentions(o) if output_attentions else None)
+
+        def decode_s2s(x, prefill):
+            enc = model.get_encoder()(**enc_inputs(x.shape[0]))
+            outs, past = [], None
+            steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
+            for a, b in steps:
+                o = model(encoder_outputs=enc, decoder_input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
+                past = _cache_of(o)
+                outs.append(_find_seq(o, x.shape[0], b - a))
+            return torch.cat(outs, dim=1)
+
+        enc_len = int(next(iter(enc_kw.values())).shape[-1]) if kind == "seq2seq" else None
+
+        def pattern_s2s(shape, ordinal=None, module=None):
+            if module is not None and module.get("cross"):
+                return ("full", None)
+            if enc_len is not None and shape[0] == enc_len and shape[1] == enc_len:
+                return ("full", None)
+            if shape[0] != shape[1]:
+                return ("full", None)  # cross-attention (decoder queries × encoder keys)
+            return ("causal", None) if shape[0] == SEQ_LEN else ("full", None)
+
+        sup = set(supports) | {"cache"}
+        if "decoder_attention_mask" in accepts:
+            sup.add("attention_mask")
+        else:
+            sup.discard("attention_mask")
+        info["encoder_input"] = next(iter(enc_kw))
+        return AuditModel(kind="seq2seq", causal=True, input_kind="tokens", vocab_size=vocab,
+                          token_range=(lo, hi), pad_id=pad, forward_fn=fwd_s2s, decode_fn=decode_s2s,
+                          enc_len=enc_len, expected_pattern_fn=pattern_s2s, supports=frozenset(sup), **common)
+
+    if "position_ids" in accepts:
+        supports.add("position_ids")
+
+    def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
+        kw = {}
+        if position_ids is not None:
+            kw["position_ids"] = position_ids
+        if attention_mask is not None:
+            kw["attention_mask"] = attention_mask
+        if "use_cache" in accepts:
+            kw["use_cache"] = False
+        if output_attentions:
+            kw["output_attentions"] = True
+        for k, v in extra.items():
+            kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]))
+        o = model(input_ids=x, **kw)
+        out = _find_seq(o, x.shape[0], x.shape[1])
+        if out is None:
+            raise Unsupported(f"{type(model).__name__} returns no per-position output of shape (B, L, …)")
+        return Forward(out, _attentions(o) if output_attentions else None)
+
+    decode_fn = None
+    causal = {"decoder": True, "encoder": False}.get(kind)
+    if kind == "decoder" and cache_kw in accepts:
+        supports.add("cache")
+
+        def decode_tokens(x, prefill):
+            past = DynamicCache(config=config) if DynamicCache is not None else None
+            outs = []
+            steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
+            for a, b in steps:
+                o = model(input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
+                past = _cache_of(o)
+                outs.append(_find_seq(o, x.shape[0], b - a))
+            return torch.cat(outs, dim=1)
+
+        decode_fn = decode_tokens
+
+    pattern_fn = None
+    if kind == "decoder" and layer_types and isinstance(layer_types, (list, tuple)):
+        types = [str(t) for t in layer_types]
+        info["layer_types"] = types
+
+        def per_layer(shape, ordinal=None, module=None):
+            if module is not None and module.get("layer") is not None:
+                t = types[module["layer"] % len(types)]
+            elif ordinal is not None:
+                t = types[ordinal % len(types)]
+            else:
+                return ("unknown", None)
+            if "sliding" in t or "local" in t or "chunk" in t:
+                w = (module or {}).get("sliding_window") or window
+                return ("sliding", int(w)) if w else ("unknown", None)
+            return ("causal", None)
+
+        pattern_fn = per_layer
+    return AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
+                      pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
+                      sliding_window=window if kind == "decoder" else None,
+                      expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
+
+
+def adapt_hf_model(spec: str, model: torch.nn.Module) -> AuditModel:
+    """Adapt an already built transformers model (single variant, its own dtype)."""
+    config = model.config
+    kind, _ = choose_class(config.model_type, config, type(model))
+    try:
+        dtype = next(model.parameters()).dtype
+    except StopIteration:
+        dtype = torch.float32
+    impl = getattr(config, "_attn_implementation", None) or "eager"
+    return _adapter(spec, model, config, kind, impl, dtype)
+
+
+def _sources(model) -> list[Any]:
+    objs: list[Any] = [type(m) for m in model.modules()]
+    try:  # the attention functions and mask builders the model dispatches to
+        from transformers import masking_utils
+        from transformers.integrations import sdpa_attention
+
+        objs += [sdpa_attention, masking_utils]
+    except Exception:  # noqa: BLE001
+        pass
+    return objs
+
+
+def expected_scale_for(facts: dict[str, Any] | None, observed_width: int | None) -> tuple[float | None, str]:
+    """Expected softmax scale for one attention map: the module's declared scale, else
+    ``1/√d`` for the observed q·k width ``d``.  Returns ``(scale, source)``."""
+    if facts and facts.get("scale") is not None:
+        return facts["scale"], f"{facts['class']} declares its scale"
+    if observed_width:
+        return 1.0 / math.sqrt(observed_width), "1/√d of the observed q·k width"
+    return None, ""
+
+
+__all__ = ["DTYPES", "adapt_hf_model", "SEQ_LEN", "Unsupported", "attention_modules", "build_hf", "choose_class",
+           "declared_scale", "expected_scale_for", "image_shape", "module_facts", "resolve"]

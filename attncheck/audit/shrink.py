@@ -1,0 +1,357 @@
+"""Shrink any transformers config to a tiny, consistent one (random weights, no downloads).
+
+:func:`shrink_config` walks the fields of a ``PretrainedConfig`` (a dataclass in transformers ≥ 5)
+and applies small per-key rules by the key's *role*, not per model family:
+
+- widths (``hidden_size``, ``d_model``, ``n_embd``, ``embed_dim``, ``encoder_*``/``decoder_*``
+  variants, …) → 64; lists of widths (``hidden_sizes``) scaled so their first entry is 64;
+- query heads (``num_attention_heads``, ``num_heads``, ``n_head``, ``*_attention_heads``) → 4,
+  per-stage head lists (Swin ``num_heads``) → 4 each; KV heads (``num_key_value_heads``,
+  ``num_kv_heads``, …) → 4 when the original had as many KV heads as query heads (MHA), 1 for MQA,
+  else 2 (GQA, 2 groups of 2);
+- head dims (``head_dim``, ``d_kv``, ``v_head_dim``, …) → 16; rotary dims (``rotary_dim``,
+  ``qk_rope_head_dim``) → 8 and ``qk_nope_head_dim`` → 8 (q·k width 16); low-rank projections
+  (``kv_lora_rank``, ``q_lora_rank``) → 32; rope sections summing to half the head dim
+  (``mrope_section``) rescaled to sum to 8;
+- feed-forward sizes → 128; layer counts → 2 (or the number of distinct per-layer types, so every
+  attention type is kept); per-layer lists (``layer_types``, ``block_types``, …, any list as long
+  as the layer count) → one entry per distinct value, in first-seen order; GPT-Neo's nested
+  ``attention_types = [[types, repeat]]`` → repeat 1; per-stage ``depths`` → at most 2;
+- MoE: experts → 4, experts per token → 2, shared experts → 1, expert groups → 1;
+- vocab → 128, positions → 64, sliding / local windows of text models → 4 (Longformer-style
+  ``attention_window`` stays even); images → 4 patches per side;
+- special token ids (``*_token_id``, ``*_token_index``) that no longer fit the vocab are moved to
+  the top of it (:data:`RESERVED_TOP` ids), so random inputs drawn below never hit them.
+
+Nested configs (``text_config``, ``vision_config``, ``audio_config``, ``encoder``/``decoder``)
+are shrunk with the same rules.  Three levels, tried in order by the builder: ``0`` all rules,
+``1`` keep widths / heads / head dims (only depth, vocab, positions, experts, lists), ``2`` layers
+only.  The config class re-derives its computed attributes (``__post_init__``) from the shrunk
+fields, so derived values (Swin's ``hidden_size``, DeepSeek's ``qk_head_dim``) stay consistent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Any
+
+HIDDEN = 64
+HEADS = 4
+HEAD_DIM = 16
+ROPE_DIM = 8
+LORA_RANK = 32
+FFN = 128
+LAYERS = 2
+VOCAB = 128
+POSITIONS = 64
+EXPERTS = 4
+TOP_K = 2
+WINDOW = 4
+PATCHES_PER_SIDE = 4
+#: special token ids that do not fit the shrunk vocab are moved into ``[VOCAB - RESERVED_TOP, VOCAB)``
+RESERVED_TOP = 16
+LEVELS = (0, 1, 2)
+
+_WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
+                    r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
+                    r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
+                    r"d_latent|latent_dim|encoder_hidden_size|mm_hidden_size)$")
+_WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
+                         r"neck_hidden_sizes|conv_dim)$")
+_HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
+                    r"num_head|heads)$")
+_KV_HEADS = re.compile(r"(^|_)(num_key_value_heads|num_kv_heads|n_kv_heads?|kv_heads|"
+                       r"num_key_heads|multi_query_group_num)$")
+_HEAD_DIM = re.compile(r"(^|_)(head_dim|d_kv|d_head|dim_head|attention_head_dim|head_size|"
+                       r"attention_head_size|kv_channels|v_head_dim|key_head_dim|value_head_dim)$")
+_ROPE_DIM = re.compile(r"(^|_)(rotary_dim|rotary_emb_dim|rope_dim|qk_rope_head_dim|rope_head_dim)$")
+_NOPE_DIM = re.compile(r"(^|_)qk_nope_head_dim$")
+_LORA = re.compile(r"(^|_)(kv_lora_rank|q_lora_rank|o_lora_rank)$")
+_FFN = re.compile(r"(^|_)(intermediate_size|ffn_dim|n_inner|d_ff|d_inner|ffn_hidden_size|mlp_dim|"
+                  r"feed_forward_size|intermediate_dim|ffn_size|dim_feedforward|feedforward_dim)$")
+_LAYERS = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|layers|num_blocks|depth|"
+                     r"num_decoder_layers|num_encoder_layers)$")
+_DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$")
+_EXPERTS = re.compile(r"(^|_)(num_experts|num_local_experts|n_routed_experts|moe_num_experts|"
+                      r"num_routed_experts|n_experts|num_expert)$")
+_TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|"
+                    r"experts_per_token|num_selected_experts|router_topk)$")
+_SHARED = re.compile(r"(^|_)(n_shared_experts|num_shared_experts|moe_num_shared_experts)$")
+_GROUPS = re.compile(r"(^|_)(n_group|topk_group|num_expert_groups?|topk_groups?)$")
+_VOCAB = re.compile(r"(^|_)vocab_size$")
+_POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
+                        r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
+_WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
+                     r"window_size|local_attention|attention_chunk_size|chunk_size)$")
+_TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
+_SECTION = re.compile(r"section$")
+
+
+def config_fields(cls) -> list[str]:
+    """The constructor fields of a config class (dataclass fields with ``init=True``)."""
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls) if f.init]
+    import inspect
+
+    return [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "kwargs")]
+
+
+def _is_config(v: Any) -> bool:
+    try:
+        from transformers import PretrainedConfig
+    except Exception:  # pragma: no cover
+        return False
+    return isinstance(v, PretrainedConfig)
+
+
+def _int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _ints(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and len(v) > 0 and all(_int(x) for x in v)
+
+
+def _same_type(orig, new):
+    return type(orig)(new) if isinstance(orig, tuple) else list(new)
+
+
+def _compress(seq, n: int) -> list:
+    """``n`` entries of ``seq`` keeping every distinct value, in first-seen order, then cycling."""
+    firsts, seen = [], []
+    for x in seq:
+        key = repr(x)
+        if key not in seen:
+            seen.append(key)
+            firsts.append(x)
+    out = list(firsts)
+    i = 0
+    while len(out) < n:
+        out.append(seq[i % len(seq)])
+        i += 1
+    return out[:max(n, len(firsts))]
+
+
+def _distinct(seq) -> int:
+    return len({repr(x) for x in seq})
+
+
+def _rescale_sum(parts: list[int], total: int) -> list[int]:
+    """Integers proportional to ``parts`` summing to ``total`` (each ≥ 1 when possible)."""
+    s = sum(parts)
+    out = [max(1, int(p * total / s)) for p in parts]
+    out[-1] += total - sum(out)
+    if out[-1] < 1:
+        return parts
+    return out
+
+
+def _image_side(v, patch) -> Any:
+    p = patch if _int(patch) else (patch[0] if _ints(patch) else None)
+    if p is None:
+        return v
+    side = p * PATCHES_PER_SIDE
+    if _int(v):
+        return min(v, side)
+    if _ints(v):
+        return _same_type(v, [min(x, side) for x in v])
+    return v
+
+
+def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
+    """Apply the shrink rules to a field → value mapping (one config level, no nesting).
+
+    ``level`` 0: every rule; 1: keep widths / heads / head dims; 2: layer counts and per-layer
+    lists only.  Returns a new dict; keys not matched by a rule are unchanged.
+    """
+    v = dict(values)
+    out = dict(values)
+    layer_keys = [k for k, x in v.items() if _LAYERS.search(k) and _int(x) and x > 0]
+    orig_layers = {v[k] for k in layer_keys}
+    # per-layer lists: shrink the layer count to the number of distinct types (at least 2)
+    n_new = LAYERS
+    per_layer = [k for k, x in v.items() if isinstance(x, (list, tuple)) and len(x) in orig_layers
+                 and len(x) > LAYERS and not _DEPTHS.search(k)]
+    for k in per_layer:
+        n_new = max(n_new, min(_distinct(v[k]), 4))
+    for k in layer_keys:
+        out[k] = min(v[k], n_new)
+    for k in per_layer:
+        out[k] = _same_type(v[k], _compress(list(v[k]), n_new))
+    for k, x in v.items():
+        # GPT-Neo: attention_types = [[["global", "local"], 12]] → repeat once
+        if (isinstance(x, (list, tuple)) and x and all(isinstance(e, (list, tuple)) and len(e) == 2
+                                                        and isinstance(e[0], (list, tuple)) and _int(e[1])
+                                                        for e in x)):
+            out[k] = [[list(e[0]), 1] for e in x]
+            total = sum(len(e[0]) for e in x)
+            for lk in layer_keys:
+                out[lk] = total
+        # layer index lists (e.g. which layers use global attention): keep the ones that exist
+        elif (_ints(x) and k not in per_layer and orig_layers and ("layer" in k or "idx" in k)
+              and all(0 <= e < max(orig_layers) for e in x) and not _DEPTHS.search(k)):
+            keep = [e for e in x if e < n_new]
+            out[k] = _same_type(x, keep or [min(x[0], n_new - 1)])
+        elif _DEPTHS.search(k) and _ints(x):
+            out[k] = _same_type(x, [min(e, 2) for e in x])
+    if level >= 2:
+        return out
+    for k, x in v.items():
+        if _VOCAB.search(k) and not k.startswith("type_") and _int(x) and x > VOCAB:
+            out[k] = VOCAB
+        elif _POSITIONS.search(k) and _int(x) and x > POSITIONS:
+            out[k] = POSITIONS
+        elif _EXPERTS.search(k) and _int(x) and x > EXPERTS:
+            out[k] = EXPERTS
+        elif _TOP_K.search(k) and _int(x) and x > TOP_K:
+            out[k] = TOP_K
+        elif _SHARED.search(k) and _int(x) and x > 1:
+            out[k] = 1
+        elif _GROUPS.search(k) and _int(x) and x > 1:
+            out[k] = 1
+    vision = any(k in v for k in ("image_size", "patch_size", "num_channels")) and "vocab_size" not in v
+    if not vision:
+        for k, x in v.items():
+            if _WINDOW.search(k) and _int(x) and x > WINDOW:
+                out[k] = WINDOW
+            elif _WINDOW.search(k) and _ints(x) and k == "attention_window":
+                out[k] = _same_type(x, [WINDOW] * len(x))
+    # token ids that no longer fit the vocab move to the reserved top ids
+    vocab = out.get("vocab_size") if _int(out.get("vocab_size")) else None
+    if vocab:
+        moved: dict[int, int] = {}
+
+        def fit(t):
+            if not _int(t) or t < vocab:
+                return t
+            if t not in moved:
+                moved[t] = vocab - 1 - (len(moved) % RESERVED_TOP)
+            return moved[t]
+
+        for k, x in v.items():
+            if _TOKEN_ID.search(k) or k.endswith("_token_id"):
+                if _int(x):
+                    out[k] = fit(x)
+                elif _ints(x):
+                    out[k] = _same_type(x, [fit(e) for e in x])
+    if level >= 1:
+        return out
+    orig_heads = next((x for k, x in v.items() if _HEADS.search(k) and _int(x)), None)
+    orig_head_dim = next((x for k, x in v.items() if _HEAD_DIM.search(k) and _int(x)), None)
+    for k, x in v.items():
+        if _KV_HEADS.search(k) and _int(x):
+            out[k] = HEADS if (orig_heads is None or x >= orig_heads) else (1 if x == 1 else 2)
+        elif _HEADS.search(k) and _int(x):
+            out[k] = min(x, HEADS) if x > 1 else x
+        elif _HEADS.search(k) and _ints(x):
+            out[k] = _same_type(x, [min(e, HEADS) for e in out[k]])
+        elif _NOPE_DIM.search(k) and _int(x):
+            out[k] = HEAD_DIM - ROPE_DIM
+        elif _ROPE_DIM.search(k) and _int(x):
+            out[k] = ROPE_DIM
+        elif _HEAD_DIM.search(k) and _int(x):
+            out[k] = HEAD_DIM
+        elif _LORA.search(k) and _int(x):
+            out[k] = LORA_RANK
+        elif _FFN.search(k) and _int(x) and x > FFN:
+            out[k] = FFN
+        elif _FFN.search(k) and _ints(x):
+            out[k] = _same_type(x, [min(e, FFN) for e in out[k]])
+        elif _WIDTH.search(k) and _int(x) and x > HIDDEN:
+            out[k] = HIDDEN
+        elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > HIDDEN // 2:
+            f = (HIDDEN // 2 if k.endswith("conv_dim") else HIDDEN) / x[0]
+            out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
+        elif k == "image_size":
+            out[k] = _image_side(x, v.get("patch_size"))
+    # rope sections (multimodal rope): parts of half the rotary dim
+    half = (orig_head_dim or 0) // 2
+    for k, x in v.items():
+        if isinstance(x, dict) and all(isinstance(e, str) for e in x):
+            out[k] = _shrink_rope_dict(x, half)
+        elif _SECTION.search(k) and _ints(x) and half and sum(x) == half:
+            out[k] = _same_type(x, _rescale_sum(list(x), HEAD_DIM // 2))
+    return out
+
+
+def _shrink_rope_dict(d: dict, half: int) -> dict:
+    out = dict(d)
+    for k, x in d.items():
+        if not isinstance(k, str):
+            continue
+        if _SECTION.search(k) and _ints(x) and half and sum(x) == half:
+            out[k] = _rescale_sum(list(x), HEAD_DIM // 2)
+        elif isinstance(x, list) and half and len(x) == half and all(isinstance(e, float) for e in x):
+            out[k] = x[:HEAD_DIM // 2]
+        elif k == "original_max_position_embeddings" and _int(x) and x > POSITIONS:
+            out[k] = POSITIONS
+    return out
+
+
+def _values_of(config) -> dict[str, Any]:
+    cls = type(config)
+    vals = {}
+    for name in config_fields(cls):
+        if name.startswith("_") or name in ("id2label", "label2id", "transformers_version"):
+            continue
+        try:  # some configs refuse global reads of per-layer attributes
+            vals[name] = getattr(config, name)
+        except Exception:  # noqa: BLE001
+            continue
+    return vals
+
+
+def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None):
+    """A tiny config of the same class as ``config`` (see the module docstring).
+
+    Args:
+        config: a ``PretrainedConfig`` (usually ``AutoConfig.for_model(model_type)``).
+        level: 0, 1 or 2 (how much to shrink; see :func:`shrink_values`).
+        overrides: field values set last (attribute aliases such as ``num_attention_heads`` →
+            ``num_heads`` follow the class's ``attribute_map``).
+
+    Returns:
+        A new config instance; nested configs are shrunk the same way.
+
+    Raises:
+        whatever the config class raises for inconsistent values (the caller tries the next level).
+    """
+    cls = type(config)
+    vals = _values_of(config)
+    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level)
+    for k, x in vals.items():
+        if _is_config(x):
+            new[k] = shrink_config(x, level)
+    if overrides:
+        amap = getattr(cls, "attribute_map", {}) or {}
+        for k, x in overrides.items():
+            new[amap.get(k, k)] = x
+    made = cls(**new)
+    made.use_cache = getattr(made, "use_cache", True)
+    return made
+
+
+def consistent(config) -> list[str]:
+    """Problems of a (shrunk) config: query heads not dividing the width, KV heads not dividing
+    the query heads, a rotary dim larger than the head dim.  Empty when consistent."""
+    vals = _values_of(config)
+    probs = []
+    heads = next((x for k, x in vals.items() if _HEADS.search(k) and _int(x) and x > 0), None)
+    kv = next((x for k, x in vals.items() if _KV_HEADS.search(k) and _int(x) and x > 0), None)
+    width = next((x for k, x in vals.items() if _WIDTH.search(k) and _int(x) and x > 0), None)
+    head_dim = next((x for k, x in vals.items() if _HEAD_DIM.search(k) and _int(x) and x > 0), None)
+    rope = next((x for k, x in vals.items() if _ROPE_DIM.search(k) and _int(x) and x > 0), None)
+    if heads and kv and heads % kv:
+        probs.append(f"{kv} KV heads do not divide {heads} heads")
+    if heads and width and head_dim is None and width % heads:
+        probs.append(f"{heads} heads do not divide width {width}")
+    if rope and head_dim and rope > head_dim and not any(_NOPE_DIM.search(k) for k in vals):
+        probs.append(f"rotary dim {rope} > head dim {head_dim}")
+    for k, x in vals.items():
+        if _is_config(x):
+            probs += [f"{k}.{p}" for p in consistent(x)]
+    return probs
+
+
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "shrink_config",
+           "shrink_values"]
