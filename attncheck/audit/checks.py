@@ -121,6 +121,17 @@ def reference64(m: AuditModel, ctx: AuditContext) -> AuditModel | None:
     return ctx.probe_cache[key]
 
 
+def ref_out(m64: AuditModel | None, x: torch.Tensor, **kw) -> torch.Tensor | None:
+    """Output of the float64 copy on the same inputs, or None (no copy, or it cannot run in
+    float64, e.g. kernels without double support)."""
+    if m64 is None:
+        return None
+    try:
+        return m64.forward(x, **kw).out
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def judge(ctx: AuditContext, got: torch.Tensor, ref: torch.Tensor,
           ref64: torch.Tensor | None = None) -> tuple[bool, float, float]:
     """The audit's one tolerance policy: ``|got − ref| ≤ atol + rtol·|ref| + NOISE_FACTOR·noise``
@@ -209,9 +220,12 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "causality", "skip", f"{m.kind} model: bidirectional over its input by design")
     if m.causal is False:
         return _result(m, "causality", "skip", f"{m.kind}: bidirectional by design (not causal)")
+    declared_by = ""
     if m.causal is None:
-        return _result(m, "causality", "skip",
-                       "causality not declared (set attribute `causal = True` on the module to check it)")
+        if not _masks_declare_causal(m, ctx):
+            return _result(m, "causality", "skip",
+                           "causality not declared (set attribute `causal = True` on the module to check it)")
+        declared_by = " (causal as its own attention masks declare)"
     L = m.seq_len
     x = m.make_inputs(2, L, ctx.generator(1), ctx.device)
     paths: dict[str, tuple] = {"no-mask": (None, False)}
@@ -267,7 +281,18 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
                        **metrics)
     return _result(m, "causality", "pass",
                    f"no leak over {L} positions × {len(per_path)} dispatch paths "
-                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}", **metrics)
+                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}{declared_by}", **metrics)
+
+
+def _masks_declare_causal(m: AuditModel, ctx: AuditContext) -> bool:
+    """A model whose causality no mapping declares (a text tower such as CLIP's) counts as
+    causal when every self-attention map over the checked sequence is causally masked (the
+    model builds a causal mask): the causality check then verifies the whole model end to end."""
+    if m.input_kind != "tokens":
+        return False
+    maps, _ = probe_layers(m, ctx)
+    own = [lm for lm in maps if tuple(lm.probs.shape[-2:]) == (m.seq_len, m.seq_len)]
+    return bool(own) and all(classify_pattern(_allowed(lm.probs))[0] in ("causal", "sliding") for lm in own)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -300,7 +325,7 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     x = m.make_inputs(2, L, g, ctx.device)
     ref = m.forward(x).out
     m64 = reference64(m, ctx)
-    ref64 = m64.forward(x).out if m64 is not None else None
+    ref64 = ref_out(m64, x)
     atol, rtol = ctx.tolerance
     metrics: dict[str, Any] = {"real_positions": L, "padded_positions": PAD, "atol": atol, "rtol": rtol,
                                "pad_id": m.pad_id if m.input_kind == "tokens" else None}
@@ -346,7 +371,7 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
     alone = m.forward(x[:1]).out
     batch = m.forward(x).out
     m64 = reference64(m, ctx)
-    ok, dmax, _ = judge(ctx, batch[:1], alone, m64.forward(x[:1]).out if m64 is not None else None)
+    ok, dmax, _ = judge(ctx, batch[:1], alone, ref_out(m64, x[:1]))
     others = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
     others[1:] = True
     if m.input_kind != "tokens":
@@ -377,7 +402,7 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
     x = m.make_inputs(2, m.seq_len, ctx.generator(4), ctx.device)
     full = m.forward(x).out
     m64 = reference64(m, ctx)
-    full64 = m64.forward(x).out if m64 is not None else None
+    full64 = ref_out(m64, x)
     atol, rtol = ctx.tolerance
     metrics: dict[str, Any] = {"positions": m.seq_len, "atol": atol, "rtol": rtol,
                                "noise_factor": NOISE_FACTOR}
@@ -426,7 +451,7 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
     for pname, am in paths.items():
         pids = _positions_for(base, am)
         ref = base.forward(x, attention_mask=am, position_ids=pids).out
-        ref64 = m64.forward(x, attention_mask=am, position_ids=pids).out if m64 is not None else None
+        ref64 = ref_out(m64, x, attention_mask=am, position_ids=pids)
         for other in models[1:]:
             out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
             r64 = ref64
@@ -522,6 +547,8 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
         if r.probs is None or r.probs.dim() < 2:
             continue
         pr = r.rows()
+        if "qk_columns" in r.extra:  # sink logits joined the softmax: keep the weights of the keys
+            pr = pr[..., :r.extra["qk_columns"]]
         pr = pr.reshape(-1, *pr.shape[-3:]) if pr.dim() >= 3 else pr.reshape(1, 1, *pr.shape[-2:])
         maps.append(LayerMap(i, r.kind, pr.detach(), r.effective_scale, r.scale_source, r.k,
                              bool(r.enable_gqa), r.num_heads, r.head_dim, owners.get(r.index)))
@@ -590,6 +617,8 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
         lq, lk = lm.probs.shape[-2:]
         got = classify_pattern(_allowed(lm.probs))
         exp = m.expected_pattern((lq, lk), ordinal, lm.module)
+        if exp[0] == "unknown" and lm.module and lm.module.get("sliding_window") and m.causal:
+            exp = ("sliding", lm.module["sliding_window"])
         # a sliding window at least as long as the sequence looks causal
         if exp[0] == "sliding" and got[0] == "causal" and exp[1] >= lk:
             exp = ("causal", None)

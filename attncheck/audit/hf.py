@@ -230,11 +230,25 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
         heads = h if isinstance(h, int) else None
     if kv is None and heads and groups:
         kv = heads // groups if heads % groups == 0 else None
-    win = getattr(mod, "sliding_window", None)
+    win = None
+    kind = next((v for a in ("layer_type", "attention_type") if isinstance(v := getattr(mod, a, None), str)), None)
+    for a in ("sliding_window", "window_size", "local_window_size"):
+        w = getattr(mod, a, None)
+        if isinstance(w, int) and not isinstance(w, bool) and w > 0:
+            win = w
+            break
+    if kind is not None and not any(t in kind for t in ("sliding", "local", "chunk")):
+        win = None  # a global layer of a model with local layers
+    elif kind is not None and win is None and cfg is not None:  # a local layer, window on the config
+        for a in ("sliding_window", "window_size", "local_window_size"):
+            w = getattr(cfg, a, None)
+            if isinstance(w, int) and not isinstance(w, bool) and w > 0:
+                win = w
+                break
     return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
-            "sliding_window": win if isinstance(win, int) and not isinstance(win, bool) else None,
+            "sliding_window": win, "layer_type": kind,
             "sinks": isinstance(getattr(mod, "sinks", None), torch.Tensor)}
 
 
@@ -536,7 +550,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         info["layer_types"] = types
 
         def per_layer(shape, ordinal=None, module=None):
-            if module is not None and module.get("layer") is not None:
+            if module is not None and module.get("layer_type"):
+                t = module["layer_type"]
+            elif module is not None and module.get("layer") is not None:
                 t = types[module["layer"] % len(types)]
             elif ordinal is not None:
                 t = types[ordinal % len(types)]
@@ -548,6 +564,16 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             return ("causal", None)
 
         pattern_fn = per_layer
+    if kind == "decoder" and pattern_fn is None:
+        def per_module(shape, ordinal=None, module=None):
+            w = (module or {}).get("sliding_window")
+            if w:
+                return ("sliding", int(w))
+            if module is not None and module.get("layer_type"):
+                return ("causal", None)
+            return ("sliding", window) if window else ("causal", None)
+
+        pattern_fn = per_module
     return AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
                       pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
                       sliding_window=window if kind == "decoder" else None,

@@ -146,11 +146,24 @@ def _rescale_sum(parts: list[int], total: int) -> list[int]:
     return out
 
 
-def _image_side(v, patch) -> Any:
+VISION_WINDOW = 2
+
+
+def _windowed_side(v: dict[str, Any]) -> int:
+    """Patches per image side for windowed vision models (Swin-style): the last stage, after
+    halving the resolution at each of the ``len(depths) - 1`` merges, still holds one window."""
+    w = v.get("window_size")
+    if not _int(w):
+        return PATCHES_PER_SIDE
+    stages = len(v["depths"]) if _ints(v.get("depths")) else 1
+    return max(PATCHES_PER_SIDE, min(w, VISION_WINDOW) * 2 ** (stages - 1))
+
+
+def _image_side(v, patch, per_side: int = PATCHES_PER_SIDE) -> Any:
     p = patch if _int(patch) else (patch[0] if _ints(patch) else None)
     if p is None:
         return v
-    side = p * PATCHES_PER_SIDE
+    side = p * per_side
     if _int(v):
         return min(v, side)
     if _ints(v):
@@ -210,6 +223,8 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
         elif _GROUPS.search(k) and _int(x) and x > 1:
             out[k] = 1
     vision = any(k in v for k in ("image_size", "patch_size", "num_channels")) and "vocab_size" not in v
+    if vision and level == 0 and _int(v.get("window_size")) and "image_size" in v:
+        out["window_size"] = min(v["window_size"], VISION_WINDOW)
     if not vision:
         for k, x in v.items():
             if _WINDOW.search(k) and _int(x) and x > WINDOW:
@@ -242,9 +257,9 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
         if _KV_HEADS.search(k) and _int(x):
             out[k] = HEADS if (orig_heads is None or x >= orig_heads) else (1 if x == 1 else 2)
         elif _HEADS.search(k) and _int(x):
-            out[k] = min(x, HEADS) if x > 1 else x
+            out[k] = HEADS if x > 1 else x
         elif _HEADS.search(k) and _ints(x):
-            out[k] = _same_type(x, [min(e, HEADS) for e in out[k]])
+            out[k] = _same_type(x, [HEADS for _ in out[k]])
         elif _NOPE_DIM.search(k) and _int(x):
             out[k] = HEAD_DIM - ROPE_DIM
         elif _ROPE_DIM.search(k) and _int(x):
@@ -263,7 +278,7 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
             f = (HIDDEN // 2 if k.endswith("conv_dim") else HIDDEN) / x[0]
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
         elif k == "image_size":
-            out[k] = _image_side(x, v.get("patch_size"))
+            out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
     # rope sections (multimodal rope): parts of half the rotary dim
     half = (orig_head_dim or 0) // 2
     for k, x in v.items():

@@ -65,6 +65,14 @@ _PASS_NAMES = {"view", "reshape", "transpose", "permute", "contiguous", "flatten
                "clone", "movedim", "moveaxis", "swapaxes", "swapdims", "repeat_interleave",
                "repeat", "view_as", "reshape_as", "expand_as", "mT", "T", "transpose_", "t",
                "tensor_split", "split_with_sizes", "detach"}
+#: ops that carry q·kᵀ provenance from their input to their output: shape ops, elementwise
+#: arithmetic with masks / biases / scalars, soft-capping, concatenation (attention sinks).
+#: Projections (``linear``, matmuls with a weight), norms and the softmax itself end it.
+_CARRY_NAMES = _PASS_NAMES | _SCALAR_NAMES | {
+    "add", "__add__", "__radd__", "add_", "__iadd__", "sub", "__sub__", "__rsub__", "sub_", "__isub__",
+    "masked_fill", "masked_fill_", "where", "tanh", "tanh_", "cat", "concat", "concatenate", "clamp",
+    "clamp_", "clamp_min", "clamp_max", "neg", "__neg__", "float", "contiguous", "nan_to_num",
+    "maximum", "minimum", "masked_scatter"}
 _FIT_MAX = 1 << 16   # entries used to fit a softmax's scale against a matmul
 _OPAQUE_HINTS = ("flex_attention", "flash_attn", "flash_attention", "efficient_attention",
                  "memory_efficient_attention", "xformers")
@@ -297,6 +305,34 @@ class _Factors:
         return bool(self._d)
 
 
+class _Tags:
+    """An object attached to tensors (weakly keyed by id), e.g. the matmul a tensor derives from."""
+
+    def __init__(self) -> None:
+        self._d: dict[int, tuple[weakref.ref, Any]] = {}
+
+    def get(self, t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return None
+        e = self._d.get(id(t))
+        if e is None or e[0]() is not t:
+            return None
+        return e[1]
+
+    def set(self, t: Any, tag: Any) -> None:
+        if not isinstance(t, torch.Tensor):
+            return
+        try:
+            self._d[id(t)] = (weakref.ref(t), tag)
+        except TypeError:
+            return
+        if len(self._d) > 20000:
+            self._d = {k: v for k, v in self._d.items() if v[0]() is not None}
+
+    def __bool__(self) -> bool:
+        return bool(self._d)
+
+
 @dataclass
 class _Matmul:
     out: torch.Tensor
@@ -346,6 +382,7 @@ class Probe(TorchFunctionMode):
         self.dropped = 0
         self.calls = 0
         self._factors = _Factors()
+        self._qk = _Tags()  # tensor → the activation·activation matmul it derives from
         self._matmuls: collections.deque[_Matmul] = collections.deque(maxlen=6)
         self._count = 0
 
@@ -363,10 +400,12 @@ class Probe(TorchFunctionMode):
         return r
 
     def attention_records(self) -> list[AttentionRecord]:
-        """Records that are attention: SDPA, MHA, or a softmax whose input has as many entries
-        as the output of a recent matmul between two activations (not a weight) — a q·kᵀ
-        product, possibly plus a mask or a position bias (``extra["qk_matmul"]``; with
-        ``track_matmuls=False`` only SDPA / MHA qualify)."""
+        """Records that are attention: SDPA, MHA, or a softmax whose input *derives* from a
+        matmul between two activations (not a weight) — a q·kᵀ product followed only by shape
+        ops and elementwise arithmetic (scale, mask, position bias, soft-capping, a concatenated
+        sink column), tracked tensor by tensor (``extra["qk_matmul"]``).  A softmax over a
+        projection's output (an MoE router, a classifier head) is not attention.  With
+        ``track_matmuls=False`` only SDPA / MHA qualify."""
         return [r for r in self.records
                 if r.kind in ("sdpa", "mha") or r.scale_source == "matmul"
                 or "qk_matmul" in r.extra]
@@ -401,6 +440,8 @@ class Probe(TorchFunctionMode):
         if not self.track_matmuls:
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
+        if self._qk and name in _CARRY_NAMES:
+            self._guard(self._carry, args, kwargs, out)
         if name in _MATMUL_NAMES:
             self._guard(self._on_matmul, func, args, kwargs, out, name)
         elif name in _SCALAR_NAMES:
@@ -415,6 +456,21 @@ class Probe(TorchFunctionMode):
         return out
 
     # -- internals ------------------------------------------------------------------------------
+    def _carry(self, args, kwargs, out) -> None:
+        src = None
+        for a in list(args[:3]) + list(kwargs.values()):
+            if isinstance(a, (list, tuple)):  # torch.cat([scores, sinks])
+                for e in a:
+                    src = src or self._qk.get(e)
+            else:
+                src = src or self._qk.get(a)
+            if src is not None:
+                break
+        if src is None:
+            return
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            self._qk.set(o, src)
+
     def _guard(self, fn, *a):
         try:
             fn(*a)
@@ -451,12 +507,19 @@ class Probe(TorchFunctionMode):
             rec.op = "torch.special.softmax"
         if x.dim() == 4 and dim == 3:
             rec.num_heads = int(x.shape[1])
-        if self.track_matmuls and self._matmuls:
-            self._fit_scale(rec, x, dim)
+        src = self._qk.get(x) if self.track_matmuls else None
+        if src is not None:
+            rec.extra["qk_matmul"] = src.op
+            if src.out.dim() == x.dim() and tuple(src.out.shape[:-1]) == tuple(x.shape[:-1]) \
+                    and 0 < src.out.shape[-1] < x.shape[-1] and dim == x.dim() - 1:
+                rec.extra["qk_columns"] = int(src.out.shape[-1])  # extra columns: sink logits
+            self._fit_scale(rec, x, dim, src)
         self._add(rec)
 
-    def _fit_scale(self, rec: AttentionRecord, x: torch.Tensor, dim: int) -> None:
+    def _fit_scale(self, rec: AttentionRecord, x: torch.Tensor, dim: int, src: _Matmul) -> None:
         with torch.no_grad():
+            if "qk_columns" in rec.extra:
+                x = x.narrow(-1, 0, rec.extra["qk_columns"])
             lg = x.detach().reshape(-1)
             sub = None
             if lg.numel() > _FIT_MAX:      # a fixed strided subset keeps big maps cheap
@@ -465,10 +528,9 @@ class Probe(TorchFunctionMode):
             lg = lg.to(torch.float64)
             valid_l = torch.isfinite(lg) & (lg > MASK_THRESHOLD)
             best = None
-            for mm in reversed(self._matmuls):
+            for mm in [src] + [c for c in reversed(self._matmuls) if c is not src]:
                 if mm.out.numel() != x.numel() or mm.out.device != x.device:
                     continue
-                rec.extra.setdefault("qk_matmul", mm.op)
                 m = mm.out.reshape(-1)
                 m = (m if sub is None else m[sub]).to(torch.float64)
                 mmax = m.abs().max() if m.numel() else torch.tensor(0.0)
@@ -526,7 +588,9 @@ class Probe(TorchFunctionMode):
             return
         factor = alpha * self._factors.get(a) * self._factors.get(b)
         # a clone: the scores are often scaled / masked in place afterwards (``s /= √d``)
-        self._matmuls.append(_Matmul(out.detach().clone(), factor, contracted, name))
+        mm = _Matmul(out.detach().clone(), factor, contracted, name)
+        self._matmuls.append(mm)
+        self._qk.set(out, mm)
 
     def _on_scalar(self, func, args, kwargs, out, name):
         a = args[0] if args else kwargs.get("input", kwargs.get("self"))

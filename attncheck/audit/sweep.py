@@ -1,0 +1,237 @@
+"""``attncheck audit hf:all``: audit every model type of the installed transformers.
+
+Each model type is audited in a worker process (``jobs`` of them, ``spawn`` start method); a type
+that crashes its worker, raises, or runs past ``timeout`` seconds is recorded and the sweep goes
+on.  Every type ends in one of the outcomes of :data:`OUTCOMES`:
+
+- ``clean``: every check passed (``warn`` / ``skip`` allowed);
+- ``finding``: a check failed (a defect of the model, or a false failure to triage);
+- ``error``: a check raised inside attncheck (a crash of the analysis);
+- ``unsupported``: the type cannot be built tiny and run (the reason is kept);
+- ``no-attention``: the model built and ran, but has no attention module and no softmax / SDPA
+  call was seen (convolutional, state-space models);
+- ``timeout`` / ``crashed``: the worker ran past the timeout or died.
+
+:func:`sweep` returns a JSON-ready document ``{"version": 1, "kind": "audit-sweep", ...,
+"types": [...], "counts": {...}}``; :func:`markdown_table` renders it for the docs.
+"""
+from __future__ import annotations
+
+import fnmatch
+import multiprocessing as mp
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+OUTCOMES = ("clean", "finding", "error", "unsupported", "no-attention", "timeout", "crashed")
+DEFAULT_CHECKS = ("causality,padding,batch-independence,kv-cache,backend-agreement,normalization,"
+                  "saturation,scale,mask-pattern,gqa")
+
+
+def zoo_types(include: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[str]:
+    """Model types of the installed transformers (``CONFIG_MAPPING``), filtered by shell globs
+    (``fnmatch``) over the type name: kept when it matches any ``include`` glob (all when none)
+    and no ``exclude`` glob."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    inc, exc = list(include), list(exclude)
+    out = []
+    for t in sorted(CONFIG_MAPPING_NAMES):
+        if inc and not any(fnmatch.fnmatchcase(t, g) for g in inc):
+            continue
+        if any(fnmatch.fnmatchcase(t, g) for g in exc):
+            continue
+        out.append(t)
+    return out
+
+
+def classify(report) -> dict[str, Any]:
+    """Outcome of one audit report (see the module docstring) with the reasons."""
+    res = report.results
+    row: dict[str, Any] = {"model": report.extra.get("model", {}).get("class"),
+                           "kind": report.extra.get("model", {}).get("kind"),
+                           "variants": report.extra.get("variants", [])}
+    if report.extra.get("unsupported"):
+        return dict(row, outcome="unsupported", reason=report.extra["unsupported"])
+    build = [r for r in res if r.check == "build"]
+    if build and build[0].status == "error":
+        return dict(row, outcome="error", reason=f"build: {build[0].message}")
+    errors = [r for r in res if r.status == "error"]
+    fails = [r for r in res if r.status == "fail"]
+    observed = any(r.check.startswith("normalization") and r.status != "skip" for r in res)
+    modules = report.extra.get("model", {}).get("attention_modules") or 0
+    if errors:
+        return dict(row, outcome="error", reason="; ".join(f"{r.check}: {r.message}" for r in errors)[:600])
+    if fails:
+        return dict(row, outcome="finding", reason="; ".join(f"{r.check}: {r.message}" for r in fails)[:600],
+                    failed=[r.check for r in fails])
+    if not observed and not modules:
+        return dict(row, outcome="no-attention", reason="no attention module and no softmax / SDPA call seen")
+    warns = [r.check for r in res if r.status == "warn"]
+    return dict(row, outcome="clean", reason="", warnings=warns)
+
+
+def _audit_one(model_type: str, checks: str, dtype: str, seed: int) -> dict[str, Any]:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from attncheck.audit.runner import audit
+
+    t = time.perf_counter()
+    rep = audit(f"hf:{model_type}", checks=checks, seed=seed, dtype=dtype)
+    row = classify(rep)
+    row.update(type=model_type, seconds=round(time.perf_counter() - t, 2))
+    return row
+
+
+def _worker(conn) -> None:  # pragma: no cover - runs in a child process
+    import torch
+
+    torch.set_num_threads(1)
+    while True:
+        try:
+            task = conn.recv()
+        except EOFError:
+            return
+        if task is None:
+            return
+        model_type, checks, dtype, seed = task
+        try:
+            row = _audit_one(model_type, checks, dtype, seed)
+        except BaseException as exc:  # noqa: BLE001 - one type never stops the sweep
+            row = {"type": model_type, "outcome": "error", "reason": f"{type(exc).__name__}: {exc}"[:600]}
+        conn.send(row)
+
+
+class _Slot:
+    def __init__(self, ctx) -> None:
+        self.parent, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+        child.close()
+        self.task: str | None = None
+        self.started = 0.0
+
+    def stop(self) -> None:
+        try:
+            self.parent.send(None)
+        except Exception:  # noqa: BLE001
+            pass
+        self.proc.join(2)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(2)
+
+
+def sweep(types: list[str], checks: str = DEFAULT_CHECKS, dtype: str = "float32", seed: int = 0,
+          jobs: int = 1, timeout: float = 300.0,
+          on_done: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Audit each model type in ``types`` in ``jobs`` worker processes.
+
+    Args:
+        types: model types (see :func:`zoo_types`).
+        checks: audit checks (default: every dynamic check; lint is per file, run it with
+            ``attncheck lint``).
+        dtype: the dtype every model runs in.
+        timeout: seconds per type; the worker is killed and replaced after it.
+        on_done: called with each finished row (progress).
+
+    Returns:
+        ``{"version": 1, "kind": "audit-sweep", "dtype", "checks", "jobs", "seconds",
+        "counts": {outcome: n}, "types": [row, ...]}``, rows sorted by type, each with
+        ``type``, ``outcome``, ``reason``, ``seconds``, ``model`` (class), ``kind``.
+    """
+    ctx = mp.get_context("spawn")
+    t0 = time.perf_counter()
+    pending = list(types)
+    rows: list[dict[str, Any]] = []
+    slots = [_Slot(ctx) for _ in range(max(1, min(jobs, len(pending) or 1)))]
+
+    def finish(row):
+        rows.append(row)
+        if on_done:
+            on_done(row)
+
+    try:
+        while pending or any(s.task for s in slots):
+            for i, s in enumerate(slots):
+                if s.task is None and pending:
+                    s.task, s.started = pending.pop(0), time.perf_counter()
+                    try:
+                        s.parent.send((s.task, checks, dtype, seed))
+                    except Exception:  # noqa: BLE001 - a dead worker: replace it
+                        pending.insert(0, s.task)
+                        s.task = None
+                        s.stop()
+                        slots[i] = _Slot(ctx)
+            conns = [s.parent for s in slots if s.task]
+            ready = mp.connection.wait(conns, timeout=1.0) if conns else []
+            for i, s in enumerate(slots):
+                if not s.task:
+                    continue
+                elapsed = time.perf_counter() - s.started
+                if s.parent in ready:
+                    try:
+                        row = s.parent.recv()
+                    except (EOFError, OSError):
+                        row = {"type": s.task, "outcome": "crashed",
+                               "reason": f"worker died (exit code {s.proc.exitcode})",
+                               "seconds": round(elapsed, 2)}
+                        s.stop()
+                        slots[i] = _Slot(ctx)
+                    finish(row)
+                    s.task = None
+                elif not s.proc.is_alive():
+                    finish({"type": s.task, "outcome": "crashed",
+                            "reason": f"worker died (exit code {s.proc.exitcode})", "seconds": round(elapsed, 2)})
+                    s.task = None
+                    slots[i] = _Slot(ctx)
+                elif elapsed > timeout:
+                    finish({"type": s.task, "outcome": "timeout", "reason": f"ran past {timeout:g} s",
+                            "seconds": round(elapsed, 2)})
+                    s.task = None
+                    s.proc.kill()
+                    s.proc.join(2)
+                    slots[i] = _Slot(ctx)
+    finally:
+        for s in slots:
+            s.stop()
+    rows.sort(key=lambda r: r["type"])
+    counts = {o: sum(1 for r in rows if r.get("outcome") == o) for o in OUTCOMES}
+    return {"version": 1, "kind": "audit-sweep", "dtype": dtype, "checks": checks, "jobs": len(slots),
+            "seconds": round(time.perf_counter() - t0, 1), "counts": counts, "types": rows}
+
+
+def attention_coverage(doc: dict[str, Any]) -> dict[str, Any]:
+    """Share of the types with attention that were audited: audited = clean + finding + error
+    (an error is a crash of the analysis); the denominator excludes ``no-attention`` types."""
+    c = doc["counts"]
+    audited = c.get("clean", 0) + c.get("finding", 0) + c.get("error", 0)
+    total = sum(c.values()) - c.get("no-attention", 0)
+    return {"audited": audited, "with_attention": total,
+            "share": round(audited / total, 4) if total else 0.0}
+
+
+def markdown_table(doc: dict[str, Any], command: str = "") -> str:
+    """Markdown: counts, then one row per type that is not clean (outcome, seconds, reason)."""
+    cov = attention_coverage(doc)
+    lines = []
+    if command:
+        lines += [f"Command: `{command}` ({doc['seconds']:.0f} s, {doc['jobs']} job(s), dtype {doc['dtype']})", ""]
+    lines += ["| outcome | types |", "|---|---|"]
+    lines += [f"| {o} | {n} |" for o, n in doc["counts"].items()]
+    lines += ["", f"Audited (clean + finding + error) {cov['audited']} of {cov['with_attention']} types "
+              f"not shown to lack attention ({cov['share']:.1%}).", ""]
+    lines += ["| type | outcome | seconds | reason |", "|---|---|---|---|"]
+    for r in doc["types"]:
+        if r.get("outcome") == "clean":
+            continue
+        reason = (r.get("reason") or "").replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| `{r['type']}` | {r.get('outcome')} | {r.get('seconds', '')} | {reason[:240]} |")
+    clean = [r["type"] for r in doc["types"] if r.get("outcome") == "clean"]
+    lines += ["", f"Clean ({len(clean)}): " + ", ".join(f"`{t}`" for t in clean)]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["DEFAULT_CHECKS", "OUTCOMES", "attention_coverage", "classify", "markdown_table", "sweep",
+           "zoo_types"]
