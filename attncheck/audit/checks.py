@@ -594,6 +594,11 @@ def classify_pattern(allowed: torch.Tensor) -> tuple[str, int | None]:
         return "inverted causal (future only)", None
     if torch.equal(allowed, j >= i):
         return "anti-causal", None
+    if lq == lk:
+        d = (i - j).abs()
+        r = int(d[allowed].max()) if allowed.any() else -1
+        if r >= 1 and torch.equal(allowed, d <= r):
+            return "band", r
     if bool((allowed & ~causal).any()):
         return "other", None
     dist = (i - j).expand(lq, lk)[allowed]
@@ -605,6 +610,8 @@ def classify_pattern(allowed: torch.Tensor) -> tuple[str, int | None]:
 
 
 def _expected_label(exp: tuple[str, int | None]) -> str:
+    if exp[0] == "band":
+        return f"local window ±{exp[1]}" if exp[1] is not None else "local window"
     return f"sliding window {exp[1]}" if exp[0] == "sliding" else exp[0]
 
 
@@ -617,8 +624,16 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
         lq, lk = lm.probs.shape[-2:]
         got = classify_pattern(_allowed(lm.probs))
         exp = m.expected_pattern((lq, lk), ordinal, lm.module)
-        if exp[0] == "unknown" and lm.module and lm.module.get("sliding_window") and m.causal:
-            exp = ("sliding", lm.module["sliding_window"])
+        if m.input_kind == "tokens" and lk not in (m.seq_len, m.enc_len):
+            # not a (query × key) map in position order (e.g. Longformer's banded storage,
+            # (L, H, 2w + 1) relative offsets): nothing to compare positions with
+            exp = ("unknown", None)
+        if lm.module and lm.module.get("sliding_window") and exp[0] in ("unknown", "full"):
+            # a module with a local window: causal models see a sliding window, bidirectional
+            # ones a band around each query (Longformer); a window ≥ L looks like no window
+            exp = ("sliding", lm.module["sliding_window"]) if m.causal else ("band", None)
+        if exp == ("band", None) and got[0] in ("band", "full"):
+            exp = got
         # a sliding window at least as long as the sequence looks causal
         if exp[0] == "sliding" and got[0] == "causal" and exp[1] >= lk:
             exp = ("causal", None)
@@ -759,6 +774,13 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
         ok = abs(ratio - 1) <= 1e-3
         row = {"layer": lm.index, "effective_scale": lm.effective_scale, "source": lm.scale_source,
                "expected_scale": exp, "expected_from": source, "ratio": ratio}
+        if not ok and m.expected_scale is None and lm.head_dim:
+            # the module's declared value may be what it passes to the kernel after folding
+            # 1/√d into q (ESM: q·d^-0.5, then scaling=1.0): 1/√d of the q·k width also holds
+            alt = 1.0 / math.sqrt(lm.head_dim)
+            if abs(lm.effective_scale / alt - 1) <= 1e-3:
+                ok, ratio, exp, source = True, lm.effective_scale / alt, alt, "1/√d of the observed q·k width"
+                row.update(expected_scale=exp, expected_from=source, ratio=ratio)
         if lm.module:
             row["module"] = lm.module.get("name")
         per.append(row)

@@ -39,7 +39,8 @@ def _render_text(reports, console) -> None:
         desc = ", ".join(f"{k}={v}" for k, v in model.items()
                          if k in ("class", "kind", "num_heads", "num_kv_heads", "head_dim", "sliding_window")
                          and v is not None)
-        console.print(report_table(rep, title=f"attncheck audit {rep.target}  [dim]({rep.device}; {desc})[/dim]"))
+        console.print(report_table(rep, title=f"attncheck audit {rep.target}  [dim]({rep.device}, {rep.dtype}; "
+                                              f"{desc})[/dim]"))
         lint = rep.extra.get("lint") or {}
         if lint.get("findings"):
             t = Table(title="lint findings", show_lines=False)
@@ -73,7 +74,17 @@ def _render_text(reports, console) -> None:
 @click.option("--config", "config_items", multiple=True, metavar="KEY=VALUE",
               help="transformers config override for hf: specs, e.g. --config sliding_window=8 "
                    "(values parsed as JSON when possible).")
-def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
+@click.option("--dtype", type=click.Choice(["float32", "float64", "float16", "bfloat16"]), default="float32",
+              show_default=True, help="dtype the whole hf: model runs in (tolerances follow its noise).")
+@click.option("--include", multiple=True, metavar="GLOB",
+              help="hf:all: audit only model types matching a glob (repeatable), e.g. 'qwen*'.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="hf:all: skip model types matching a glob.")
+@click.option("--jobs", type=click.IntRange(1), default=1, show_default=True,
+              help="hf:all: worker processes.")
+@click.option("--type-timeout", type=click.FloatRange(min=1), default=300.0, show_default=True,
+              help="hf:all: seconds per model type before its worker is replaced.")
+def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, dtype, include, exclude, jobs,
+              type_timeout):
     """Audit models you did not write: build small random-weight models (no downloads), lint
     their source, and run model-level attention checks.
 
@@ -87,6 +98,14 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
     from attncheck.audit import families as F
     from attncheck.audit.runner import AUDIT_CHECKS, audit, reports_to_dict
 
+    if "hf:all" in specs:
+        if len(specs) > 1 or html_path or config_items:
+            raise click.UsageError("hf:all sweeps the zoo on its own (no other SPEC, --html or --config)")
+        from attncheck.audit.sweep import run_sweep_cli
+
+        sys.exit(run_sweep_cli(fmt, seed, checks, dtype, include, exclude, jobs, type_timeout))
+    if (include or exclude) and "hf:all" not in specs:
+        raise click.UsageError("--include/--exclude select model types of hf:all")
     specs = list(specs) or demo_specs()
     config = {}
     for item in config_items:
@@ -124,7 +143,7 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
 
                 try:
                     rep = audit(spec, checks=checks, device=device, seed=seed, progress=step,
-                                config=config or None)
+                                config=config or None, dtype=dtype)
                 except F.UnknownSpec as exc:
                     progress.stop()
                     err.print(f"[bold red]error:[/bold red] {exc}")
@@ -135,7 +154,9 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
     except ValueError as exc:
         raise click.UsageError(str(exc))
     if fmt == "json":
-        click.echo(json.dumps(reports_to_dict(reports), indent=2, default=_json_default))
+        from attncheck.report.terminal import _clean  # NaN / inf as strings, as `check` writes them
+
+        click.echo(json.dumps(_clean(reports_to_dict(reports)), indent=2, allow_nan=False))
     else:
         _render_text(reports, Console())
     if html_path:
@@ -144,13 +165,6 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
         write_html(reports, html_path)
         (err if fmt == "json" else Console()).print(f"HTML report written to {html_path}")
     sys.exit(0 if all(r.ok for r in reports) else 1)
-
-
-def _json_default(o):
-    try:
-        return float(o)
-    except Exception:  # noqa: BLE001
-        return str(o)
 
 
 COMMANDS = [audit_cmd]

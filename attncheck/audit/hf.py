@@ -39,6 +39,8 @@ from attncheck.audit.shrink import LEVELS, RESERVED_TOP, shrink_config
 
 SEQ_LEN = 12
 ENC_LEN = 7
+#: a shrunk model larger than this is not built (the next level, or unsupported)
+MAX_PARAMS = 40_000_000
 #: ids below this are left to special tokens (pad / bos / eos); random inputs are drawn above
 LOW_IDS = 4
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
@@ -218,6 +220,15 @@ def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module
     return [(n, m) for n, m in found if not any(o != n and o.startswith(n + ".") for o in names)]
 
 
+_WINDOW_ATTRS = ("sliding_window", "window_size", "local_window_size", "attention_window")
+
+
+def _window_value(w, layer: int | None) -> int | None:
+    if isinstance(w, (list, tuple)) and w:
+        w = w[layer % len(w)] if layer is not None else w[0]
+    return w if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
+
+
 def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     """Heads, KV heads, head dim, declared scale, causal flag and sliding window of one attention
     module (None where the module does not say)."""
@@ -232,19 +243,14 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
         kv = heads // groups if heads % groups == 0 else None
     win = None
     kind = next((v for a in ("layer_type", "attention_type") if isinstance(v := getattr(mod, a, None), str)), None)
-    for a in ("sliding_window", "window_size", "local_window_size"):
-        w = getattr(mod, a, None)
-        if isinstance(w, int) and not isinstance(w, bool) and w > 0:
-            win = w
-            break
+    layer = _int_attr(mod, "layer_idx", "layer_id")
+    for a in _WINDOW_ATTRS:
+        win = win or _window_value(getattr(mod, a, None), layer)
     if kind is not None and not any(t in kind for t in ("sliding", "local", "chunk")):
         win = None  # a global layer of a model with local layers
-    elif kind is not None and win is None and cfg is not None:  # a local layer, window on the config
-        for a in ("sliding_window", "window_size", "local_window_size"):
-            w = getattr(cfg, a, None)
-            if isinstance(w, int) and not isinstance(w, bool) and w > 0:
-                win = w
-                break
+    elif win is None and cfg is not None and (kind is not None or hasattr(cfg, "attention_window")):
+        for a in _WINDOW_ATTRS:  # a local layer whose window is on the config
+            win = win or _window_value(getattr(cfg, a, None), layer)
     return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
@@ -345,6 +351,11 @@ def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
             errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         try:
+            with torch.device("meta"):  # count first: a level that keeps full widths can be huge
+                n = sum(p.numel() for p in cls._from_config(copy.deepcopy(config)).parameters())
+            if n > MAX_PARAMS:
+                errors.append(f"level {level}: {n / 1e6:.0f} M parameters (limit {MAX_PARAMS / 1e6:.0f} M)")
+                continue
             torch.manual_seed(0)
             base = cls._from_config(copy.deepcopy(config), attn_implementation="eager")
             base.to(tdtype).eval()
@@ -362,7 +373,8 @@ def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
             else:
                 adapter.info["sdpa_unavailable"] = why
         return models
-    raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(errors[-1:]))
+    shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
+    raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
 
 
 def _short(exc: BaseException, n: int = 300) -> str:

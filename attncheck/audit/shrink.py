@@ -24,9 +24,10 @@ and applies small per-key rules by the key's *role*, not per model family:
   the top of it (:data:`RESERVED_TOP` ids), so random inputs drawn below never hit them.
 
 Nested configs (``text_config``, ``vision_config``, ``audio_config``, ``encoder``/``decoder``)
-are shrunk with the same rules.  Three levels, tried in order by the builder: ``0`` all rules,
-``1`` keep widths / heads / head dims (only depth, vocab, positions, experts, lists), ``2`` layers
-only.  The config class re-derives its computed attributes (``__post_init__``) from the shrunk
+are shrunk with the same rules.  Four levels, tried in order by the builder: ``0`` all rules,
+``1`` all rules but the head dims (width = 4 × the original head dim: model code may assume the
+head dim, e.g. rope sections set in code), ``2`` keep widths / heads / head dims (only depth,
+vocab, positions, experts, lists), ``3`` layers only.  The config class re-derives its computed attributes (``__post_init__``) from the shrunk
 fields, so derived values (Swin's ``hidden_size``, DeepSeek's ``qk_head_dim``) stay consistent.
 """
 from __future__ import annotations
@@ -50,7 +51,7 @@ WINDOW = 4
 PATCHES_PER_SIDE = 4
 #: special token ids that do not fit the shrunk vocab are moved into ``[VOCAB - RESERVED_TOP, VOCAB)``
 RESERVED_TOP = 16
-LEVELS = (0, 1, 2)
+LEVELS = (0, 1, 2, 3)
 
 _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
                     r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
@@ -83,6 +84,8 @@ _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
                      r"window_size|local_attention|attention_chunk_size|chunk_size)$")
+_PERIOD = re.compile(r"layer_period$|_period$")
+_OFFSET = re.compile(r"layer_offset$")
 _TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
 _SECTION = re.compile(r"section$")
 
@@ -174,8 +177,8 @@ def _image_side(v, patch, per_side: int = PATCHES_PER_SIDE) -> Any:
 def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
     """Apply the shrink rules to a field → value mapping (one config level, no nesting).
 
-    ``level`` 0: every rule; 1: keep widths / heads / head dims; 2: layer counts and per-layer
-    lists only.  Returns a new dict; keys not matched by a rule are unchanged.
+    ``level`` 0: every rule; 1: every rule but the head dims; 2: keep widths / heads / head
+    dims; 3: layer counts and per-layer lists only.  Returns a new dict; keys not matched by a rule are unchanged.
     """
     v = dict(values)
     out = dict(values)
@@ -207,11 +210,20 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
             out[k] = _same_type(x, keep or [min(x[0], n_new - 1)])
         elif _DEPTHS.search(k) and _ints(x):
             out[k] = _same_type(x, [min(e, 2) for e in x])
-    if level >= 2:
+        # layer schedules ("attention every 8 layers from layer 4"): every kind within 2 layers
+        elif _PERIOD.search(k) and _int(x) and x > n_new and "layer" in k:
+            out[k] = n_new
+        elif _OFFSET.search(k) and _int(x) and x >= n_new:
+            out[k] = n_new - 1
+    if level >= 3:
         return out
     for k, x in v.items():
-        if _VOCAB.search(k) and not k.startswith("type_") and _int(x) and x > VOCAB:
+        if _VOCAB.search(k) and not k.startswith("type_") and (x is None or (_int(x) and x > VOCAB)):
             out[k] = VOCAB
+            if x is None:  # defaults without a vocabulary (ESM) also leave the special ids unset
+                for tk, tv in (("pad_token_id", 1), ("mask_token_id", 3)):
+                    if tk in v and v[tk] is None:
+                        out[tk] = tv
         elif _POSITIONS.search(k) and _int(x) and x > POSITIONS:
             out[k] = POSITIONS
         elif _EXPERTS.search(k) and _int(x) and x > EXPERTS:
@@ -249,11 +261,19 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
                     out[k] = fit(x)
                 elif _ints(x):
                     out[k] = _same_type(x, [fit(e) for e in x])
-    if level >= 1:
+    if level >= 2:
         return out
     orig_heads = next((x for k, x in v.items() if _HEADS.search(k) and _int(x)), None)
     orig_head_dim = next((x for k, x in v.items() if _HEAD_DIM.search(k) and _int(x)), None)
+    orig_width = next((x for k, x in v.items() if _WIDTH.search(k) and _int(x)), None)
+    if orig_head_dim is None and orig_width and orig_heads:
+        orig_head_dim = orig_width // orig_heads
+    # level 1 keeps the head dim (model code may assume it, e.g. rope sections set in code)
+    keep_hd = level == 1 and bool(orig_head_dim)
+    hidden = HEADS * orig_head_dim if keep_hd else HIDDEN
     for k, x in v.items():
+        if keep_hd and (_NOPE_DIM.search(k) or _ROPE_DIM.search(k) or _HEAD_DIM.search(k) or _LORA.search(k)):
+            continue
         if _KV_HEADS.search(k) and _int(x):
             out[k] = HEADS if (orig_heads is None or x >= orig_heads) else (1 if x == 1 else 2)
         elif _HEADS.search(k) and _int(x):
@@ -272,13 +292,15 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
             out[k] = FFN
         elif _FFN.search(k) and _ints(x):
             out[k] = _same_type(x, [min(e, FFN) for e in out[k]])
-        elif _WIDTH.search(k) and _int(x) and x > HIDDEN:
-            out[k] = HIDDEN
-        elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > HIDDEN // 2:
-            f = (HIDDEN // 2 if k.endswith("conv_dim") else HIDDEN) / x[0]
+        elif _WIDTH.search(k) and _int(x) and x > hidden:
+            out[k] = hidden
+        elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > hidden // 2:
+            f = (hidden // 2 if k.endswith("conv_dim") else hidden) / x[0]
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
         elif k == "image_size":
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
+    if keep_hd:
+        return out
     # rope sections (multimodal rope): parts of half the rotary dim
     half = (orig_head_dim or 0) // 2
     for k, x in v.items():
@@ -321,7 +343,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
 
     Args:
         config: a ``PretrainedConfig`` (usually ``AutoConfig.for_model(model_type)``).
-        level: 0, 1 or 2 (how much to shrink; see :func:`shrink_values`).
+        level: 0 to 3 (how much to shrink; see :func:`shrink_values`).
         overrides: field values set last (attribute aliases such as ``num_attention_heads`` →
             ``num_heads`` follow the class's ``attribute_map``).
 

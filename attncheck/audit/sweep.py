@@ -233,5 +233,66 @@ def markdown_table(doc: dict[str, Any], command: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["DEFAULT_CHECKS", "OUTCOMES", "attention_coverage", "classify", "markdown_table", "sweep",
+def render_summary(doc: dict[str, Any], console) -> None:
+    """Rich summary: counts, then every type that is not clean (outcome, seconds, reason)."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    styles = {"clean": "green", "finding": "red", "error": "bold red", "unsupported": "yellow",
+              "no-attention": "dim", "timeout": "magenta", "crashed": "bold magenta"}
+    t = Table(title=f"attncheck audit hf:all  [dim]({len(doc['types'])} model types, dtype {doc['dtype']}, "
+                    f"{doc['jobs']} job(s), {doc['seconds']:.0f} s)[/dim]")
+    t.add_column("type", no_wrap=True)
+    t.add_column("outcome")
+    t.add_column("s", justify="right")
+    t.add_column("reason", overflow="fold")
+    for r in doc["types"]:
+        o = r.get("outcome", "?")
+        if o == "clean":
+            continue
+        st = styles.get(o, "")
+        t.add_row(escape(r["type"]), f"[{st}]{o}[/{st}]", f"{r.get('seconds', 0):.1f}",
+                  escape(str(r.get("reason", ""))[:300]))
+    console.print(t)
+    cov = attention_coverage(doc)
+    console.print("  ".join(f"[{styles.get(o, '')}]{o} {n}[/{styles.get(o, '')}]" for o, n in doc["counts"].items())
+                  + f"   audited {cov['audited']}/{cov['with_attention']} ({cov['share']:.1%})")
+
+
+def run_sweep_cli(fmt: str, seed: int, checks: str | None, dtype: str, include, exclude, jobs: int,
+                  timeout: float) -> int:
+    """``attncheck audit hf:all``: sweep with a progress bar; exit 0 when every audited type is
+    clean, 1 when any finding / error / timeout / crash, 2 when no type matches."""
+    import json
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    err = Console(stderr=True)
+    types = zoo_types(include, exclude)
+    if not types:
+        err.print("[bold red]error:[/bold red] no transformers model type matches --include/--exclude")
+        return 2
+    progress = Progress(TextColumn("[bold]hf:all"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[last]}"), TimeElapsedColumn(), console=err,
+                        transient=True, disable=not err.is_terminal)
+    with progress:
+        task = progress.add_task("sweep", total=len(types), last="")
+
+        def done(row):
+            progress.update(task, advance=1, last=f"{row['type']}: {row.get('outcome')}")
+
+        doc = sweep(types, checks=checks or DEFAULT_CHECKS, dtype=dtype, seed=seed, jobs=jobs,
+                    timeout=timeout, on_done=done)
+    if fmt == "json":
+        from attncheck.report.terminal import _clean
+
+        print(json.dumps(_clean(doc), indent=2, allow_nan=False))
+    else:
+        render_summary(doc, Console())
+    bad = sum(doc["counts"].get(o, 0) for o in ("finding", "error", "timeout", "crashed"))
+    return 1 if bad else 0
+
+
+__all__ = ["DEFAULT_CHECKS", "render_summary", "run_sweep_cli", "OUTCOMES", "attention_coverage", "classify", "markdown_table", "sweep",
            "zoo_types"]
