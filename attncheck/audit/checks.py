@@ -57,6 +57,12 @@ SAT_SHARE_WARN = 0.2  # share of rows with max weight > SATURATED at initialisat
 SAT_ENTROPY_WARN = 0.4  # mean normalized row entropy (1 = uniform) of the least uniform layer
 
 
+class NotComparable(Exception):
+    """Two outputs a check must compare have different shapes (e.g. a model whose output length
+    depends on the batch, or whose incremental outputs are not per position): the check is
+    skipped with this reason, not failed."""
+
+
 @dataclass
 class AuditContext:
     """Run settings shared by the checks: seed, device, and collected arrays for the HTML."""
@@ -94,11 +100,17 @@ def _finite_max(t: torch.Tensor) -> float:
 
 
 def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    if a is None or b is None or tuple(a.shape) != tuple(b.shape):
+        raise NotComparable(f"outputs of shapes {None if a is None else tuple(a.shape)} and "
+                            f"{None if b is None else tuple(b.shape)} cannot be compared")
     return _finite_max(a.double() - b.double())
 
 
 def _close(a: torch.Tensor, b: torch.Tensor, atol=ATOL, rtol=RTOL) -> tuple[bool, float, float]:
     """(ok, max_abs_diff, max_excess) with |a - b| ≤ atol + rtol·|b| elementwise; NaN fails."""
+    if a is None or b is None or tuple(a.shape) != tuple(b.shape):
+        raise NotComparable(f"outputs of shapes {None if a is None else tuple(a.shape)} and "
+                            f"{None if b is None else tuple(b.shape)} cannot be compared")
     a, b = a.detach().double(), b.detach().double()
     d = (a - b).abs()
     if torch.isnan(a).any() or torch.isnan(b).any():
@@ -795,7 +807,9 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
         cause = _scale_cause(ratio, lm.head_dim or m.head_dim, (lm.module or {}).get("heads") or m.num_heads)
         bad.append(f"layer {lm.index}: {lm.effective_scale:.4g} vs expected {exp:.4g} ({source})"
                    + (f" — likely {cause}" if cause else ""))
-    metrics = {"expected_scale": m.expected_scale, "head_dim": m.head_dim, "layers": per}
+    exp0 = next((r.get("expected_scale") for r in per if r.get("expected_scale") is not None), None)
+    metrics = {"expected_scale": m.expected_scale if m.expected_scale is not None else exp0,
+               "head_dim": m.head_dim, "layers": per}
     if m.scale_note:
         metrics["note"] = m.scale_note
     if bad:
@@ -805,7 +819,6 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
                        f"unscaled attention by the model's design: {', '.join(unscaled[:3])}"
                        f"{' …' if len(unscaled) > 3 else ''} declare no scale and pass the raw q·kᵀ "
                        f"to the softmax (scale 1.0, not 1/√d)", unscaled=len(unscaled), **metrics)
-    exp0 = next((r.get("expected_scale") for r in per if r.get("expected_scale") is not None), None)
     note = f" ({m.scale_note})" if m.scale_note else ""
     if exp0 is None:
         return _result(m, "scale", "skip", "no declared scale or q·k width to compare with", **metrics)
@@ -860,7 +873,8 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
                    else f"{distinct} distinct K heads, layout {layout}")
             bad.append(f"layer {lm.index}: {why}; expected groups {expected}")
     checked = [p for p in per if p["ok"] is not None]
-    metrics = {"num_heads": H, "num_kv_heads": Hkv, "layers": per}
+    metrics = {"num_heads": H, "num_kv_heads": Hkv, "group_size": H // Hkv if H % Hkv == 0 else None,
+               "layers": per}
     if bad:
         return _result(m, "gqa", "fail", "; ".join(bad), **metrics)
     if not checked:

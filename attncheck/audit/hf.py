@@ -78,6 +78,26 @@ def _auto_class(mapping_name: str, config):
         return getattr(tf, names, None) if isinstance(names, str) else None
 
 
+def _model_class_of(config):
+    """transformers' naming convention for towers not in the auto mappings (``CLIPTextConfig`` →
+    ``CLIPTextModel``), looked up in the config's own modeling module, then the top level."""
+    import importlib
+
+    import transformers as tf
+
+    name = type(config).__name__
+    if not name.endswith("Config"):
+        return None
+    target = name[: -len("Config")] + "Model"
+    mod = type(config).__module__.replace(".configuration_", ".modeling_")
+    try:
+        cls = getattr(importlib.import_module(mod), target, None)
+    except Exception:  # noqa: BLE001
+        cls = None
+    cls = cls or getattr(tf, target, None)
+    return cls if isinstance(cls, type) and issubclass(cls, torch.nn.Module) else None
+
+
 def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     """``(kind, model class)`` for a model type, from transformers' auto mappings.
 
@@ -91,27 +111,32 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
              ("decoder", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
              ("decoder", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),
              ("decoder", "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES")]
+    enc_dec = bool(getattr(config, "is_encoder_decoder", False)
+                   or getattr(_text_config(config), "is_encoder_decoder", False))
     if cls is None:
-        enc_dec = bool(getattr(config, "is_encoder_decoder", False))
         for kind, mname in order:
             if kind.endswith("seq2seq") and not enc_dec:
                 continue
             if model_type in _mapping(mname):
                 c = _auto_class(mname, config)
+                if c is not None and kind == "decoder" and enc_dec and "decoder_input_ids" in _params(c):
+                    return "seq2seq", c  # a multimodal model around an encoder-decoder (Florence-2)
                 if c is not None:
                     return kind, c
-        cls = _auto_class("MODEL_MAPPING_NAMES", config)
+        cls = _auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
         if cls is None:
-            raise Unsupported(f"no model class registered for {model_type!r} in transformers' auto mappings")
+            raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and "
+                              f"no {type(config).__name__.replace('Config', 'Model')}")
     main = getattr(cls, "main_input_name", "input_ids")
     n = cls.__name__
-    if main == "pixel_values":
+    params = _params(cls)
+    if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
         return "vision", cls
     if main in ("input_features", "input_values"):
-        if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in _params(cls):
+        if enc_dec and "decoder_input_ids" in params:
             return "speech-seq2seq", cls
         return "audio", cls
-    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in _params(cls):
+    if enc_dec and "decoder_input_ids" in params:
         return "seq2seq", cls
     if "CausalLM" in n or "LMHeadModel" in n:
         return "decoder", cls
@@ -284,6 +309,13 @@ def _find_seq(o, B: int, L: int):
     return None
 
 
+def _step_out(o, B: int, n: int) -> torch.Tensor:
+    out = _find_seq(o, B, n)
+    if out is None:
+        raise Unsupported("an incremental decoding step returns no per-position output")
+    return out
+
+
 def _first_float(o):
     from transformers.utils import ModelOutput
 
@@ -360,7 +392,9 @@ def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
             base = cls._from_config(copy.deepcopy(config), attn_implementation="eager")
             base.to(tdtype).eval()
             adapter = _adapter(spec, base, base.config, kind, "eager", tdtype)
-            adapter.forward(adapter.make_inputs(2, generator=torch.Generator().manual_seed(0)))
+            x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
+            adapter.forward(x0)
+            _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
@@ -375,6 +409,18 @@ def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+
+
+def _keep_if_returned(adapter: AuditModel, x: torch.Tensor) -> None:
+    """Drop ``output_attentions`` support unless a forward with it returns attention maps."""
+    if "output_attentions" not in adapter.supports:
+        return
+    try:
+        ok = bool(adapter.forward(x, output_attentions=True).attentions)
+    except Exception:  # noqa: BLE001
+        ok = False
+    if not ok:
+        adapter.supports = adapter.supports - {"output_attentions"}
 
 
 def _short(exc: BaseException, n: int = 300) -> str:
@@ -414,8 +460,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         window = None
     layer_types = getattr(tcfg, "layer_types", None)
     supports = {"attention_mask"} if "attention_mask" in accepts else set()
-    if impl == "eager" and "output_attentions" in accepts:
-        supports.add("output_attentions")
+    takes_kwargs = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in accepts.values())
+    if impl == "eager" and ("output_attentions" in accepts or takes_kwargs):
+        supports.add("output_attentions")  # kept only when a forward returns them (build_hf)
     info = {"model_type": config.model_type, "class": type(model).__name__, "attn_implementation": impl,
             "num_layers": getattr(tcfg, "num_hidden_layers", None), "num_heads": heads,
             "num_kv_heads": kv, "head_dim": head_dim, "hidden_size": getattr(tcfg, "hidden_size", None),
@@ -440,6 +487,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             and (getattr(config, "vision_config", None) is not None) and kind not in ("decoder",):
         extra["pixel_values"] = torch.randn(1, *image_shape(config), generator=g0)
 
+    if kind == "vision" and main != "pixel_values":
+        main = "pixel_values"
     if kind in ("vision", "audio"):
         if kind == "vision":
             shape = image_shape(config)
@@ -494,7 +543,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             for a, b in steps:
                 o = model(encoder_outputs=enc, decoder_input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
                 past = _cache_of(o)
-                outs.append(_find_seq(o, x.shape[0], b - a))
+                outs.append(_step_out(o, x.shape[0], b - a))
             return torch.cat(outs, dim=1)
 
         enc_len = int(next(iter(enc_kw.values())).shape[-1]) if kind == "seq2seq" else None
@@ -551,7 +600,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             for a, b in steps:
                 o = model(input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
                 past = _cache_of(o)
-                outs.append(_find_seq(o, x.shape[0], b - a))
+                outs.append(_step_out(o, x.shape[0], b - a))
             return torch.cat(outs, dim=1)
 
         decode_fn = decode_tokens

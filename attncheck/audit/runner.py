@@ -133,6 +133,7 @@ def _error(check: str, exc: BaseException, variant: str | None = None) -> CheckR
 
 def _run_checks(models, selected, ctx, report: AuditReport, step) -> None:
     from attncheck.audit import checks as C
+    from attncheck.audit.hf import Unsupported
 
     for m in models:
         for name, fn in C.PER_VARIANT.items():
@@ -142,6 +143,9 @@ def _run_checks(models, selected, ctx, report: AuditReport, step) -> None:
             t = time.perf_counter()
             try:
                 res = fn(m, ctx)
+            except (C.NotComparable, Unsupported) as exc:  # the model's outputs do not fit the check
+                res = CheckResult(f"{name}[{m.variant}]" if m.variant else name, "skip",
+                                  f"not applicable: {exc}", {"variant": m.variant} if m.variant else {})
             except Exception as exc:  # noqa: BLE001 - isolate every check
                 res = _error(name, exc, m.variant)
             report.results.append(res)
@@ -157,6 +161,8 @@ def _run_checks(models, selected, ctx, report: AuditReport, step) -> None:
         t = time.perf_counter()
         try:
             res = fn(models, ctx)
+        except (C.NotComparable, Unsupported) as exc:
+            res = CheckResult(name, "skip", f"not applicable: {exc}")
         except Exception as exc:  # noqa: BLE001
             res = _error(name, exc)
         report.results.append(res)

@@ -79,7 +79,7 @@ _TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|m
                     r"experts_per_token|num_selected_experts|router_topk)$")
 _SHARED = re.compile(r"(^|_)(n_shared_experts|num_shared_experts|moe_num_shared_experts)$")
 _GROUPS = re.compile(r"(^|_)(n_group|topk_group|num_expert_groups?|topk_groups?)$")
-_VOCAB = re.compile(r"(^|_)vocab_size$")
+_VOCAB = re.compile(r"(^|_)vocab_size($|_)|_vocab$|(^|_)vocab_size_per")
 _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
@@ -246,21 +246,7 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
     # token ids that no longer fit the vocab move to the reserved top ids
     vocab = out.get("vocab_size") if _int(out.get("vocab_size")) else None
     if vocab:
-        moved: dict[int, int] = {}
-
-        def fit(t):
-            if not _int(t) or t < vocab:
-                return t
-            if t not in moved:
-                moved[t] = vocab - 1 - (len(moved) % RESERVED_TOP)
-            return moved[t]
-
-        for k, x in v.items():
-            if _TOKEN_ID.search(k) or k.endswith("_token_id"):
-                if _int(x):
-                    out[k] = fit(x)
-                elif _ints(x):
-                    out[k] = _same_type(x, [fit(e) for e in x])
+        fit_token_ids(v, out, vocab)
     if level >= 2:
         return out
     orig_heads = next((x for k, x in v.items() if _HEADS.search(k) and _int(x)), None)
@@ -311,6 +297,26 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
     return out
 
 
+def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
+    """Move special token ids (``*_token_id``, ``*_token_index``) ≥ ``vocab`` into the top
+    :data:`RESERVED_TOP` ids (distinct ids stay distinct), writing into ``out``."""
+    moved: dict[int, int] = {}
+
+    def fit(t):
+        if not _int(t) or t < vocab:
+            return t
+        if t not in moved:
+            moved[t] = vocab - 1 - (len(moved) % RESERVED_TOP)
+        return moved[t]
+
+    for k, x in v.items():
+        if _TOKEN_ID.search(k):
+            if _int(x):
+                out[k] = fit(x)
+            elif _ints(x):
+                out[k] = _same_type(x, [fit(e) for e in x])
+
+
 def _shrink_rope_dict(d: dict, half: int) -> dict:
     out = dict(d)
     for k, x in d.items():
@@ -359,6 +365,18 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     for k, x in vals.items():
         if _is_config(x):
             new[k] = shrink_config(x, level)
+    if "vocab_size" not in vals and level < 3:  # a composite: its token ids index the text vocab
+        sub_vocab = [getattr(c, "vocab_size", None) for c in new.values() if _is_config(c)]
+        sub_vocab = [n for n in sub_vocab if _int(n)]
+        if sub_vocab:
+            fit_token_ids(vals, new, min(sub_vocab))
+    # a uniform per-layer list the class derives itself (default None) is left to the class, so
+    # overrides that feed the derivation (Qwen2's max_window_layers) take effect
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+    for k, x in vals.items():
+        if (isinstance(x, (list, tuple)) and len(x) > 1 and _distinct(x) == 1 and k in defaults
+                and defaults[k] is None and isinstance(new.get(k), (list, tuple)) and k not in (overrides or {})):
+            new.pop(k)
     if overrides:
         amap = getattr(cls, "attribute_map", {}) or {}
         for k, x in overrides.items():
