@@ -192,13 +192,15 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
 
     Raises:
         attncheck.audit.families.UnknownSpec: unknown family or model (the CLI exits 2).
-        ValueError: unknown check name; ``config`` with a non-``hf:`` spec.
+        ValueError: unknown check name; ``config`` or ``dtype`` with a non-``hf:`` spec.
     """
     import torch
 
     selected = _select(checks)
     if config and not (isinstance(spec, str) and spec.startswith("hf:")):
         raise ValueError("config overrides apply to hf: specs only")
+    if dtype != "float32" and not (isinstance(spec, str) and spec.startswith("hf:")):
+        raise ValueError("--dtype applies to hf: specs only")
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     label = spec if isinstance(spec, str) else type(spec).__name__
