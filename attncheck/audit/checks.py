@@ -420,8 +420,14 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
                                "noise_factor": NOISE_FACTOR}
     bad = []
     for prefill in (1, m.seq_len // 2):
-        with torch.no_grad():
-            inc = m.decode_fn(x, prefill)
+        try:
+            with torch.no_grad():
+                inc = m.decode_fn(x, prefill)
+        except NotComparable:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the model's own decoding API, not our analysis
+            return _result(m, "kv-cache", "skip",
+                           f"the model's incremental decoding raised {type(exc).__name__}: {exc}"[:400], **metrics)
         ok, dmax, noise = judge(ctx, inc, full, full64)
         per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2)).cpu()
         metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax, "dtype_noise": noise,
@@ -566,8 +572,11 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
                              bool(r.enable_gqa), r.num_heads, r.head_dim, owners.get(r.index)))
     not_obs = list(p.not_observable)
     if not maps and f.attentions:
+        # returned "attentions" count only when shaped like weights (B, H, L_q, L_k) over the
+        # input's positions (RWKV returns its recurrent states under that name)
+        lens = {m.seq_len, m.enc_len} if m.input_kind == "tokens" else None
         maps = [LayerMap(i, "returned-weights", a.detach()) for i, a in enumerate(f.attentions)
-                if a is not None]
+                if isinstance(a, torch.Tensor) and a.dim() == 4 and (lens is None or a.shape[-1] in lens)]
     ctx.probe_cache[m.label] = (maps, not_obs)
     return maps, not_obs
 

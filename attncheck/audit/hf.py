@@ -374,6 +374,9 @@ def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
     except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
         raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
     kind, cls = choose_class(model_type, default, cls)
+    if kind == "decoder" and getattr(default, "is_decoder", None) is False:
+        # a causal-LM class whose config switches the causal mask (BERT-style decoders)
+        overrides = {"is_decoder": True, **(overrides or {})}
     tdtype = DTYPES[dtype]
     errors = []
     for level in LEVELS:
@@ -513,10 +516,6 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     lo, hi = LOW_IDS, vocab - RESERVED_TOP
     enc_dec = kind in ("seq2seq", "speech-seq2seq")
     cache_kw = "cache" if "cache" in accepts else "past_key_values"
-    try:
-        from transformers import DynamicCache
-    except Exception:  # pragma: no cover
-        DynamicCache = None
 
     if enc_dec:
         if kind == "speech-seq2seq":
@@ -594,7 +593,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         supports.add("cache")
 
         def decode_tokens(x, prefill):
-            past = DynamicCache(config=config) if DynamicCache is not None else None
+            past = None  # the model makes its own cache (some use their own cache classes)
             outs = []
             steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
             for a, b in steps:

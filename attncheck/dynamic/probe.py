@@ -35,6 +35,7 @@ The mode is always popped, also when the forward raises (context manager protoco
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
 import sys
 import weakref
@@ -339,6 +340,7 @@ class _Matmul:
     factor: float        # alpha × prescale(A) × prescale(B)
     contracted: int      # size of the contracted dimension(s)
     op: str
+    compound: bool = False  # joined with other q·kᵀ products (no single product to fit against)
 
 
 class Probe(TorchFunctionMode):
@@ -460,8 +462,11 @@ class Probe(TorchFunctionMode):
         src = None
         for a in list(args[:3]) + list(kwargs.values()):
             if isinstance(a, (list, tuple)):  # torch.cat([scores, sinks])
-                for e in a:
-                    src = src or self._qk.get(e)
+                found = [t for t in (self._qk.get(e) for e in a) if t is not None]
+                if len(found) > 1:  # scores of several q·kᵀ products side by side (global + local)
+                    src = dataclasses.replace(found[0], compound=True)
+                elif found:
+                    src = found[0]
             else:
                 src = src or self._qk.get(a)
             if src is not None:
@@ -510,7 +515,7 @@ class Probe(TorchFunctionMode):
         src = self._qk.get(x) if self.track_matmuls else None
         if src is not None:
             rec.extra["qk_matmul"] = src.op
-            if src.out.dim() == x.dim() and tuple(src.out.shape[:-1]) == tuple(x.shape[:-1]) \
+            if not src.compound and src.out.dim() == x.dim() and tuple(src.out.shape[:-1]) == tuple(x.shape[:-1]) \
                     and 0 < src.out.shape[-1] < x.shape[-1] and dim == x.dim() - 1:
                 rec.extra["qk_columns"] = int(src.out.shape[-1])  # extra columns: sink logits
             self._fit_scale(rec, x, dim, src)
