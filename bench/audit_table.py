@@ -1,6 +1,10 @@
-"""Regenerate README's results table: `attncheck audit` on the built-in families (CPU, offline).
+"""Regenerate the docs' results tables (CPU, offline).
 
-Usage: python bench/audit_table.py [SPEC ...]   (prints a Markdown table, model × check)
+Usage::
+
+    python bench/audit_table.py [SPEC ...]          # built-in families: Markdown table, model × check
+    python bench/audit_table.py --sweep SWEEP.json  # the zoo: a sweep written by
+                                                    # `attncheck audit hf:all --format json > SWEEP.json`
 """
 from __future__ import annotations
 
@@ -36,5 +40,19 @@ def main(specs: list[str]) -> None:
               + " | ".join("/".join(cells.get(c, ["–"])) for c in columns) + f" | {verdict} |")
 
 
+def sweep_table(path: str) -> None:
+    import json
+
+    from attncheck.audit.sweep import markdown_table
+
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    cmd = (f"attncheck audit hf:all --jobs {doc['jobs']} --dtype {doc['dtype']} --format json")
+    print(markdown_table(doc, cmd))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:] or SPECS)
+    if sys.argv[1:2] == ["--sweep"]:
+        sweep_table(sys.argv[2])
+    else:
+        main(sys.argv[1:] or SPECS)
