@@ -74,6 +74,7 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
     (B, H, L, d) tensors, or a zero-argument factory returning a module, a kernel or an
     attncheck.target(...).  Modules run in eval mode (dropout off) unless --train.
     """
+    from attncheck.dynamic.hints import validate_hints
     from attncheck.dynamic.runner import resolve_device, resolve_dtype, run_checks
     from attncheck.dynamic.spec import SpecError, resolve
     from attncheck.dynamic.targets import TargetError
@@ -82,6 +83,7 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
     if causal is not None:
         h["causal"] = causal
     try:
+        validate_hints(h)  # before importing the target: a misspelt hint never runs anything
         resolve_device(device)
         resolve_dtype(dtype)
         t = resolve(target, **h)
