@@ -34,7 +34,7 @@ import attncheck
 from attncheck.audit.runner import audit
 from attncheck.cli import main
 from attncheck.dynamic.base import all_checks
-from attncheck.dynamic.hints import HINTS, HintError, validate_hint
+from attncheck.dynamic.hints import HINTS, HintError, validate_hint, validate_hints
 from attncheck.dynamic.spec import SpecError
 from attncheck.dynamic.state import global_state, module_state, module_state_equal
 from attncheck.dynamic.targets import Example, Target, TargetError
@@ -121,6 +121,27 @@ def test_registry_is_introspectable_and_covers_every_hint_the_checks_read():
         read |= set(re.findall(r"\.hints\.get\(\"(\w+)\"", src))
         read |= set(re.findall(r"\"(\w+)\" in (?:self|target|t)\.hints", src))
     assert read and read <= set(HINTS), read - set(HINTS)
+
+
+def test_every_fixture_declares_its_hints_in_the_registry_vocabulary():
+    """The ``DYNAMIC["hints"]`` of every fixture (read with ``ast``, nothing imported) validate;
+    token-model fixtures (``kind="lm"``, audit only) are left out."""
+    import ast
+
+    seen = 0
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "DYNAMIC"
+                                                    for t in node.targets):
+                hints = ast.literal_eval(node.value).get("hints", {})
+                if hints.get("kind") != "lm":
+                    validate_hints(hints)
+                    seen += 1
+    assert seen >= 40
 
 
 @given(name=st.sampled_from(sorted(HINTS)), data=st.data())
