@@ -316,8 +316,10 @@ def _rope(target: Target, ctx: RunContext) -> CheckResult:
     worst = {"diff": 0.0}
 
     def prop(ex: Example) -> Any:
-        if ex.d % 2:  # rotary embeddings rotate pairs of features: even head_dim
-            ex = target.fit_example(replace(ex, d=ex.d + 1))
+        if ex.d % 2 or ex.d < 4:
+            # rotary embeddings rotate pairs of features: an even head_dim, and at least two
+            # pairs, since with one pair the interleaved and split-half layouts coincide
+            ex = target.fit_example(replace(ex, d=max(4, ex.d + ex.d % 2)))
         inputs = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype)
         with torch.no_grad():
             base = target(inputs).out
