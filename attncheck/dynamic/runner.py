@@ -197,6 +197,11 @@ def _run_guarded(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResul
 def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
     """Run one check isolated (state restored, exceptions → result, time limit)."""
     module = target.module
+    if target.needs_cross_detection():
+        _detect(target, ctx, "cross-support",
+                lambda t, c: t.ensure_cross_support(c.device, c.dtype),
+                lambda t, exc: setattr(t, "cross_detection",
+                                       {"cross": True, "message": f"raised {exc}"}))
     if target.needs_mask_detection():
         _detect_masks(target, ctx)
     ok, why = spec.applicable(target)
@@ -213,11 +218,37 @@ def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
             raise
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
             res = _error_result(ctx, exc, target)
+    cd = target.cross_detection
+    if cd is not None and cd.get("cross") is False and res.status != "skip":
+        res.metrics.setdefault("lengths", "L_q = L_k only (self-attention kernel)")
     if res.device is None:
         res.device = str(ctx.device)
     if not res.check:
         res.check = spec.name
     return res
+
+
+def _detect(target: Target, ctx: RunContext, what: str, fn: Any, on_error: Any) -> None:
+    """Run ``fn(target, ctx)`` once, isolated like a check (state restored, time limit);
+    ``on_error(target, exc)`` when it raises or hangs."""
+    from attncheck.dynamic.base import CheckSpec
+
+    def work(t: Target, c: RunContext) -> CheckResult:
+        fn(t, c)
+        return CheckResult(c.check, "pass", "")
+
+    module = target.module
+    with preserved(module):
+        try:
+            if module is not None:
+                _prepare(module, ctx)
+            torch.manual_seed(ctx.seed)
+            ctx.start()
+            _run_guarded(CheckSpec(what, work), target, ctx)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            on_error(target, exc)
 
 
 def _detect_masks(target: Target, ctx: RunContext) -> None:
@@ -324,6 +355,9 @@ def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
                 on_result(res)
     extra = {"kind": target.kind, "mode": "train" if train else "eval", "seed": seed,
              "max_examples": n}
+    notes = target.convention_notes()
+    if notes:
+        extra["conventions"] = notes
     if target.mask_detection is not None and target.mask_arg:
         extra["mask_convention"] = {k: target.mask_detection.get(k)
                                     for k in ("convention", "source", "message")}

@@ -322,6 +322,9 @@ class Target:
     #: None, "source": "hint" | "adapter" | "detected" | "failed", "message": str, ...}``
     #: (see :mod:`attncheck.dynamic.maskconv`); "failed" means masks are not passed
     mask_detection: dict[str, Any] | None = None
+    #: whether L_q != L_k works, settled once by :meth:`ensure_cross_support`: None (not yet)
+    #: or ``{"cross": bool, "message": str}``
+    cross_detection: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -384,6 +387,59 @@ class Target:
         if self.mask_detection.get("convention"):
             self.mask_convention = self.mask_detection["convention"]
         return self.mask_detection
+
+    def needs_cross_detection(self) -> bool:
+        """True when L_q != L_k would be drawn but nobody said it is supported (no ``cross``
+        hint, not yet tried)."""
+        return self.allows_cross and "cross" not in self.hints and self.cross_detection is None
+
+    def ensure_cross_support(self, device: torch.device | str = "cpu",
+                             dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+        """Find out once whether the target accepts L_q != L_k.
+
+        Many self-attention kernels build their causal mask from q's length
+        (``tril(ones(L, L))``, ``L = q.size(-2)``): they work for L_q = L_k and raise otherwise.
+        One call with L_q = L_k = 6 and one with L_q = 3, L_k = 6 (and L_q = 6, L_k = 3) are
+        made; when the equal-length call works and an unequal one raises, ``cross`` becomes
+        False (only L_q = L_k is tested from then on) and ``cross_detection["message"]`` says
+        why.  A target that raises at L_q = L_k too is left alone (the checks report it).
+        """
+        if self.cross_detection is not None:
+            return self.cross_detection
+        det: dict[str, Any] = {"cross": True, "message": "L_q != L_k supported"}
+        base = self.fit_example(Example(B=2, L_q=6, L_k=6, H=self.num_heads or 2,
+                                        d=self.fixed_head_dim or 8, seed=0))
+        try:
+            with torch.no_grad():
+                self.forward(self.make_inputs(base, device=device, dtype=dtype,
+                                              causal=False))
+        except Exception:  # noqa: BLE001 - the checks report a target that always raises
+            self.cross_detection = det
+            return det
+        for lq, lk in ((3, 6), (6, 3)):
+            ex = replace(base, L_q=lq, L_k=lk)
+            try:
+                with torch.no_grad():
+                    self.forward(self.make_inputs(ex, device=device, dtype=dtype, causal=False))
+            except Exception as exc:  # noqa: BLE001
+                det = {"cross": False, "L_q": lq, "L_k": lk, "exception": type(exc).__name__,
+                       "message": f"self-attention only: tested with L_q = L_k only (the "
+                                  f"target raises {type(exc).__name__} for L_q={lq}, L_k={lk}: "
+                                  f"{str(exc)[:120]}); give --hint cross=true to test "
+                                  "L_q != L_k anyway"}
+                self.cross = False
+                break
+        self.cross_detection = det
+        return det
+
+    def convention_notes(self) -> list[str]:
+        """What was found out about the target's conventions by experiment (not given as
+        hints), one sentence each, for reports."""
+        notes = []
+        cd = self.cross_detection
+        if cd is not None and cd.get("cross") is False:
+            notes.append(cd["message"])
+        return notes
 
     def mask_note(self) -> str:
         """Short description of the mask convention in use, for check messages."""

@@ -45,6 +45,9 @@ def _console(soft_wrap: bool = True):
               help="Config file (pyproject.toml with [tool.attncheck], or a bare TOML table). "
                    "Default: the nearest pyproject.toml above each path.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option("--force-exclude", is_flag=True,
+              help="Apply exclude patterns even to paths named on the command line (as ruff "
+                   "does; for pre-commit, which names every changed file).")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix/--diff: include unsafe fixes.")
 @click.option("--diff", is_flag=True,
@@ -61,7 +64,7 @@ def _console(soft_wrap: bool = True):
               help="Parse whole files instead of the regions the rules need (same findings; "
                    "for benchmarks and tests).")
 def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, exit_zero,
-             config_path, isolated, fix, unsafe_fixes, diff, add_noqa, jobs, no_cache,
+             config_path, isolated, force_exclude, fix, unsafe_fixes, diff, add_noqa, jobs, no_cache,
              cache_dir, no_regions):
     """Lint PATHS (files, directories, or - for stdin; default: .) for attention bugs."""
     from attncheck.config import ConfigError
@@ -85,7 +88,8 @@ def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, ex
             paths, select=_split(select), ignore=_split(ignore),
             extend_select=_split(extend_select), config=config_path, isolated=isolated,
             fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, jobs=jobs,
-            regions=False if no_regions else None, cache_dir=cache_dir)
+            regions=False if no_regions else None, cache_dir=cache_dir,
+            force_exclude=force_exclude)
     except ConfigError as exc:
         click.echo(f"attncheck: error: {exc}", err=True)
         sys.exit(2)

@@ -48,7 +48,8 @@ from typing import TYPE_CHECKING
 from attncheck.config import Config, ConfigError, find_config, load_config, validate_selectors
 from attncheck.lint import regions as _regions
 from attncheck.lint import suppression
-from attncheck.lint.discovery import STDIN, PathNotFound, Source, discover, matches
+from attncheck.lint.discovery import (STDIN, PathNotFound, Source, discover, is_force_excluded,
+                                      matches)
 from attncheck.lint.finding import Finding
 from attncheck.lint.fixes import applicable, apply_fixes
 
@@ -664,7 +665,8 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
                unsafe_fixes: bool = False, diff: bool = False,
                stdin: str | bytes | None = None, jobs: int = 1,
                regions: bool | None = None,
-               cache_dir: str | Path | None = None) -> LintResult:
+               cache_dir: str | Path | None = None,
+               force_exclude: bool = False) -> LintResult:
     """Lint files and directories.
 
     ``paths``: files, directories (walked for ``*.py``/``*.pyi``) or ``"-"`` (stdin; ``stdin``
@@ -680,6 +682,10 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     (the findings are the same; for tests and benchmarks).  ``jobs``: worker processes
     (``0`` = all usable cores; a pool is only started for at least
     ``MIN_FILES_PER_JOB`` files per job); the result does not depend on it.
+    ``force_exclude``: apply the exclude globs (and the default excluded directories) to paths
+    named explicitly too, as ruff's ``--force-exclude`` does (pre-commit names every file).
+    A file reached by several spellings (``a.py``, ``./a.py``, an absolute path, through a
+    directory) is linted and reported once, under the first spelling.
 
     Raises :class:`ConfigError` for invalid configuration or selectors.  Missing paths and
     unreadable files are reported in ``result.errors``; the other paths are still linted.
@@ -712,6 +718,10 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
                             tuple(cfg.extend_select), tuple(cfg.ignore)), cli_layer]
             selection_cache[key] = resolve_selection(registry, layers)
         enabled = selection_cache[key]
+        if force_exclude and arg != STDIN and (
+                is_force_excluded(Path(arg), list(cfg.exclude), cfg.root)
+                or (extra_exclude and is_force_excluded(Path(arg), extra_exclude, Path.cwd()))):
+            continue
         try:
             sources = discover(arg, list(cfg.exclude), cfg.root)
             if extra_exclude and arg != STDIN and Path(arg).is_dir():
@@ -720,9 +730,10 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
             result.errors.append(f"{arg}: no such file or directory")
             continue
         for src in sources:
-            if src.display in seen:
+            identity = src.display if src.path is None else os.path.realpath(src.path)
+            if identity in seen:
                 continue
-            seen.add(src.display)
+            seen.add(identity)
             file_enabled = _apply_file_ignores(
                 enabled, _per_file_ignored(src.display, src.path, cfg))
             data = None

@@ -76,6 +76,8 @@ def render_report(report: Report, console: Console | None = None, *,
     (default ``attncheck check <target> (device, dtype, mode)``)."""
     console = console or Console()
     console.print(report_table(report, title=title))
+    for note in report.extra.get("conventions") or []:
+        console.print(escape(f"convention: {note}"), style="dim", highlight=False)
     mc = report.extra.get("mask_convention")
     if isinstance(mc, dict) and mc.get("source") in ("detected", "failed"):
         # the mask convention was not given: say what was found (or why masks were not passed)

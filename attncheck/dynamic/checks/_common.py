@@ -48,16 +48,20 @@ def dropout_modules(module: nn.Module | None) -> list[tuple[str, float]]:
 def weight_sources(target: Target, inputs: Inputs, out: Output,
                    probe_records: list[Any] | None) -> list[tuple[str, torch.Tensor]]:
     """Attention-weight tensors ``(..., L_q, L_k)`` to judge, with their source names:
-    ``"returned"`` weights, ``"probe:<op>#i"`` softmax / SDPA / MHA records whose last axis has
-    L_k entries (the key axis is taken to be the last one, so a softmax over the wrong axis
-    shows up as rows that do not sum to 1)."""
+    ``"returned"`` weights, ``"probe:<op>#i"`` softmax / SDPA / MHA records whose key axis has
+    L_k entries, with the query and key axes moved last (the key axis is the one the q·kᵀ product puts the keys on —
+    :attr:`AttentionRecord.key_axis`, e.g. axis 2 of ``einsum("bihd,bjhd->bijh")`` — else the
+    last one, so a softmax over the wrong axis shows up as rows that do not sum to 1)."""
     ex = inputs.example
     srcs: list[tuple[str, torch.Tensor]] = []
     if out.weights is not None:
         srcs.append(("returned", out.weights.detach()))
     for r in probe_records or []:
         p = r.probs
-        if p is None or p.dim() < 2 or p.shape[-1] != ex.L_k:
+        if p is None or p.dim() < 2:
+            continue
+        p = r.canonical(p)
+        if p.shape[-1] != ex.L_k:
             continue
         srcs.append((f"probe:{r.kind}#{r.index}", p.detach()))
     return srcs

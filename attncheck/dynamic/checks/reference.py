@@ -316,8 +316,10 @@ def _rope(target: Target, ctx: RunContext) -> CheckResult:
     worst = {"diff": 0.0}
 
     def prop(ex: Example) -> Any:
-        if ex.d % 2:  # rotary embeddings rotate pairs of features: even head_dim
-            ex = target.fit_example(replace(ex, d=ex.d + 1))
+        if ex.d % 2 or ex.d < 4:
+            # rotary embeddings rotate pairs of features: an even head_dim, and at least two
+            # pairs, since with one pair the interleaved and split-half layouts coincide
+            ex = target.fit_example(replace(ex, d=max(4, ex.d + ex.d % 2)))
         inputs = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype)
         with torch.no_grad():
             base = target(inputs).out
@@ -419,27 +421,27 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
         elif r.kind == "softmax" and r.effective_scale and r.logits is not None \
                 and r.probs is not None and r.logits.dim() >= 2:
             exp = _expected_scale(target, r.head_dim) or r.effective_scale
-            lg = r.logits.detach().to(torch.float64)
+            lg = r.canonical(r.logits.detach().to(torch.float64))
             masked = ~torch.isfinite(lg) | (lg <= MASK_THRESHOLD)
             raw = torch.where(masked, torch.zeros_like(lg), lg / r.effective_scale)
             ref = torch.softmax((raw * exp).masked_fill(masked, float("-inf")), dim=-1)
             ref = ref.nan_to_num(nan=0.0)
-            probs = r.probs.detach()
+            probs = r.canonical(r.probs.detach())
             full = masked.all(dim=-1, keepdim=True).expand_as(masked)
             probs_c = torch.where(full, torch.zeros_like(probs), probs)
             ok, m = judge(probs_c, ref, r.dtype, *_tol(r.dtype, atol, rtol), None)
             entry = {"record": f"softmax#{r.index}",
                      "what": "captured probabilities vs softmax(q·kᵀ·scale) over the key axis",
                      "effective_scale": r.effective_scale, "expected_scale": exp,
-                     "softmax_dim": r.dim, "key_axis": lg.dim() - 1, **m}
+                     "softmax_dim": r.dim, "key_axis": r.key_axis, **m}
             compared.append(entry)
             if not ok:
                 why = []
                 if abs(r.effective_scale - exp) > SCALE_RTOL * exp:
                     why.append(f"logits scaled by {r.effective_scale:.4g}, reference "
                                f"{exp:.4g} = 1/√{r.head_dim}")
-                if r.dim != lg.dim() - 1:
-                    why.append(f"softmax over dim {r.dim}, not the key axis {lg.dim() - 1}")
+                if r.dim != r.key_axis:
+                    why.append(f"softmax over dim {r.dim}, not the key axis {r.key_axis}")
                 problems.append(f"softmax #{r.index}: attention weights differ from the "
                                 f"reference (max |Δ|={m['max_abs_diff']})"
                                 + (f": {'; '.join(why)}" if why else ""))
