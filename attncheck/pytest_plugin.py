@@ -50,8 +50,8 @@ __all__ = ["AttncheckFixture", "AttncheckWarning", "PytestSettings", "format_rep
 MARKER = "attncheck"
 #: keys of a target's inline table that the plugin consumes itself (the rest are hints)
 _TARGET_KEYS = ("spec", "checks", "devices", "id")
-#: run options a target's inline table may set besides hints (passed to attncheck.check())
-_RUN_KEYS = ("dtype", "seed", "max_examples")
+#: run options a target's inline table may set besides hints (arguments of attncheck.check())
+_RUN_KEYS = ("dtype", "seed", "max_examples", "timeout", "train")
 
 
 class AttncheckWarning(UserWarning):

@@ -199,6 +199,17 @@ def test_plugin_config_with_a_misspelt_hint_is_a_usage_error(pytester, tmp_path)
     assert not marker.exists()
 
 
+def test_plugin_config_accepts_hints_and_run_options(pytester, tmp_path):
+    target, marker = _marker_target(tmp_path)
+    pytester.makepyprojecttoml(f"""
+        [tool.attncheck]
+        targets = [{{ spec = "{target}", causal = true, padding_side = "left", seed = 1, timeout = 30, train = false, max_examples = 2, checks = ["shapes"] }}]
+    """)  # noqa: E501 - a TOML inline table is one line
+    res = pytester.runpytest("--attncheck", "--collect-only", "-q")
+    assert res.ret == pytest.ExitCode.OK
+    assert any("::shapes[" in line for line in res.stdout.lines), res.stdout.str()
+
+
 def test_fixture_rejects_a_misspelt_hint(pytestconfig):
     from attncheck.pytest_plugin import AttncheckFixture
 
