@@ -368,6 +368,34 @@ def test_audit_infers_causality_like_check_and_takes_causal_and_hints():
     assert rep.extra["model"].get("hints") == {"scale": 1.0}
 
 
+class _FullAttention(torch.nn.Module):
+    """Bidirectional self-attention on (B, L, 8); ``config`` set by the test."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed_dim, self.num_heads = 8, 2
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x):
+        B, L, E = x.shape
+        q, k, v = (t.view(B, L, 2, 4).transpose(1, 2) for t in self.qkv(x).split(E, -1))
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, L, E)
+
+
+def test_audit_causality_from_config_and_skip_without_evidence():
+    from types import SimpleNamespace
+
+    m = _FullAttention()
+    r = audit(m, checks="causality")["causality"]
+    assert r.status == "skip" and r.message.startswith("not declared causal (observed pattern: "
+                                                       "full)")
+    m.config = SimpleNamespace(is_decoder=True)
+    before = module_state(m)
+    r = audit(m, checks="causality")["causality"]
+    assert r.status == "fail" and "(causal detected: config.is_decoder = True)" in r.message
+    assert module_state_equal(module_state(m), before) and m.config.is_decoder is True
+
+
 def test_audit_cli_causal_and_hint_options():
     r = CliRunner().invoke(main, ["audit", spec("leaky_after_sdpa"), "--no-causal", "--checks",
                                   "causality"])
