@@ -314,6 +314,14 @@ def test_audit_timeout_turns_a_hanging_forward_into_an_error_and_goes_on():
     assert not rep.ok and elapsed < 30
 
 
+def test_audit_timeout_also_bounds_the_build():
+    rep = audit(spec("never_built"), checks="causality", timeout=0.5)
+    (r,) = rep.results
+    assert (r.check, r.status) == ("build", "error")
+    assert r.message == ("timed out after 0.5 s: the model hung or is too slow for building the "
+                         "model (raise the limit with --timeout / timeout=)")
+
+
 def test_audit_cli_timeout_exits_1_with_the_reason():
     r = CliRunner().invoke(main, ["audit", spec("hangs"), "--checks", "causality", "--timeout",
                                   "0.5", "--format", "json"])
