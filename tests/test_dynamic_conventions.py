@@ -62,3 +62,116 @@ def test_self_attention_only_kernel_with_leak_still_fails():
     rep = _run("self_attention_kernel_leaks", ["causality"])
     assert rep.results[0].status == "fail"
     assert "future leak" in rep.results[0].message
+
+
+def test_bottom_right_query_without_visible_key_is_not_a_normalization_failure():
+    from attncheck.dynamic.checks.normalization import _judge
+    from attncheck.dynamic.targets import Example
+
+    t = target(fx.causal_bottom_right_zero_rows, causal=True, alignment="bottom_right")
+    ex = Example(B=1, L_q=5, L_k=3, H=1, d=4, seed=0)
+    vi = t.make_inputs(ex, causal=True, v_identity=True)
+    msg, m = _judge("V=identity", t(vi).out, t.blocked(vi), 1e-4, ex)
+    assert msg is None and m["empty_rows"] == 2 and m["max_masked_weight"] == 0.0
+    # a row that does have visible keys must still sum to 1
+    w = t(vi).out.clone()
+    w[..., 4, :] *= 0.5
+    msg, _ = _judge("V=identity", w, t.blocked(vi), 1e-4, ex)
+    assert msg is not None and "sums to 0.5" in msg
+
+
+def test_alibi_declared_reference_passes_and_wrong_sign_fails():
+    ok = _run("alibi_causal", ["reference"]).results[0]
+    assert ok.status == "pass", ok.message
+    assert ok.metrics["max_abs_diff"] < 1e-5
+    bad = _run("alibi_wrong_sign", ["reference"]).results[0]
+    assert bad.status == "fail" and "ALiBi position bias (declared)" in bad.message
+
+
+def test_alibi_slopes_follow_the_paper():
+    from attncheck.dynamic.positions import alibi_bias, alibi_slopes
+
+    assert alibi_slopes(8) == [2.0 ** -(i + 1) for i in range(8)]
+    assert alibi_slopes(4)[0] == pytest.approx(0.25)
+    assert len(alibi_slopes(6)) == 6 and alibi_slopes(6)[:4] == alibi_slopes(4)
+    b = alibi_bias(1, 2, 4, "bottom_right", [0.5])
+    assert b[0].tolist() == [[-1.0, -0.5, 0.0, -0.5], [-1.5, -1.0, -0.5, 0.0]]
+
+
+def test_position_bias_detected_from_the_logits():
+    from attncheck.dynamic.positions import detect_positions
+
+    alibi = detect_positions(target(fx.alibi_causal, causal=True, alignment="bottom_right"))
+    assert alibi["kind"] == "alibi"
+    assert alibi["measured_slopes"] == pytest.approx(fx.alibi_slopes(2).tolist(), rel=1e-4)
+    t5 = detect_positions(target(fx.T5StyleRelativeBias(), causal=False))
+    assert t5["kind"] == "relative" and "softmax #0" in t5["message"]
+    assert detect_positions(target(fx.QKNormAttention(), causal=False))["kind"] == "none"
+
+
+def test_relative_bias_layer_skips_permutation_and_scale_is_measured_through_the_bias():
+    rep = _run("T5StyleRelativeBias", ["permutation-equivariance", "scale"])
+    pe, sc = rep.results
+    assert pe.status == "skip" and "relative position bias (detected)" in pe.message
+    assert sc.status == "pass" and sc.metrics["effective_scale"] == pytest.approx(1.0, rel=1e-6)
+    undeclared = _run("T5StyleRelativeBias", ["scale"], scale=None).results[0]
+    assert undeclared.status == "fail" and "missing" in undeclared.message
+    xl = _run("RelPartialBidirectional", ["permutation-equivariance"]).results[0]
+    assert xl.status == "skip" and "relative position bias (xl) (declared)" in xl.message
+
+
+def test_key_bias_exempt_by_experiment_not_by_name():
+    rep = _run("RelPartialLearnableAttention", ["gradient-flow"])
+    r = rep.results[0]
+    assert r.status == "pass", r.message
+    assert "k_proj.bias" in r.metrics["no_effect"]
+    assert r.metrics["no_effect"]["k_proj.bias"] < 1e-4
+
+
+def test_declared_temperature_honoured_by_saturation_and_reference():
+    sat = _run("QKNormAttention", ["saturation"]).results[0]
+    assert sat.status == "pass" and "declared temperature (scale=10)" in sat.message
+    assert sat.metrics["judged_by"] == "dead_gradient_share"
+    ref = _run("qk_norm_sdpa", ["reference", "gradient-flow"])
+    assert [r.status for r in ref.results] == ["pass", "pass"], [r.message for r in ref.results]
+    bad = _run("QKNormSoftmaxOverQueries", ["normalization"]).results[0]
+    assert bad.status == "fail"
+
+
+def _learned_temperature_kernel(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) * 0.7, dim=-1) @ v
+
+
+def _learned_temperature_wrong_axis(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) * 0.7, dim=-2) @ v
+
+
+def test_learned_scale_reference_compares_at_the_target_temperature():
+    ok = attncheck.check(_learned_temperature_kernel, checks=["reference"], device="cpu",
+                         max_examples=4, scale="learned", causal=False).results[0]
+    assert ok.status == "pass", ok.message
+    bad = attncheck.check(_learned_temperature_wrong_axis, checks=["reference"], device="cpu",
+                          max_examples=4, scale="learned", causal=False).results[0]
+    assert bad.status == "fail" and "learned temperature" in bad.message
+
+
+def test_error_inside_attncheck_is_reported_as_ours(monkeypatch):
+    from attncheck.dynamic.checks import reference
+
+    # attncheck's own code raising (here: float(None) inside reference._num)
+    monkeypatch.setattr(reference, "judge", lambda *a, **k: (True, {"max_abs_diff": None}))
+    r = attncheck.check(fx.causal_bottom_right_zero_rows, checks=["reference"], device="cpu",
+                        max_examples=2, causal=False).results[0]
+    assert r.status == "error" and r.metrics["internal_error"] is True
+    assert r.message.startswith("internal error in attncheck") and "please report" in r.message
+    assert "the target raised" not in r.message
+
+
+def test_error_inside_the_target_is_still_the_targets():
+    def raising(q, k, v):
+        raise TypeError("user bug")
+
+    r = attncheck.check(raising, checks=["reference"], device="cpu", max_examples=2,
+                        causal=False).results[0]
+    assert r.status == "error" and "the target raised TypeError: user bug" in r.message
+    assert "internal_error" not in r.metrics

@@ -345,6 +345,9 @@ class Target:
     #: whether L_q != L_k works, settled once by :meth:`ensure_cross_support`: None (not yet)
     #: or ``{"cross": bool, "message": str}``
     cross_detection: dict[str, Any] | None = None
+    #: position term found by experiment when no ``positions`` hint was given: None (not yet)
+    #: or :func:`attncheck.dynamic.positions.detect_positions`'s result
+    position_detection: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -456,10 +459,18 @@ class Target:
         """What was found out about the target's conventions by experiment (not given as
         hints), one sentence each, for reports."""
         notes = []
+        pd = self.position_detection
+        if pd is not None and pd.get("kind") not in (None, "none"):
+            notes.append(pd["message"] + " (declare it with --hint positions=...)")
         cd = self.cross_detection
         if cd is not None and cd.get("cross") is False:
             notes.append(cd["message"])
         return notes
+
+    def needs_position_detection(self) -> bool:
+        """True when no position term was declared and none was looked for yet."""
+        return (self.position_detection is None and self.hints.get("positions") is None
+                and not self.hints.get("rope"))
 
     def mask_note(self) -> str:
         """Short description of the mask convention in use, for check messages."""
@@ -891,6 +902,13 @@ def target(obj: Any, **hints: Any) -> Target:
                          ("mask_shape", MASK_SHAPES)):
         if key in hints and hints[key] not in allowed:
             raise TargetError(f"hint {key}={hints[key]!r}: expected one of {allowed}")
+    if all_hints.get("positions") is not None:
+        from attncheck.dynamic.positions import _norm as _norm_positions
+
+        try:
+            _norm_positions(all_hints["positions"])
+        except ValueError as exc:
+            raise TargetError(str(exc)) from None
     if hints.get("kind") == "lm":
         raise TargetError("kind='lm' (token models) is not supported by attncheck check yet")
     if isinstance(obj, Target):
