@@ -76,13 +76,20 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
     (B, H, L, d) tensors, or a zero-argument factory returning a module, a kernel or an
     attncheck.target(...).  Modules run in eval mode (dropout off) unless --train.
     """
-    from attncheck.dynamic.runner import resolve_device, resolve_dtype, run_checks
-    from attncheck.dynamic.spec import SpecError, resolve
-    from attncheck.dynamic.targets import TargetError
+    from attncheck.dynamic.hints import HintError, validate_hints
 
     h = _parse_hint(hints)
     if causal is not None:
         h["causal"] = causal
+    try:  # first: a misspelt hint imports and runs nothing (torch included)
+        validate_hints(h)
+    except HintError as exc:
+        click.echo(f"attncheck check: error: {exc}", err=True)
+        sys.exit(2)
+    from attncheck.dynamic.runner import resolve_device, resolve_dtype, run_checks
+    from attncheck.dynamic.spec import SpecError, resolve
+    from attncheck.dynamic.targets import TargetError
+
     try:
         resolve_device(device)
         resolve_dtype(dtype)

@@ -31,7 +31,7 @@ import signal
 import threading
 import time
 import traceback
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 import torch
 
@@ -49,10 +49,12 @@ from attncheck.dynamic.targets import Target, TargetOutputError
 from attncheck.dynamic.targets import target as make_target
 from attncheck.results import CheckResult, Report
 
-__all__ = ["check", "run_checks", "resolve_device", "resolve_dtype", "DEFAULT_TIMEOUT",
+__all__ = ["check", "run_checks", "resolve_device", "resolve_dtype", "run_with_time_limit",
+           "DEFAULT_TIMEOUT",
            "DEFAULT_MAX_EXAMPLES", "available_checks"]
 
 DEFAULT_TIMEOUT = 60.0
+_T = TypeVar("_T")
 DEFAULT_MAX_EXAMPLES = 8
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
@@ -110,7 +112,7 @@ def _select(names: Iterable[str] | str | None, specs: dict[str, CheckSpec]) -> l
 class _Alarm:
     """SIGALRM-based pre-emptive time limit (main thread, POSIX)."""
 
-    def __init__(self, seconds: float, ctx: RunContext) -> None:
+    def __init__(self, seconds: float, ctx: RunContext | None = None) -> None:
         self.seconds = seconds
         self.ctx = ctx
 
@@ -169,29 +171,39 @@ def _call(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
     return res
 
 
-def _run_guarded(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
-    limit = ctx.time_limit
-    if limit is None or limit <= 0:
-        return _call(spec, target, ctx)
+def run_with_time_limit(fn: Callable[[], _T], seconds: float | None,
+                        name: str = "attncheck") -> _T:
+    """``fn()`` under a time limit of ``seconds`` (None or <= 0: unlimited), as described in the
+    module docstring: pre-emptive ``SIGALRM`` on the main thread of a POSIX process, else a
+    daemon worker thread (``name``) abandoned when it overruns.  Raises
+    :class:`~attncheck.dynamic.base.CheckTimeout` (a ``BaseException``) when the time is up;
+    whatever ``fn`` raises propagates.  Used by the checks and by ``attncheck audit``."""
+    if seconds is None or seconds <= 0:
+        return fn()
     if _can_alarm():
-        with _Alarm(limit, ctx):
-            return _call(spec, target, ctx)
+        with _Alarm(seconds):
+            return fn()
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            box["res"] = _call(spec, target, ctx)
+            box["res"] = fn()
         except BaseException as exc:  # noqa: BLE001
             box["exc"] = exc
 
-    th = threading.Thread(target=work, name=f"attncheck-{spec.name}", daemon=True)
+    th = threading.Thread(target=work, name=name, daemon=True)
     th.start()
-    th.join(limit)
+    th.join(seconds)
     if th.is_alive():
-        raise CheckTimeout(f"timed out after {limit:g} s (worker thread abandoned)")
+        raise CheckTimeout(f"timed out after {seconds:g} s (worker thread abandoned)")
     if "exc" in box:
         raise box["exc"]
     return box["res"]
+
+
+def _run_guarded(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
+    return run_with_time_limit(lambda: _call(spec, target, ctx), ctx.time_limit,
+                               f"attncheck-{spec.name}")
 
 
 def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:

@@ -42,11 +42,15 @@ Public entry point: :func:`target` (exported as ``attncheck.target``).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 import torch
 from torch import nn
+
+# Hints accepted by :func:`target` (and ``attncheck.check(..., **hints)``): the registry
+# ``HINTS`` (name -> HintSpec: accepted values, validator, doc, checks that read it)
+from attncheck.dynamic.hints import HINTS, HintError, validate_hints
 
 __all__ = [
     "Target", "Inputs", "Output", "Example", "TargetError", "TargetOutputError", "target",
@@ -66,30 +70,6 @@ _CONV_ALIASES = {"sdpa": "keep", "keep": "keep", "attend": "keep", "blocked": "b
 #: mask shapes that only say which keys are visible (key padding masks)
 KEY_ONLY_SHAPES = ("B11K", "BK")
 ALIGNMENTS = ("top_left", "bottom_right")
-
-#: Hints accepted by :func:`target` (and ``attncheck.check(..., **hints)``).
-HINTS = (
-    "kind",            # force one of KINDS
-    "causal",          # bool: the target must be causal (kernels with an is_causal param get it)
-    "batch_first",     # bool: layer inputs are (B, L, E) (True) or (L, B, E) (False)
-    "layout",          # kernel tensor layout: "BHLd" (default), "BLHd", "BLd"; "(B,H,L,d)" ok
-    "mask_arg",        # name of the mask parameter (None/"" = do not pass masks)
-    "mask_convention",  # "keep" (True = attend), "blocked" (True = masked), "additive"
-    "mask_shape",      # native mask shape: "B1QK" (B, 1, L_q, L_k), "BQK" (B, L_q, L_k),
-                       # "B11K" (B, 1, 1, L_k), "BK" (B, L_k), "QK" (L_q, L_k); strings such as
-                       # "(B, 1, 1, L_k)" are accepted.  Default: kernels B1QK; layers try B1QK,
-                       # then BQK.
-    "mask",            # dict {"arg": .., "convention": .., "shape": ..} (fixture form)
-    "returns",         # "output" or "output_weights" (informational; detected at call time)
-    "causal_arg",      # name of the boolean causal parameter (default: "is_causal" if accepted)
-    "num_heads", "head_dim", "embed_dim",
-    "call",            # layer call convention: "x", "q_kv", "q_k_v"
-    "alignment",       # causal alignment for L_q != L_k: "top_left" (default) / "bottom_right"
-    "cross",           # bool: L_q != L_k allowed (default: kernels and q/k/v layers yes)
-    "name",            # display name
-    "spec",            # the CLI spec that produced the target (for reproduction lines)
-)
-
 
 class TargetError(ValueError):
     """The object cannot be used as a target, or a hint is invalid (a usage error)."""
@@ -543,8 +523,12 @@ class Target:
             d = fd
         elif self.embed_dim and not self.is_kernel:
             d = max(1, self.embed_dim // H)
-        L_k = ex.L_k if self.allows_cross else ex.L_q
-        return replace(ex, H=H, d=d, L_k=L_k)
+        L_q = ex.L_q
+        L_k = ex.L_k if self.allows_cross else L_q
+        cap = self.hints.get("max_length")
+        if cap:
+            L_q, L_k = min(L_q, cap), min(L_k, cap)
+        return replace(ex, H=H, d=d, L_q=L_q, L_k=L_k)
 
     # ------------------------------------------------------------------ inputs
     def make_inputs(self, ex: Example, *, device: torch.device | str = "cpu",
@@ -783,6 +767,9 @@ class Target:
         return " ".join(hint_options(self.hints))
 
 
+#: hints that set a :class:`Target` field of the same name (the others stay in ``Target.hints``)
+_FIELD_HINTS = frozenset(HINTS) & {f.name for f in fields(Target)} - {"obj", "hints"}
+
 #: hints that are not emitted in reproduction lines (display only, or carried by the spec)
 _NOT_REPRODUCED = ("name", "spec", "returns")
 
@@ -893,24 +880,18 @@ def target(obj: Any, **hints: Any) -> Target:
 
     Raises :class:`TargetError` for an unusable object or an unknown / invalid hint.
     """
-    all_hints = _normalize_hints({k: v for k, v in hints.items() if v is not None})
+    try:
+        given = validate_hints({k: v for k, v in hints.items() if v is not None})
+    except HintError as exc:
+        raise TargetError(str(exc)) from None
+    all_hints = _normalize_hints(given)
+    if (all_hints.get("num_heads") and all_hints.get("num_kv_heads")
+            and all_hints["num_heads"] % all_hints["num_kv_heads"]):
+        raise TargetError(f"hint num_kv_heads={all_hints['num_kv_heads']}: must divide "
+                          f"num_heads={all_hints['num_heads']} (GQA groups of equal size)")
     # hints that are not Target fields (e.g. "num_kv_heads", "rope", "cache", "scale") are kept
     # in Target.hints for the checks that understand them
-    hints = {k: v for k, v in all_hints.items() if k in HINTS and k not in ("mask", "returns")}
-    for key, allowed in (("kind", KINDS), ("mask_convention", MASK_CONVENTIONS),
-                         ("call", CALLS), ("alignment", ALIGNMENTS),
-                         ("mask_shape", MASK_SHAPES)):
-        if key in hints and hints[key] not in allowed:
-            raise TargetError(f"hint {key}={hints[key]!r}: expected one of {allowed}")
-    if all_hints.get("positions") is not None:
-        from attncheck.dynamic.positions import _norm as _norm_positions
-
-        try:
-            _norm_positions(all_hints["positions"])
-        except ValueError as exc:
-            raise TargetError(str(exc)) from None
-    if hints.get("kind") == "lm":
-        raise TargetError("kind='lm' (token models) is not supported by attncheck check yet")
+    hints = {k: v for k, v in all_hints.items() if k in _FIELD_HINTS}
     if isinstance(obj, Target):
         merged = dict(obj.hints)
         merged.update(all_hints)

@@ -8,6 +8,7 @@ summary line.  :func:`report_table` returns just the ``rich.table.Table``.
 from __future__ import annotations
 
 import json
+import numbers
 from typing import Any
 
 from rich.console import Console
@@ -100,7 +101,14 @@ def report_json(report: Report) -> str:
 
 
 def _clean(x: Any) -> Any:
-    if isinstance(x, float):
+    """JSON-safe copy: NaN/inf as strings, numbers of other types (NumPy scalars) as Python
+    numbers, anything else that is not JSON as its ``str``."""
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
+        x = float(x)
         if x != x or x in (float("inf"), float("-inf")):
             return str(x)
         return x
