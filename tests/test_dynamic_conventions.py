@@ -16,7 +16,7 @@ def _run(name, checks, **extra):
     hints = dict(fx.CORRECT.get(name) or fx.BUGGY[name][0])
     hints.update(extra)
     obj = build(getattr(fx, name), name)
-    return attncheck.check(obj, checks=checks, device="cpu", max_examples=4, timeout=60,
+    return attncheck.check(obj, checks=checks, device="cpu", max_examples=3, timeout=60,
                            **hints)
 
 
@@ -175,3 +175,83 @@ def test_error_inside_the_target_is_still_the_targets():
                         causal=False).results[0]
     assert r.status == "error" and "the target raised TypeError: user bug" in r.message
     assert "internal_error" not in r.metrics
+
+
+@pytest.mark.parametrize("name,convention", [
+    ("hf_style_kernel", "sdpa"), ("eager_attention_forward", "hf_eager"),
+    ("varlen_attention", "varlen"), ("attention_weights", "weights")])
+def test_kernel_convention_read_from_the_signature(name, convention):
+    t = target(getattr(fx, name))
+    assert t.kind == "kernel" and t.convention == convention
+    if convention == "hf_eager":
+        assert (t.mask_arg, t.mask_convention) == ("attention_mask", "additive")
+        assert t.mask_detection["source"] == "adapter"
+    if convention == "sdpa":
+        assert t.mask_arg == "attention_mask"
+
+
+def test_key_padding_mask_name_implies_key_padding_shape():
+    t = target(fx.PaddingMaskLayer())
+    assert (t.mask_arg, t.mask_shape, t.key_only_mask) == ("key_padding_mask", "BK", True)
+    rep = _run("PaddingMaskLayer", ["padding", "normalization"])
+    assert [r.status for r in rep.results] == ["pass", "pass"], [r.message for r in rep.results]
+    assert rep.extra["mask_convention"]["convention"] == "blocked"
+
+
+@pytest.mark.parametrize("correct,buggy,check", [
+    ("eager_attention_forward", "eager_attention_mask_ignored", "causality"),
+    ("varlen_attention", "varlen_attention_crosses_sequences", "batch-independence"),
+    ("attention_weights", "attention_weights_unscaled", "scale")])
+def test_convention_targets_pass_and_their_buggy_twins_fail(correct, buggy, check):
+    ok = _run(correct, [check, "reference"])
+    assert [r.status for r in ok.results] == ["pass", "pass"], [r.message for r in ok.results]
+    bad = _run(buggy, [check]).results[0]
+    assert bad.status == "fail", bad.message
+
+
+def test_eager_outputs_are_canonical():
+    t = target(fx.eager_attention_forward, causal=True)
+    from attncheck.dynamic.targets import Example
+
+    inp = t.make_inputs(Example(B=2, L_q=5, L_k=5, H=4, d=8), causal=True)
+    out = t(inp)
+    ref = torch.nn.functional.scaled_dot_product_attention(inp.q, inp.k, inp.v, is_causal=True)
+    assert out.out.shape == (2, 4, 5, 8) and out.weights.shape == (2, 4, 5, 5)
+    torch.testing.assert_close(out.out, ref, atol=1e-6, rtol=1e-5)
+
+
+def test_cli_kind_kernel_hint(tmp_path):
+    import subprocess
+    import sys
+
+    from click.testing import CliRunner
+
+    from attncheck.cli import main
+
+    spec = "fixtures/dynamic/conventions.py:attend"
+    res = CliRunner().invoke(main, ["check", spec, "--checks", "shapes", "--max-examples", "2"])
+    assert res.exit_code == 2 and "--hint kind=kernel" in res.output
+    res = CliRunner().invoke(main, ["check", spec, "--hint", "kind=kernel", "--checks",
+                                    "shapes,reference", "--max-examples", "2", "--no-causal"])
+    assert res.exit_code == 0, res.output
+    proc = subprocess.run([sys.executable, "-m", "attncheck", "check", spec, "--hint",
+                           "kind=kernel", "--checks", "shapes", "--max-examples", "2",
+                           "--format", "json"], capture_output=True, text=True, cwd=fx.__file__
+                          .rsplit("/fixtures/", 1)[0])
+    assert proc.returncode == 0, proc.stderr
+    assert '"status": "pass"' in proc.stdout
+
+
+def test_cli_internal_error_exits_2_with_a_report_request(monkeypatch):
+    from click.testing import CliRunner
+
+    from attncheck.cli import main
+    from attncheck.dynamic.checks import reference
+
+    monkeypatch.setattr(reference, "judge", lambda *a, **k: (True, {"max_abs_diff": None}))
+    res = CliRunner().invoke(main, ["check", "fixtures/dynamic/conventions.py:attend", "--hint",
+                                    "kind=kernel", "--checks", "reference", "--max-examples",
+                                    "2", "--no-causal"])
+    assert res.exit_code == 2
+    assert "internal error in attncheck" in res.output and "please" in res.output
+    assert "the target raised" not in res.output
