@@ -1,7 +1,9 @@
 """``attncheck check TARGET``: run the dynamic checks from the command line.
 
 Exit codes: 0 every check passed (``warn`` and ``skip`` allowed), 1 a check failed or errored,
-2 usage error (bad spec, import failure, unknown check / device / dtype, invalid hint).
+2 usage error (bad spec, import failure, unknown check / device / dtype, invalid hint) or an
+internal error of attncheck (an exception raised by attncheck's own code, never blamed on the
+target).
 """
 from __future__ import annotations
 
@@ -109,6 +111,12 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
         from attncheck.report.terminal import render_report
 
         render_report(report, Console(highlight=False, soft_wrap=False))
+    internal = [r.check for r in report.results if r.metrics.get("internal_error")]
+    if internal:
+        click.echo(f"attncheck check: error: internal error in attncheck while running "
+                   f"{', '.join(internal)} (a bug in attncheck, not in the target: please "
+                   "report it with the reproduction line above)", err=True)
+        sys.exit(2)
     sys.exit(0 if report.ok else 1)
 
 
