@@ -37,8 +37,9 @@ def _console(soft_wrap: bool = True):
 @click.option("--extend-select", multiple=True, metavar="CODES",
               help="Rule codes/prefixes to enable in addition to the selection.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes/prefixes to disable.")
-@click.option("--output-format", type=click.Choice(FORMATS), default="concise",
-              show_default=True, help="How findings are printed.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(FORMATS),
+              default="concise", show_default=True,
+              help="How findings are printed (--format is an alias, as for check and audit).")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of findings.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--config", "config_path", type=str, default=None, metavar="PATH",
