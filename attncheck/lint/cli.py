@@ -116,11 +116,12 @@ def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, ex
         out = click.get_binary_stream("stdout")
         out.write(result.stdin_output)
         out.flush()
-    _report(result, output_format, statistics, fix, err=to_stderr)
+    _report(result, output_format, statistics, fix, err=to_stderr, unsafe_fixes=unsafe_fixes)
     sys.exit(result.exit_code(exit_zero))
 
 
-def _report(result, output_format, statistics, fix, err: bool = False) -> None:
+def _report(result, output_format, statistics, fix, err: bool = False,
+            unsafe_fixes: bool = False) -> None:
     from attncheck.lint import formatters
 
     findings = result.findings
@@ -144,10 +145,10 @@ def _report(result, output_format, statistics, fix, err: bool = False) -> None:
         click.echo(formatters.format_github(findings), nl=False, err=err)
 
     if output_format in ("concise", "full") or statistics and output_format != "json":
-        _summary(result, fix, err=err)
+        _summary(result, fix, err=err, unsafe_fixes=unsafe_fixes)
 
 
-def _summary(result, fix: bool, err: bool = False) -> None:
+def _summary(result, fix: bool, err: bool = False, unsafe_fixes: bool = False) -> None:
     n = len(result.findings)
     files = len({f.path for f in result.findings})
     fixed = f"Fixed {result.fixed} finding(s). " if fix else ""
@@ -161,11 +162,13 @@ def _summary(result, fix: bool, err: bool = False) -> None:
                    and f.fix.applicability == "safe")
         unsafe = sum(1 for f in result.findings if f.fix is not None) - safe
         hints = []
-        if safe:
+        if safe and not fix:
             hints.append(f"{safe} fixable with --fix")
-        if unsafe:
-            hints.append(f"{unsafe} fixable with --fix --unsafe-fixes")
-        hint = f"\n{'; '.join(hints)} (preview with --diff)." if hints and not fix else ""
+        if unsafe and not (fix and unsafe_fixes):
+            hints.append(f"{unsafe} fixable with --fix --unsafe-fixes (unsafe: they change "
+                         "numerics; --fix alone does not apply them)" if fix else
+                         f"{unsafe} fixable with --fix --unsafe-fixes")
+        hint = f"\n{'; '.join(hints)} (preview with --diff)." if hints else ""
         click.echo(f"{fixed}Found {n} finding(s) in {files} of {len(result.files)} file(s)."
                    f"{hint}", err=err)
 

@@ -80,9 +80,11 @@ def apply_fixes(source: str, fixes: Iterable[Fix]) -> tuple[str, int]:
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """A unified diff of ``old`` → ``new`` labelled with ``path``."""
-    return "".join(difflib.unified_diff(
-        old.splitlines(keepends=True), new.splitlines(keepends=True),
-        fromfile=f"a/{path}", tofile=f"b/{path}"))
+    out = []
+    for line in difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                     fromfile=f"a/{path}", tofile=f"b/{path}"):
+        out.append(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")
+    return "".join(out)
 
 
 def atomic_write(path: str | Path, data: bytes) -> None:
