@@ -199,9 +199,52 @@ def test_size_guard_reports_instead_of_reading(tmp_path, monkeypatch):
     assert run("--max-file-size", "1", "--exit-zero", str(big)).exit_code == 0
     assert run("--max-file-size", "1", "--ignore", "ATT000", str(big)).exit_code == 0
     assert run("--max-file-size", "0", str(big)).exit_code == 0  # 0 = no limit
-    assert run(str(big)).exit_code == 0  # the default limit is 10 MB
+    assert run(str(big)).exit_code == 0  # the default limit is 50 MB
     r = run("--max-file-size", "1", "-", input=big.read_text())  # stdin too
     assert r.exit_code == 1 and "-:1:1: ATT000 file too large to analyse" in r.output
+
+
+def test_libcst_parse_guard(tmp_path, monkeypatch):
+    p = tmp_path / "m.py"
+    p.write_text(ATTN)
+    monkeypatch.setattr(engine, "MAX_PARSE_CHARS", 100)
+    r = run(str(p))
+    assert r.exit_code == 1
+    assert r.output.splitlines()[0] == (
+        f"{p}:1:1: ATT000 file too large to analyse: 0.0 MB of code to parse > 0.0001 MB (libcst "
+        "needs several hundred bytes of memory per byte); exclude it, or split it")
+
+
+_NUMS = ", ".join(str(i) for i in range(60))
+SCREEN_CASES = [
+    "DATA = [" + _NUMS + "]\n",
+    "DATA = [" + _NUMS + "\n",                                          # never closed
+    "X = {" + ", ".join(f"'k{i}': [{i}, ({i},), {{'a': {i}}}]" for i in range(40)) + "}\nf(X)\n",
+    "X = f(" + ", ".join(f"a{i}={i}" for i in range(40)) + ", *rest)\n",  # call arguments
+    "X = (" + _NUMS + ",)\nY = (" + _NUMS + ")\nZ = sum(x for x in [" + _NUMS + "])\n",
+    "X = [" + _NUMS + ", 3 4, 5]\n",                                   # error inside a group
+    "X = ['a,b', \"c]\", '#(', " + _NUMS + "]\nY = 1 +\n",             # error after the literal
+    "def f():\n    return x[" + _NUMS + "]\n",                         # a subscript
+    "X = [[" + "], [".join(", ".join(str(i) for i in range(j, j + 5)) for j in range(40)) + "]]]\n",
+    "X = [\n" + ",\n".join(f"    ({i}, '{i}')" for i in range(40)) + "\n    (1 2)]\n",
+    "return [" + _NUMS + "]\n",                                         # refused by CPython only
+]
+
+
+@pytest.mark.parametrize("text", SCREEN_CASES)
+def test_piecewise_syntax_screen_equals_compile(text, monkeypatch):
+    """The screen of a large file (here: pieces of 50 characters) finds exactly the errors
+    ``compile()`` finds, at the same line and column."""
+    from attncheck.lint import screen
+
+    monkeypatch.setattr(screen, "PIECE", 50)
+    monkeypatch.setattr(screen, "PIECEWISE_ABOVE", 0)
+    got = engine._syntax_check(text, "x.py")
+    monkeypatch.setattr(screen, "PIECEWISE_ABOVE", 10**9)
+    want = engine._syntax_check(text, "x.py")
+    assert (got is None) == (want is None)
+    if want is not None:
+        assert (got.line, got.col, got.message) == (want.line, want.col, want.message)
 
 
 # ---------------------------------------------------------------------------------------------

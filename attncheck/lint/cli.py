@@ -54,7 +54,7 @@ def _console(soft_wrap: bool = True, stderr: bool = False):
               help="Print the diff the fixes would make; change nothing. Exit 1 if any.")
 @click.option("--add-noqa", is_flag=True,
               help="Append `# noqa: CODE` to every line with a finding (baseline a codebase).")
-@click.option("--max-file-size", type=click.FloatRange(min=0), default=10, show_default=True,
+@click.option("--max-file-size", type=click.FloatRange(min=0), default=50, show_default=True,
               metavar="MB", help="Report larger files as ATT000 instead of reading them "
                                  "(0 = no limit).")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, show_default=True,

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 
 from attncheck.config import Config, ConfigError, find_config, load_config, validate_selectors
 from attncheck.lint import regions as _regions
+from attncheck.lint import screen as _screen
 from attncheck.lint import suppression
 from attncheck.lint.discovery import (
     NOTEBOOK_SUFFIX, STDIN, FileTooLarge, PathError, Source, check_path, discover, matches,
@@ -254,11 +255,26 @@ def _syntax_error(text: str, display: str, exc: Exception) -> Finding:
     return _engine_finding(display, "ATT000", f"cannot parse: {type(exc).__name__}: {exc}")
 
 
+def _libcst_accepts(text: str) -> bool:
+    try:
+        cst.parse_module(text)
+        return True
+    except _parse_errors():
+        return False
+
+
 def _syntax_check(text: str, display: str) -> Finding | None:
     """ATT000 when ``text`` is not valid Python, whatever the prefilter and region selection
     would parse.  CPython's own parser (``ast``, about 10× faster than libcst) screens every file;
     only when it refuses is libcst asked too, so that syntax newer than the running interpreter
     (which libcst accepts) is not reported as a parse error."""
+    if len(text) > _screen.PIECEWISE_ABOVE:  # bounded memory (:mod:`attncheck.lint.screen`)
+        err = _screen.check(text, refused=_libcst_accepts)
+        if err is None:
+            return None
+        line, col = text.count("\n", 0, err.offset) + 1, err.offset - (
+            text.rfind("\n", 0, err.offset) + 1)
+        return _engine_finding(display, "ATT000", f"cannot parse: {err.kind}: {err.msg}", line, col)
     try:
         # bytecode compilation is about a third cheaper than building the ``ast`` objects; it
         # also refuses a few valid parses (``return`` outside a function, ...), which libcst
@@ -479,6 +495,7 @@ def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = 
                           walk=_regions.triggers_of(walking) or ())
     if sel is None:
         return None
+    _check_parse_size(len(sel.text) - sel.text.count("\n"))
     try:
         module = cst.parse_module(sel.text)
     except _parse_errors():
@@ -489,6 +506,24 @@ def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = 
         defs = [s for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))]
         skip.update(id(d) for d, w in zip(defs, sel.walk_defs) if not w)
     return module
+
+
+#: The most characters of code (blank lines aside) handed to libcst in one file.  libcst's tree
+#: takes several hundred bytes per character; a file whose kept regions are larger is reported
+#: as ATT000 ("file too large to analyse") instead of exhausting memory.  Hand-written attention
+#: modules are far below it (the largest transformers modeling file: about 0.3 MB).
+MAX_PARSE_CHARS = 5_000_000
+
+
+class _TooLargeToParse(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+def _check_parse_size(n: int) -> None:
+    if n > MAX_PARSE_CHARS:
+        raise _TooLargeToParse(n)
 
 
 def lint_text(text: str, display: str, enabled: frozenset[str],
@@ -527,7 +562,16 @@ RECURSION_LIMIT = 10_000
 def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[type[Rule]],
                  settings, use_regions: bool) -> FileOutcome:
     skip: set[int] = set()
-    module = _parse_regions(text, active, skip) if use_regions else None
+    try:
+        module = _parse_regions(text, active, skip) if use_regions else None
+        if module is None:
+            _check_parse_size(len(text))
+    except _TooLargeToParse as big:
+        found = [_engine_finding(
+            display, "ATT000", f"file too large to analyse: {big.size / 1e6:.1f} MB of code to "
+            f"parse > {MAX_PARSE_CHARS / 1e6:g} MB (libcst needs several hundred bytes of memory "
+            "per byte); exclude it, or split it")]
+        return FileOutcome([f for f in found if f.code in enabled], False, text)
     if module is None:
         skip = set()
         try:
@@ -676,12 +720,12 @@ def _selection_registry(cache_dir) -> dict:
 #: Below this many files a process pool costs more than it saves.
 MIN_FILES_PER_JOB = 8
 
-#: Default per-file size limit in bytes (``--max-file-size``, in MB).  Every file is compiled by
-#: CPython to screen it for syntax errors, and a file with attention code is parsed by libcst;
-#: both hold the whole syntax tree: CPython's compiler needs about 100 bytes of memory per byte
-#: of a generated list of numbers (a 40 MB one: 3.9 GB), libcst several times more.  A larger
-#: file is reported as ATT000 ("file too large to analyse") without being read.
-DEFAULT_MAX_FILE_SIZE = 10_000_000
+#: Default per-file size limit in bytes (``--max-file-size``, in MB): a larger file is reported as
+#: ATT000 ("file too large to analyse") without being read.  Below it, a large file costs about
+#: one ``compile()`` in time and a bounded amount of memory when it has no attention code (the
+#: syntax screen compiles it in pieces, :mod:`attncheck.lint.screen`); what libcst parses is
+#: bounded by :data:`MAX_PARSE_CHARS`.
+DEFAULT_MAX_FILE_SIZE = 50_000_000
 
 
 def _worker_init(parent: int) -> None:
