@@ -165,7 +165,7 @@ def test_pre_commit_snippets_use_the_shipped_hooks():
                     for hook in repo["hooks"]:
                         # the local hook runs what the shipped one runs
                         assert hook["entry"] == shipped[hook["id"]]["entry"], path.name
-                        assert hook["types"] == shipped[hook["id"]]["types"]
+                        assert hook.get("types_or", hook.get("types")) == shipped[hook["id"]].get("types_or", shipped[hook["id"]].get("types"))
                 else:
                     n_remote += 1
                     remote_urls.add(repo["repo"])
