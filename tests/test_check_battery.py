@@ -110,6 +110,8 @@ def test_registry_is_introspectable_and_covers_every_hint_the_checks_read():
         assert set(h.used_by) <= checks | {"target"}, (name, h.used_by)
         assert h.alias_of is None or h.alias_of in HINTS
     # every Target field that a user may set is a hint
+    # (what was found by experiment — mask convention, L_q != L_k support, position terms — is
+    # kept in *_detection fields, not set by users)
     fields = {f for f in Target.__dataclass_fields__ if not f.endswith("_detection")} - {
         "obj", "hints"}
     assert fields <= set(HINTS)

@@ -243,8 +243,9 @@ _PATTERN = _choice("full", "causal", "sliding_window",
 
 
 def _returns(v: Any) -> str:
-    return _choice("output", "output_weights",
-                   aliases={"(output, weights)": "output_weights", "out": "output"})(v)
+    return _choice("output", "output_weights", "weights",
+                   aliases={"(output, weights)": "output_weights", "out": "output",
+                            "weights_only": "weights"})(v)
 
 
 # ---------------------------------------------------------------------------- the registry
@@ -274,9 +275,10 @@ register_hint("mask", "{arg, convention, shape} or a parameter name",
               validate=_table({"arg": _name_or_empty, "convention": _mask_convention,
                                 "shape": _mask_shape}, also=_name_or_empty),
               used_by=("target", "padding", "batch-independence", "reference", "dtype"))
-register_hint("returns", "'output' | 'output_weights'",
-              "what the target returns (informational: detected at call time)",
-              validate=_returns, used_by=())
+register_hint("returns", "'output' | 'output_weights' | 'weights'",
+              "what the target returns (detected at call time); 'weights': a kernel that "
+              "returns only the attention weights (its output is taken as weights @ v)",
+              validate=_returns, used_by=("target",))
 register_hint("causal_arg", "parameter name, or '' for none",
               "name of the boolean causal parameter (default is_causal when accepted)",
               validate=_name_or_empty)
@@ -337,3 +339,36 @@ register_hint("mask_pattern", "{kind, window} or a pattern name",
               validate=_table({"kind": _PATTERN, "pattern": _PATTERN, "window": _positive_int},
                               also=_PATTERN),
               used_by=("mask-pattern", "reference"))
+
+
+def _positions(v: Any) -> Any:
+    from attncheck.dynamic.positions import _norm
+
+    try:
+        _norm(v)
+    except ValueError as exc:
+        raise HintError(str(exc).split(": ", 1)[-1]) from None
+    return v
+
+
+register_hint("positions", "'none' | 'absolute' | 'rotary' | 'alibi' | 'relative' ('t5', 'xl') "
+              "or {kind, slopes}",
+              "position term inside the target: additive biases (ALiBi, T5 relative bias, "
+              "Transformer-XL u/v), rotary or absolute embeddings; ALiBi slopes default to "
+              "2^(-8h/H). Detected from the logits when not given (ALiBi, relative)",
+              validate=_positions,
+              used_by=("reference", "scale", "permutation-equivariance", "kv-cache"))
+register_hint("qk_norm", "'l2' | bool",
+              "q and k are L2-normalised before the logits (cosine attention, qk-norm): the "
+              "kernel reference normalises them too",
+              validate=lambda v: v if isinstance(v, bool) else _choice(
+                  "l2", aliases={"cosine": "l2", "true": "l2"})(v),
+              used_by=("reference",))
+register_hint("convention", "'sdpa' | 'hf_eager' | 'varlen' | 'weights'",
+              "kernel calling convention (detected from the signature): f(q, k, v); "
+              "transformers' eager_attention_forward(module, query, key, value, attention_mask, "
+              "scaling, dropout); packed (total_tokens, H, d) with cu_seqlens / max_seqlen; "
+              "f(q, k) returning the weights",
+              validate=_choice("sdpa", "hf_eager", "varlen", "weights",
+                               aliases={"hf": "hf_eager", "eager": "hf_eager",
+                                        "packed": "varlen"}))

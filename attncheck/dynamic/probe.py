@@ -495,6 +495,15 @@ class Probe(TorchFunctionMode):
             for mm in reversed(self._matmuls):
                 if mm.out.numel() != x.numel() or mm.out.device != x.device:
                     continue
+                if "qk_matmul" not in rec.extra and mm.out.shape == x.shape:
+                    # kept for position-bias analysis when the logits are not proportional
+                    # to it (an additive bias): see attncheck.dynamic.positions
+                    rec.extra["qk_product"] = mm.out
+                    rec.extra["qk_factor"] = mm.factor
+                    rec.extra["qk_contracted"] = mm.contracted
+                    if mm.key_axis is not None and mm.query_axis is not None:
+                        rec.extra["key_axis"] = mm.key_axis
+                        rec.extra["query_axis"] = mm.query_axis
                 rec.extra.setdefault("qk_matmul", mm.op)
                 m = mm.out.reshape(-1)
                 m = (m if sub is None else m[sub]).to(torch.float64)

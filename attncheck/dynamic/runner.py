@@ -35,7 +35,15 @@ from typing import Any, Callable, Iterable, TypeVar
 
 import torch
 
-from attncheck.dynamic.base import DEFAULT_CHECKS, CheckSpec, CheckTimeout, RunContext, all_checks
+from attncheck.dynamic.base import (
+    DEFAULT_CHECKS,
+    INTERNAL_ERROR,
+    CheckSpec,
+    CheckTimeout,
+    RunContext,
+    all_checks,
+    raised_by_attncheck,
+)
 from attncheck.dynamic.state import preserved
 from attncheck.dynamic.targets import Target, TargetOutputError
 from attncheck.dynamic.targets import target as make_target
@@ -146,6 +154,10 @@ def _error_result(ctx: RunContext, exc: BaseException, target: Target) -> CheckR
             f"this check (raise the limit with --timeout / timeout=)",
             metrics={"timeout_s": ctx.time_limit}, details=f"reproduce: {ctx.reproduce()}")
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    if raised_by_attncheck(exc) and not isinstance(exc, TargetOutputError):
+        return ctx.result("error", f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}",
+                          metrics={"exception": type(exc).__name__, "internal_error": True},
+                          details=f"{tb}\nreproduce: {ctx.reproduce()}")
     status = "fail" if isinstance(exc, TargetOutputError) else "error"
     return ctx.result(status, f"{type(exc).__name__}: {exc}",
                       metrics={"exception": type(exc).__name__},
@@ -204,6 +216,14 @@ def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
                                        {"cross": True, "message": f"raised {exc}"}))
     if target.needs_mask_detection():
         _detect_masks(target, ctx)
+    if target.needs_position_detection():
+        from attncheck.dynamic.positions import detect_positions
+
+        _detect(target, ctx, "positions",
+                lambda t, c: setattr(t, "position_detection",
+                                     detect_positions(t, c.device, c.dtype)),
+                lambda t, exc: setattr(t, "position_detection",
+                                       {"kind": None, "message": f"raised {exc}"}))
     ok, why = spec.applicable(target)
     if not ok:
         return ctx.result("skip", why)

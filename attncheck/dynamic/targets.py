@@ -31,7 +31,7 @@ Canonical forms used by the checks (``Inputs`` / ``Output``):
   query may attend to the key (the convention of ``F.scaled_dot_product_attention``'s bool
   ``attn_mask``, PyTorch docs).  It is converted to the target's own convention
   (``mask_convention``: ``"keep"``, ``"blocked"`` — e.g. ``nn.MultiheadAttention`` — or
-  ``"additive"``: 0 kept, ``-inf`` blocked) when the call is made.
+  ``"additive"``: 0 kept, ``torch.finfo(dtype).min`` blocked, as transformers prepares it) when the call is made.
 
 Causal alignment when ``L_q != L_k``: ``"top_left"`` (SDPA ``is_causal``, query i sees keys
 ``j <= i``) or ``"bottom_right"`` (flash-attention, KV-cache decoding: query i sees keys
@@ -161,9 +161,20 @@ _EMBED_ATTRS = ("embed_dim", "d_model", "n_embd", "hidden_size", "model_dim", "e
                 "dim", "d_embed", "embedding_dim")
 _HEADS_ATTRS = ("num_heads", "n_head", "n_heads", "nhead", "num_attention_heads", "heads", "h")
 _HEAD_DIM_ATTRS = ("head_dim", "d_k", "d_head", "dim_head", "head_size", "attention_head_size")
-_MASK_NAMES = ("attn_mask", "mask", "attention_mask", "src_mask")
+_MASK_NAMES = ("attn_mask", "mask", "attention_mask", "src_mask", "encoder_attention_mask",
+               "key_padding_mask", "src_key_padding_mask", "padding_mask", "attn_bias")
+#: kernel mask parameter names, in order of preference
+_KERNEL_MASK_NAMES = ("attn_mask", "mask", "attention_mask", "attn_bias", "key_padding_mask")
+#: mask names that say the mask is a key padding mask ``(B, L_k)`` (nn.MultiheadAttention,
+#: nn.TransformerEncoderLayer: ``key_padding_mask`` / ``src_key_padding_mask``)
+_KEY_PADDING_NAMES = ("key_padding_mask", "src_key_padding_mask", "padding_mask")
+CONVENTIONS = ("sdpa", "hf_eager", "varlen", "weights")
 _CAUSAL_NAMES = ("is_causal", "causal")
-_QKV_NAMES = (("q", "k", "v"), ("query", "key", "value"))
+_QKV_NAMES = (("q", "k", "v"), ("query", "key", "value"),
+              ("query_states", "key_states", "value_states"),  # transformers' names
+              ("q_states", "k_states", "v_states"))
+_VARLEN_NAMES = ("cu_seqlens", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen", "max_seqlen_q",
+                 "max_seqlen_k")
 
 
 def _positional_params(fn: Callable) -> list[inspect.Parameter]:
@@ -189,15 +200,38 @@ def _accepts_kwargs(fn: Callable) -> bool:
         return False
 
 
-def is_kernel_function(fn: Any) -> bool:
-    """True when ``fn`` is a plain callable whose first parameters are q, k, v / query, key,
-    value (``F.scaled_dot_product_attention`` included)."""
+def kernel_convention(fn: Any) -> str | None:
+    """The kernel calling convention read from ``fn``'s signature (see ``Target.convention``),
+    or None when ``fn`` is not a kernel:
+
+    - ``"hf_eager"``: ``(module, query, key, value, attention_mask, scaling, ...)`` —
+      transformers' ``eager_attention_forward``;
+    - ``"varlen"``: q, k, v then ``cu_seqlens`` / ``cu_seqlens_q`` (flash-attention's
+      ``flash_attn_varlen_func``: packed ``(total_tokens, H, d)``);
+    - ``"sdpa"``: first parameters q, k, v / query, key, value / query_states, key_states,
+      value_states (``F.scaled_dot_product_attention`` included);
+    - ``"weights"``: first parameters q, k (or query, key) and no v: returns attention weights.
+    """
     if isinstance(fn, nn.Module) or isinstance(fn, type) or not callable(fn):
-        return False
+        return None
     if fn is torch.nn.functional.scaled_dot_product_attention:
-        return True
-    names = [p.name for p in _positional_params(fn)[:3]]
-    return any(tuple(names) == n for n in _QKV_NAMES)
+        return "sdpa"
+    names = [p.name for p in _positional_params(fn)]
+    if names[:1] == ["module"] and any(tuple(names[1:4]) == n for n in _QKV_NAMES):
+        return "hf_eager"
+    if any(tuple(names[:3]) == n for n in _QKV_NAMES):
+        return "varlen" if _param_names(fn) & set(_VARLEN_NAMES[:3]) else "sdpa"
+    if any(tuple(names[:2]) == n[:2] for n in _QKV_NAMES):
+        return "weights"
+    return None
+
+
+def is_kernel_function(fn: Any) -> bool:
+    """True when ``fn`` is a plain callable with a kernel signature (:func:`kernel_convention`):
+    first parameters q, k, v (also query, key, value / query_states, key_states, value_states),
+    transformers' ``eager_attention_forward(module, query, key, value, ...)``, a packed varlen
+    kernel, or ``f(q, k)`` returning weights."""
+    return kernel_convention(fn) is not None
 
 
 def _int_attr(m: nn.Module, names: tuple[str, ...]) -> int | None:
@@ -314,6 +348,11 @@ class Target:
     head_dim: int | None = None
     embed_dim: int | None = None
     call: str = "q_k_v"
+    #: kernels: how q, k, v are handed over and what comes back — "sdpa" (``f(q, k, v)``),
+    #: "hf_eager" (``f(module, query, key, value, attention_mask, scaling, dropout)`` returning
+    #: ``(out (B, L_q, H, d), weights)``), "varlen" (packed ``(total_tokens, H, d)`` with
+    #: ``cu_seqlens`` / ``max_seqlen``), "weights" (``f(q, k)`` returns the weights only)
+    convention: str = "sdpa"
     alignment: str = "top_left"
     cross: bool = True
     spec: str | None = None
@@ -325,6 +364,9 @@ class Target:
     #: whether L_q != L_k works, settled once by :meth:`ensure_cross_support`: None (not yet)
     #: or ``{"cross": bool, "message": str}``
     cross_detection: dict[str, Any] | None = None
+    #: position term found by experiment when no ``positions`` hint was given: None (not yet)
+    #: or :func:`attncheck.dynamic.positions.detect_positions`'s result
+    position_detection: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -436,10 +478,18 @@ class Target:
         """What was found out about the target's conventions by experiment (not given as
         hints), one sentence each, for reports."""
         notes = []
+        pd = self.position_detection
+        if pd is not None and pd.get("kind") not in (None, "none"):
+            notes.append(pd["message"] + " (declare it with --hint positions=...)")
         cd = self.cross_detection
         if cd is not None and cd.get("cross") is False:
             notes.append(cd["message"])
         return notes
+
+    def needs_position_detection(self) -> bool:
+        """True when no position term was declared and none was looked for yet."""
+        return (self.position_detection is None and self.hints.get("positions") is None
+                and not self.hints.get("rope"))
 
     def mask_note(self) -> str:
         """Short description of the mask convention in use, for check messages."""
@@ -622,8 +672,10 @@ class Target:
             return keep
         if self.mask_convention == "blocked":
             return ~keep
+        # transformers' prepared masks: 0 kept, torch.finfo(dtype).min blocked (finite, so a
+        # row with every key blocked is uniform instead of 0/0 = NaN)
         z = torch.zeros(keep.shape, dtype=dtype, device=keep.device)
-        return z.masked_fill(~keep, float("-inf"))
+        return z.masked_fill(~keep, torch.finfo(dtype).min)
 
     def _to_native(self, t: torch.Tensor) -> torch.Tensor:
         if self.is_kernel:
@@ -702,6 +754,8 @@ class Target:
                     kwargs[self.causal_arg] = True
             if self.is_kernel:
                 args = [self._to_native(t) for t in (inputs.q, inputs.k, inputs.v)]
+                if self.convention != "sdpa":
+                    return self._call_convention(obj, args, kwargs, keep, inputs)
             elif self.call == "x":
                 args = [self._to_native(inputs.q)]
             elif self.call == "q_kv":
@@ -731,6 +785,70 @@ class Target:
         return Output(self._from_native(out), self._weights_from_native(w), raw)
 
     __call__ = forward
+
+    def _call_convention(self, obj: Any, args: list[torch.Tensor], kwargs: dict[str, Any],
+                         keep: torch.Tensor | None, inputs: Inputs) -> Output:
+        """Kernels with a non-SDPA convention (``Target.convention``)."""
+        ex = inputs.example
+        q, k, v = args
+        names = _param_names(obj.forward if isinstance(obj, nn.Module) else obj)
+        if self.convention == "hf_eager":
+            import types
+
+            from attncheck.dynamic.checks._compare import hint as _hint
+
+            scale = _hint(self, "scale", "softmax_scale")
+            scale = float(scale) if isinstance(scale, (int, float, str)) and \
+                str(scale) != "learned" else 1.0 / (q.shape[-1] ** 0.5)
+            # the module attributes eager_attention_forward reads (transformers source)
+            module = types.SimpleNamespace(num_key_value_groups=q.shape[1] // k.shape[1],
+                                           training=False, scaling=scale,
+                                           is_causal=bool(inputs.causal))
+            marg = self.mask_arg or "attention_mask"
+            kwargs = {key: val for key, val in kwargs.items() if key != self.causal_arg}
+            if inputs.causal and keep is None:  # HF eager is causal only through its mask
+                keep = ~causal_blocked(ex.L_q, ex.L_k, self.alignment, q.device)
+            mask = None if keep is None else self._mask_value(
+                self.native_mask(keep, ex, self.mask_shape or "B1QK"), q.dtype)
+            kwargs[marg] = mask
+            kwargs["scaling" if "scaling" in names or "scaling" not in names and
+                   "scale" not in names else "scale"] = scale
+            if "dropout" in names:
+                kwargs["dropout"] = 0.0
+            raw = obj(module, q, k, v, **kwargs)
+            out, w = self._split_output(raw)
+            if out.dim() == 4:   # (B, L_q, H, d): transformers transposes before returning
+                out = out.transpose(1, 2)
+            return Output(out, self._weights_from_native(w), raw)
+        if self.convention == "varlen":
+            B, H, L_q, d = q.shape
+            L_k = k.shape[-2]
+
+            def pack(t: torch.Tensor) -> torch.Tensor:
+                return t.transpose(1, 2).reshape(-1, t.shape[1], t.shape[-1]).contiguous()
+
+            def cu(L: int) -> torch.Tensor:
+                return torch.arange(0, (B + 1) * L, L, dtype=torch.int32, device=q.device)
+
+            given = {"cu_seqlens_q": cu(L_q), "cu_seqlens_k": cu(L_k), "cu_seqlens": cu(L_q),
+                     "max_seqlen_q": L_q, "max_seqlen_k": L_k, "max_seqlen": L_q}
+            kwargs.update({n: val for n, val in given.items() if n in names})
+            raw = obj(pack(q), pack(k), pack(v), **kwargs)
+            out, w = self._split_output(raw)
+            if out.dim() == 3 and out.shape[0] == B * L_q:
+                out = out.reshape(B, L_q, H, -1).transpose(1, 2)
+            return Output(out, self._weights_from_native(w), raw)
+        # "weights": f(q, k[, mask]) -> (B, H, L_q, L_k); the output is weights @ v
+        if keep is not None and self.mask_arg:
+            kwargs[self.mask_arg] = self._mask_value(
+                self.native_mask(keep, ex, self.mask_shape or "B1QK"), q.dtype)
+        raw = obj(q, k, **kwargs)
+        w, _ = self._split_output(raw)
+        if w.dim() < 2 or w.shape[-1] != ex.L_k:
+            raise TargetOutputError(f"{self.name} returned shape {tuple(w.shape)}: a "
+                                    "weights-only kernel must return (B, H, L_q, L_k) weights")
+        w = self._weights_from_native(w)
+        return Output(self._from_native(w.to(v.dtype) @ v), w, raw)
 
     def expected_out_shape(self, inputs: Inputs) -> tuple[int, ...]:
         """Canonical output shape: kernel ``(B, H, L_q, d_v)``, layers ``(B, L_q, E)``."""
@@ -822,6 +940,8 @@ def _detect_layer(m: nn.Module, h: dict[str, Any]) -> dict[str, Any]:
             out["call"] = "q_k_v" if tuple(pn) in _QKV_NAMES else "x"
     if "mask_arg" not in h:
         out["mask_arg"] = next((n for n in _MASK_NAMES if n in names), None)
+        if out["mask_arg"] in _KEY_PADDING_NAMES and "mask_shape" not in h:
+            out["mask_shape"] = "BK"  # (B, L_k): PyTorch's key_padding_mask shape
     if "causal_arg" not in h:
         out["causal_arg"] = next((n for n in _CAUSAL_NAMES if n in names), None)
     if "embed_dim" not in h:
@@ -944,9 +1064,27 @@ def target(obj: Any, **hints: Any) -> Target:
         fn = obj.forward if isinstance(obj, nn.Module) else obj
         names = _param_names(fn)
         kw = _accepts_kwargs(fn)
+        conv = hints.get("convention") or kernel_convention(fn) or "sdpa"
+        if all_hints.get("returns") == "weights":
+            conv = "weights"
+        fields["convention"] = conv
         if "mask_arg" not in hints:
-            fields["mask_arg"] = next((n for n in ("attn_mask", "mask") if n in names),
-                                      None)
+            fields["mask_arg"] = next((n for n in _KERNEL_MASK_NAMES if n in names), None)
+        if conv == "hf_eager":
+            # transformers' prepared mask: additive, (B, 1, L_q, L_k), causal part included
+            fields.setdefault("mask_arg", "attention_mask")
+            fields["mask_arg"] = fields["mask_arg"] or "attention_mask"
+            if "mask_convention" not in hints:
+                fields["mask_convention"] = "additive"
+                fields["mask_detection"] = {
+                    "convention": "additive", "source": "adapter",
+                    "message": "transformers eager attention: additive (B, 1, L_q, L_k) mask"}
+        elif conv == "varlen":
+            fields["mask_arg"] = hints.get("mask_arg")  # packed kernels take no mask
+            if "cu_seqlens" in names and "cu_seqlens_k" not in names and "cross" not in hints:
+                fields["cross"] = False  # one cu_seqlens: self-attention only
+        elif "mask_arg" not in hints and fields.get("mask_arg") in _KEY_PADDING_NAMES:
+            fields.setdefault("mask_shape", "BK")
         if "causal_arg" not in hints:
             fields["causal_arg"] = next((n for n in _CAUSAL_NAMES if n in names), None)
         if fn is torch.nn.functional.scaled_dot_product_attention or (kw and not names - {

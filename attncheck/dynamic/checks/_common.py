@@ -69,14 +69,27 @@ def weight_sources(target: Target, inputs: Inputs, out: Output,
 
 def failure_result(ctx, failure, message: str | None = None, metrics: dict | None = None):
     """CheckResult for a :class:`~attncheck.dynamic.strategies.PropertyFailure`: ``"error"``
-    when the target raised (the reason is the exception), ``"fail"`` otherwise (also for a
+    when the target raised (the reason is the exception) or attncheck itself did (metric
+    ``internal_error`` True, message asking to report it), ``"fail"`` otherwise (also for a
     wrong return type, ``TargetOutputError``)."""
     from attncheck.dynamic.targets import TargetOutputError
+
+    from attncheck.dynamic.base import INTERNAL_ERROR, raised_by_attncheck
 
     err = failure.error
     m = dict(failure.data)
     m.update(metrics or {})
+    if err is not None and raised_by_attncheck(err):
+        return ctx.result("error", f"{INTERNAL_ERROR}: {type(err).__name__}: {err}",
+                          metrics=dict(m, exception=type(err).__name__, internal_error=True),
+                          details=_traceback(err), example=failure.example)
     if err is not None and not isinstance(err, TargetOutputError):
         return ctx.result("error", f"the target raised {type(err).__name__}: {err}",
                           metrics=dict(m, exception=type(err).__name__), example=failure.example)
     return ctx.result("fail", message or failure.message, metrics=m, example=failure.example)
+
+
+def _traceback(exc: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-8:])
