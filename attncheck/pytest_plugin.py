@@ -50,8 +50,6 @@ __all__ = ["AttncheckFixture", "AttncheckWarning", "PytestSettings", "format_rep
 MARKER = "attncheck"
 #: keys of a target's inline table that the plugin consumes itself (the rest are hints)
 _TARGET_KEYS = ("spec", "checks", "devices", "id")
-#: run options a target's inline table may set besides hints (arguments of attncheck.check())
-_RUN_KEYS = ("dtype", "seed", "max_examples", "timeout", "train")
 
 
 class AttncheckWarning(UserWarning):
@@ -155,13 +153,6 @@ def _normalize_targets(raw: Any, where: str) -> list[tuple]:
                 f"\"path/to/file.py:Name\") or an inline table with a 'spec' string, got "
                 f"{entry!r}")
         hints = {k: v for k, v in entry.items() if k not in _TARGET_KEYS + ("device",)}
-        from attncheck.dynamic.hints import HintError, validate_hints
-
-        try:  # a misspelt or invalid hint stops the session before any target is imported
-            validate_hints({k: v for k, v in hints.items() if k not in _RUN_KEYS})
-        except HintError as exc:
-            raise AttncheckConfigError(f"{where} targets[{i}] ({entry['spec']}): {exc}") \
-                from None
         checks = entry.get("checks")
         devices = entry.get("devices")
         if devices is None and isinstance(entry.get("device"), str):
@@ -381,7 +372,7 @@ class TargetCollector(pytest.Collector):
         from attncheck.dynamic.targets import TargetError
 
         hints = {k: v for k, v in self.hints.items() if k not in _RUN_OPTIONS}
-        try:
+        try:  # hints are checked first: a misspelt one imports nothing
             resolve(resolve_spec(self.spec, self.settings.root), **hints)
         except (SpecError, TargetError) as exc:
             where = f" ({self.settings.source})" if self.settings.source else ""

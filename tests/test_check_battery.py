@@ -66,6 +66,9 @@ def test_unknown_hint_is_a_usage_error_with_did_you_mean_in_the_api():
     with pytest.raises(SpecError, match=r"unknown hint 'paddding_side' \(did you mean "
                                         r"'padding_side'\?\)"):
         attncheck.check(SDPA_SPEC, checks=["shapes"], paddding_side="left")
+    # a spec string: checked before the file is imported
+    with pytest.raises(SpecError, match=r"hint window=0: expected an integer > 0"):
+        attncheck.check("no/such/file.py:attention", window=0)
     with pytest.raises(TargetError, match=r"unknown hint 'zzz'; known: alignment, batch_first"):
         attncheck.target(kernel, zzz=1)
 
@@ -187,18 +190,20 @@ def test_cli_unknown_hint_exits_2_before_importing_the_target(tmp_path):
     assert p.stdout == "" and not marker.exists()
 
 
-def test_plugin_config_with_a_misspelt_hint_is_a_usage_error(pytester, tmp_path):
+def test_plugin_target_with_a_misspelt_hint_is_a_collection_error(pytester, tmp_path):
     target, marker = _marker_target(tmp_path)
     pytester.makepyprojecttoml(f"""
         [tool.attncheck]
-        targets = [{{ spec = "{target}", causl = true, checks = ["shapes"] }}]
+        targets = [{{ spec = "{target}", id = "typo", causl = true, checks = ["shapes"] }}]
     """)
     pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
-    res = pytester.runpytest("--attncheck")
-    assert res.ret == pytest.ExitCode.USAGE_ERROR
-    err = res.stderr.str()
-    assert "targets[0]" in err and "unknown hint 'causl' (did you mean 'causal'?)" in err
-    assert not marker.exists()
+    res = pytester.runpytest("--attncheck", "-q")
+    assert res.ret == pytest.ExitCode.INTERRUPTED
+    res.assert_outcomes(errors=1)
+    res.stdout.fnmatch_lines([f"attncheck: cannot resolve target '{target}' (*pyproject.toml): "
+                              "*: unknown hint 'causl' (did you mean 'causal'?)",
+                              "ERROR attncheck::typo"])
+    assert "Traceback" not in res.stdout.str() and not marker.exists()
 
 
 def test_plugin_config_accepts_hints_and_run_options(pytester, tmp_path):
