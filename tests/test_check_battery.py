@@ -336,6 +336,9 @@ def test_audit_cli_timeout_exits_1_with_the_reason():
     (r,) = json.loads(r.output)["results"]
     assert r["check"] == "causality" and r["status"] == "error"
     assert r["message"].startswith("timed out after 0.5 s")
+    for bad in ("-1", "nan"):  # validated like check's --timeout
+        r = CliRunner().invoke(main, ["audit", spec("hangs"), "--timeout", bad])
+        assert r.exit_code == 2 and "Invalid value for '--timeout'" in r.output
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
