@@ -169,7 +169,7 @@ def resolve(spec: str, **hints: Any):
     from attncheck.dynamic.hints import HintError, validate_hints
     from attncheck.dynamic.targets import TargetError, target
 
-    try:
+    try:  # before the target is imported: a misspelt hint must not run the user's code
         validate_hints({k: v for k, v in hints.items() if v is not None})
     except HintError as exc:
         raise SpecError(f"{spec}: {exc}") from None
