@@ -127,6 +127,9 @@ def test_lint_accepts_format_as_an_alias(tmp_path):
     b = _invoke("lint", "--no-cache", "--isolated", "--output-format", "json", str(src))
     assert a.exit_code == b.exit_code == 1
     assert a.output == b.output and json.loads(a.output)[0]["code"] == "ATT101"
+    rules = [_invoke("rules", spelling, "json") for spelling in ("--format", "--output-format")]
+    assert rules[0].exit_code == rules[1].exit_code == 0
+    assert rules[0].output == rules[1].output and json.loads(rules[0].output)[0]["code"] == "ATT000"
 
 
 @pytest.mark.parametrize("args, option", [
