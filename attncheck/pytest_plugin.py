@@ -50,6 +50,8 @@ __all__ = ["AttncheckFixture", "AttncheckWarning", "PytestSettings", "format_rep
 MARKER = "attncheck"
 #: keys of a target's inline table that the plugin consumes itself (the rest are hints)
 _TARGET_KEYS = ("spec", "checks", "devices", "id")
+#: run options a target's inline table may set besides hints (passed to attncheck.check())
+_RUN_KEYS = ("dtype", "seed", "max_examples")
 
 
 class AttncheckWarning(UserWarning):
@@ -153,6 +155,13 @@ def _normalize_targets(raw: Any, where: str) -> list[tuple]:
                 f"\"path/to/file.py:Name\") or an inline table with a 'spec' string, got "
                 f"{entry!r}")
         hints = {k: v for k, v in entry.items() if k not in _TARGET_KEYS + ("device",)}
+        from attncheck.dynamic.hints import HintError, validate_hints
+
+        try:  # a misspelt or invalid hint stops the session before any target is imported
+            validate_hints({k: v for k, v in hints.items() if k not in _RUN_KEYS})
+        except HintError as exc:
+            raise AttncheckConfigError(f"{where} targets[{i}] ({entry['spec']}): {exc}") \
+                from None
         checks = entry.get("checks")
         devices = entry.get("devices")
         if devices is None and isinstance(entry.get("device"), str):

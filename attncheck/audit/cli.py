@@ -1,7 +1,8 @@
 """``attncheck audit [SPEC ...]``: audit third-party models (lint their source + run the checks).
 
-Exit codes: 0 every check passed (``warn`` / ``skip`` allowed), 1 a check failed or errored,
-2 usage error (unknown family or model name — the known ones are listed —, unknown check).
+Exit codes: 0 every check passed (``warn`` / ``skip`` allowed), 1 a check failed or errored
+(a check that runs past ``--timeout`` is an error), 2 usage error (unknown family or model name —
+the known ones are listed —, unknown check, unavailable device, unknown or invalid hint).
 A bare ``attncheck audit`` audits the bundled demo pair ``fixtures/audit/demo_correct.py`` and
 ``fixtures/audit/demo_buggy.py``.
 """
@@ -100,7 +101,17 @@ def _render_text(reports, console) -> None:
 @click.option("--config", "config_items", multiple=True, metavar="KEY=VALUE",
               help="transformers config override for hf: specs, e.g. --config sliding_window=8 "
                    "(values parsed as JSON when possible).")
-def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
+@click.option("--timeout", type=float, default=60.0, show_default=True,
+              help="Seconds per check and per model build; 0 = unlimited. A model that hangs "
+                   "gives an error result and the audit goes on.")
+@click.option("--causal/--no-causal", default=None,
+              help="Declare the checked self-attention causal (or bidirectional); default: as "
+                   "the family / module declares it, else inferred like attncheck check.")
+@click.option("--hint", "hints", multiple=True, metavar="KEY=VALUE",
+              help="Declared facts overriding the model's: num_heads, num_kv_heads, head_dim, "
+                   "scale (a number or learned), window, pattern (full, causal, "
+                   "sliding_window), mask_pattern, causal.")
+def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout, causal, hints):
     """Audit models you did not write: build small random-weight models (no downloads), lint
     their source, and run model-level attention checks.
 
@@ -112,8 +123,17 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from attncheck.audit import families as F
-    from attncheck.audit.runner import AUDIT_CHECKS, audit, reports_to_dict
+    from attncheck.audit.runner import AUDIT_CHECKS, audit, audit_hints, reports_to_dict
+    from attncheck.dynamic.cli import _parse_hint
+    from attncheck.dynamic.runner import resolve_device
 
+    # usage errors first, before anything is imported or built (the messages of attncheck check)
+    try:
+        resolve_device(device)
+        hint_values = audit_hints(_parse_hint(hints), causal)
+    except ValueError as exc:
+        click.echo(f"attncheck audit: error: {exc}", err=True)
+        sys.exit(2)
     specs = list(specs) or demo_specs()
     config = {}
     for item in config_items:
@@ -151,7 +171,8 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
 
                 try:
                     rep = audit(spec, checks=checks, device=device, seed=seed, progress=step,
-                                config=config or None)
+                                config=config or None, timeout=timeout or None,
+                                hints=hint_values)
                 except F.UnknownSpec as exc:
                     progress.stop()
                     err.print(f"[bold red]error:[/bold red] {exc}")
@@ -162,7 +183,10 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
     except ValueError as exc:
         raise click.UsageError(str(exc))
     if fmt == "json":
-        click.echo(json.dumps(reports_to_dict(reports), indent=2, default=_json_default))
+        from attncheck.report.terminal import _clean
+
+        # strict JSON, as attncheck check: NaN / inf written as strings
+        click.echo(json.dumps(_clean(reports_to_dict(reports)), indent=2, allow_nan=False))
     else:
         from attncheck.report.terminal import resolve_text_format
 
@@ -179,13 +203,6 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
         else:
             click.echo(f"HTML report written to {html_path}")
     sys.exit(0 if all(r.ok for r in reports) else 1)
-
-
-def _json_default(o):
-    try:
-        return float(o)
-    except Exception:  # noqa: BLE001
-        return str(o)
 
 
 COMMANDS = [audit_cmd]

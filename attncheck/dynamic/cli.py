@@ -1,7 +1,9 @@
 """``attncheck check TARGET``: run the dynamic checks from the command line.
 
 Exit codes: 0 every check passed (``warn`` and ``skip`` allowed), 1 a check failed or errored,
-2 usage error (bad spec, import failure, unknown check / device / dtype, invalid hint).
+2 usage error (bad spec, import failure, unknown check / device / dtype, invalid hint) or an
+internal error of attncheck (an exception raised by attncheck's own code, never blamed on the
+target).
 """
 from __future__ import annotations
 
@@ -92,13 +94,20 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
     (B, H, L, d) tensors, or a zero-argument factory returning a module, a kernel or an
     attncheck.target(...).  Modules run in eval mode (dropout off) unless --train.
     """
-    from attncheck.dynamic.runner import resolve_device, resolve_dtype, run_checks
-    from attncheck.dynamic.spec import SpecError, resolve
-    from attncheck.dynamic.targets import TargetError
+    from attncheck.dynamic.hints import HintError, validate_hints
 
     h = _parse_hint(hints)
     if causal is not None:
         h["causal"] = causal
+    try:  # first: a misspelt hint imports and runs nothing (torch included)
+        validate_hints(h)
+    except HintError as exc:
+        click.echo(f"attncheck check: error: {exc}", err=True)
+        sys.exit(2)
+    from attncheck.dynamic.runner import resolve_device, resolve_dtype, run_checks
+    from attncheck.dynamic.spec import SpecError, resolve
+    from attncheck.dynamic.targets import TargetError
+
     try:
         resolve_device(device)
         resolve_dtype(dtype)
@@ -124,6 +133,12 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
             render_report(report, console)
         else:
             click.echo("\n".join(plain_lines(report)))
+    internal = [r.check for r in report.results if r.metrics.get("internal_error")]
+    if internal:
+        click.echo(f"attncheck check: error: internal error in attncheck while running "
+                   f"{', '.join(internal)} (a bug in attncheck, not in the target: please "
+                   "report it with the reproduction line above)", err=True)
+        sys.exit(2)
     sys.exit(0 if report.ok else 1)
 
 

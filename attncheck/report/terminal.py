@@ -12,6 +12,7 @@ failed / errored checks indented under their line, then the summary line.
 from __future__ import annotations
 
 import json
+import numbers
 from typing import Any
 
 from rich.console import Console
@@ -117,6 +118,8 @@ def render_report(report: Report, console: Console | None = None, *,
     (default ``attncheck check <target> (device, dtype, mode)``)."""
     console = console or Console()
     console.print(report_table(report, title=title))
+    for note in report.extra.get("conventions") or []:
+        console.print(escape(f"convention: {note}"), style="dim", highlight=False)
     mc = report.extra.get("mask_convention")
     if isinstance(mc, dict) and mc.get("source") in ("detected", "failed"):
         # the mask convention was not given: say what was found (or why masks were not passed)
@@ -140,7 +143,14 @@ def report_json(report: Report) -> str:
 
 
 def _clean(x: Any) -> Any:
-    if isinstance(x, float):
+    """JSON-safe copy: NaN/inf as strings, numbers of other types (NumPy scalars) as Python
+    numbers, anything else that is not JSON as its ``str``."""
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
+        x = float(x)
         if x != x or x in (float("inf"), float("-inf")):
             return str(x)
         return x
