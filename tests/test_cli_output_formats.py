@@ -138,6 +138,8 @@ def test_lint_accepts_format_as_an_alias(tmp_path):
     (["check", BUGGY, "--max-examples", "0"], "--max-examples"),
     (["check", BUGGY, "--seed", str(2**64)], "--seed"),
     (["audit", "--seed", str(-(2**63) - 1)], "--seed"),
+    (["audit", "--timeout", "-1"], "--timeout"),
+    (["audit", "--timeout", "nan"], "--timeout"),
     (["check", BUGGY, "--format", "xml"], "--output-format"),
     (["audit", "--output-format", "xml"], "--output-format"),
     (["lint", "--jobs", "-1"], "--jobs"),
