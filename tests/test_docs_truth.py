@@ -95,8 +95,8 @@ def test_readme_hint_list_names_real_hints():
 # --------------------------------------------------------------------------------------------
 # configuration example
 
-def _config_example() -> tuple[dict, dict[str, str]]:
-    block = README.split("<!-- config-example")[1].split("```toml\n")[1].split("```")[0]
+def _config_example(text: str) -> tuple[dict, dict[str, str]]:
+    block = text.split("<!-- config-example")[1].split("```toml\n")[1].split("```")[0]
     import tomllib
 
     table = tomllib.loads(block)["tool"]["attncheck"]
@@ -114,8 +114,9 @@ def _selected(select=None, extend_select=(), ignore=()) -> frozenset[str]:
                                               tuple(extend_select), tuple(ignore))])
 
 
-def test_config_example_is_valid_and_selects_what_its_comments_say():
-    table, comments = _config_example()
+@pytest.mark.parametrize("doc", ["README.md", "docs/lint.md"])
+def test_config_example_is_valid_and_selects_what_its_comments_say(doc):
+    table, comments = _config_example((ROOT / doc).read_text(encoding="utf-8"))
     cfg = parse_table(table, "README.md", ROOT)   # valid: no unknown key, valid selectors
     default = _selected()
     info = {c for c, r in all_rules().items() if r.severity == "info"}
