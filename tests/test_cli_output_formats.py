@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from rich.console import Console
 
 from attncheck.cli import main
 from attncheck.dynamic.cli import OUTPUT_FORMATS
@@ -77,12 +76,22 @@ def test_check_text_is_concise_when_not_a_terminal_and_full_is_a_table(buggy_jso
     assert not any(line.startswith("pass  ") for line in full.output.splitlines())
 
 
-def test_text_resolves_to_full_on_a_terminal():
-    assert resolve_text_format("text", Console(force_terminal=True)) == "full"
-    assert resolve_text_format("text", Console(file=open(os.devnull, "w"))) == "concise"
-    for fmt in ("full", "concise", "json"):
-        assert resolve_text_format(fmt, Console(force_terminal=True)) == fmt
+def test_text_resolves_to_full_on_a_terminal_only():
+    main_fd, tty_fd = os.openpty()
+    with open(tty_fd, "w") as tty, open(os.devnull, "w") as null:
+        assert resolve_text_format("text", tty) == "full"
+        assert resolve_text_format("text", null) == "concise"
+        for fmt in ("full", "concise", "json"):
+            assert resolve_text_format(fmt, tty) == resolve_text_format(fmt, null) == fmt
+    os.close(main_fd)
     assert OUTPUT_FORMATS == ("text", "full", "concise", "json")
+
+
+def test_force_color_does_not_bring_back_tables(monkeypatch):
+    """CI systems set FORCE_COLOR for coloured logs; the log still gets one line per check."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    r = _invoke("check", BUGGY, *FAST)
+    assert _check_lines(r.output) and "┏" not in r.output
 
 
 def test_audit_concise_lists_each_check_and_the_lint_findings():

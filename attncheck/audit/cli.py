@@ -190,7 +190,7 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
     else:
         from attncheck.report.terminal import resolve_text_format
 
-        if resolve_text_format(fmt, Console()) == "full":
+        if resolve_text_format(fmt) == "full":
             _render_text(reports, Console())
         else:
             _render_plain(reports)

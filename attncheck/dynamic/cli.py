@@ -133,9 +133,8 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
 
         from attncheck.report.terminal import plain_lines, render_report, resolve_text_format
 
-        console = Console(highlight=False, soft_wrap=False)
-        if resolve_text_format(fmt, console) == "full":
-            render_report(report, console)
+        if resolve_text_format(fmt) == "full":
+            render_report(report, Console(highlight=False, soft_wrap=False))
         else:
             click.echo("\n".join(plain_lines(report)))
     internal = [r.check for r in report.results if r.metrics.get("internal_error")]
