@@ -40,14 +40,18 @@ def _console(soft_wrap: bool = True, stderr: bool = False):
 @click.option("--extend-select", multiple=True, metavar="CODES",
               help="Rule codes/prefixes to enable in addition to the selection.")
 @click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes/prefixes to disable.")
-@click.option("--output-format", type=click.Choice(FORMATS), default="concise",
-              show_default=True, help="How findings are printed.")
+@click.option("--output-format", "--format", "output_format", type=click.Choice(FORMATS),
+              default="concise", show_default=True,
+              help="How findings are printed (--format is an alias, as for check and audit).")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of findings.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when there are findings.")
 @click.option("--config", "config_path", type=str, default=None, metavar="PATH",
               help="Config file (pyproject.toml with [tool.attncheck], or a bare TOML table). "
                    "Default: the nearest pyproject.toml above each path.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option("--force-exclude", is_flag=True,
+              help="Apply exclude patterns even to paths named on the command line (as ruff "
+                   "does; for pre-commit, which names every changed file).")
 @click.option("--fix", is_flag=True, help="Apply safe fixes in place.")
 @click.option("--unsafe-fixes", is_flag=True, help="With --fix/--diff: include unsafe fixes.")
 @click.option("--diff", is_flag=True,
@@ -67,8 +71,8 @@ def _console(soft_wrap: bool = True, stderr: bool = False):
               help="Parse whole files instead of the regions the rules need (same findings; "
                    "for benchmarks and tests).")
 def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, exit_zero,
-             config_path, isolated, fix, unsafe_fixes, diff, add_noqa, max_file_size, jobs,
-             no_cache, cache_dir, no_regions):
+             config_path, isolated, force_exclude, fix, unsafe_fixes, diff, add_noqa,
+             max_file_size, jobs, no_cache, cache_dir, no_regions):
     """Lint PATHS (files, directories, or - for stdin; default: .) for attention bugs."""
     from attncheck.config import ConfigError
     from attncheck.lint.engine import lint_paths
@@ -91,7 +95,8 @@ def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, ex
             extend_select=_split(extend_select), config=config_path, isolated=isolated,
             fix=fix, unsafe_fixes=unsafe_fixes, diff=diff, jobs=jobs, add_noqa=add_noqa,
             regions=False if no_regions else None, cache_dir=cache_dir,
-            max_file_size=int(max_file_size * 1e6) if max_file_size else None)
+            max_file_size=int(max_file_size * 1e6) if max_file_size else None,
+            force_exclude=force_exclude)
     except ConfigError as exc:
         click.echo(f"attncheck: error: {exc}", err=True)
         sys.exit(2)

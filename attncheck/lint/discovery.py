@@ -1,7 +1,9 @@
 """File discovery: expand the paths given on the command line into Python files.
 
 - A file named explicitly is always linted (whatever its extension or the exclude patterns — as
-  ruff does without ``--force-exclude``).
+  ruff does without ``--force-exclude``).  With ``--force-exclude`` (:func:`is_force_excluded`),
+  a path named explicitly is skipped when it, or a directory between it and the config's
+  directory, is excluded: pre-commit passes every changed file by name.
 - A directory is walked recursively for ``*.py`` / ``*.pyi`` files, in sorted order, skipping
   :data:`DEFAULT_EXCLUDES` (directory names) and the config's ``exclude`` globs.
 - A directory is walked for Jupyter notebooks (``*.ipynb``) too; their code cells are linted
@@ -196,3 +198,18 @@ def discover(arg: str, exclude: list[str], root: Path,
             if stat.S_ISREG(mode):
                 out.append(Source(str(f), f))
     return out
+
+
+def is_force_excluded(path: Path, patterns: list[str], root: Path) -> bool:
+    """``--force-exclude`` (ruff's semantics): True when ``path`` (a file or directory named on the
+    command line) or one of its parent directories up to ``root`` matches the ``exclude`` globs
+    or is one of :data:`DEFAULT_EXCLUDES`.  Directories above ``root`` are not considered, so a
+    project that itself lives under e.g. ``build/`` is still linted."""
+    p = Path(path).resolve()
+    r = Path(root).resolve()
+    chain = [Path(path), p]
+    for parent in p.parents:
+        if parent == r or r not in parent.parents:
+            break
+        chain.append(parent)
+    return any(is_excluded_dir(q, patterns, root) for q in chain)

@@ -50,8 +50,8 @@ from attncheck.lint import regions as _regions
 from attncheck.lint import screen as _screen
 from attncheck.lint import suppression
 from attncheck.lint.discovery import (
-    NOTEBOOK_SUFFIX, STDIN, FileTooLarge, PathError, Source, check_path, discover, matches,
-    os_reason, read_regular)
+    NOTEBOOK_SUFFIX, STDIN, FileTooLarge, PathError, Source, check_path, discover,
+    is_force_excluded, matches, os_reason, read_regular)
 from attncheck.lint.finding import Finding
 from attncheck.lint.fixes import applicable, apply_fixes
 
@@ -764,7 +764,8 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
                stdin: str | bytes | None = None, jobs: int = 1,
                regions: bool | None = None,
                cache_dir: str | Path | None = None, add_noqa: bool = False,
-               max_file_size: int | None = DEFAULT_MAX_FILE_SIZE) -> LintResult:
+               max_file_size: int | None = DEFAULT_MAX_FILE_SIZE,
+               force_exclude: bool = False) -> LintResult:
     """Lint files, notebooks and directories.
 
     ``paths``: files, directories (walked for ``*.py``/``*.pyi``/``*.ipynb``) or ``"-"`` (stdin;
@@ -786,6 +787,10 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     for at least ``MIN_FILES_PER_JOB`` files per job); the result does not depend on it.
     ``max_file_size``: bytes; a larger file is reported as ATT000 and not read (``None``: no
     limit).
+    ``force_exclude``: apply the exclude globs (and the default excluded directories) to paths
+    named explicitly too, as ruff's ``--force-exclude`` does (pre-commit names every file).
+    A file reached by several spellings (``a.py``, ``./a.py``, an absolute path, through a
+    directory) is linted and reported once, under the first spelling.
 
     Raises :class:`ConfigError` for invalid configuration or selectors.  Paths that cannot be
     linted and files that cannot be read or written are reported in ``result.errors``; the
@@ -825,6 +830,10 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
                             tuple(cfg.extend_select), tuple(cfg.ignore)), cli_layer]
             selection_cache[key] = resolve_selection(registry, layers)
         enabled = selection_cache[key]
+        if force_exclude and arg != STDIN and (
+                is_force_excluded(Path(arg), list(cfg.exclude), cfg.root)
+                or (extra_exclude and is_force_excluded(Path(arg), extra_exclude, Path.cwd()))):
+            continue
         try:
             sources = discover(arg, list(cfg.exclude), cfg.root, result.errors)
             if extra_exclude and arg != STDIN and Path(arg).is_dir():
@@ -833,9 +842,10 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
             result.errors.append(str(exc))
             continue
         for src in sources:
-            if src.display in seen:
+            identity = src.display if src.path is None else os.path.realpath(src.path)
+            if identity in seen:
                 continue
-            seen.add(src.display)
+            seen.add(identity)
             file_enabled = _apply_file_ignores(
                 enabled, _per_file_ignored(src.display, src.path, cfg))
             data = None
