@@ -155,13 +155,8 @@ def _normalize_targets(raw: Any, where: str) -> list[tuple]:
                 f"\"path/to/file.py:Name\") or an inline table with a 'spec' string, got "
                 f"{entry!r}")
         hints = {k: v for k, v in entry.items() if k not in _TARGET_KEYS + ("device",)}
-        from attncheck.dynamic.hints import HintError, validate_hints
-
-        try:  # a misspelt or invalid hint stops the session before any target is imported
-            validate_hints({k: v for k, v in hints.items() if k not in _RUN_KEYS})
-        except HintError as exc:
-            raise AttncheckConfigError(f"{where} targets[{i}] ({entry['spec']}): {exc}") \
-                from None
+        # hints are validated when the target is resolved at collection, before it is imported:
+        # a misspelt or invalid hint is that target's one collection error (with a did-you-mean)
         checks = entry.get("checks")
         devices = entry.get("devices")
         if devices is None and isinstance(entry.get("device"), str):
