@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
+from attncheck.dynamic.targets import TargetOutputError
 from attncheck.results import CheckResult
 
 ATOL, RTOL = 1e-5, 1e-4  # fp32 (transformers' eager-vs-SDPA test)
@@ -74,6 +75,8 @@ class AuditContext:
     arrays: dict[str, Any] = field(default_factory=dict)
     layers: list[dict[str, Any]] = field(default_factory=list)
     probe_cache: dict[str, Any] = field(default_factory=dict)
+    #: variant label → why the probe's forward looks causal (None: no evidence)
+    causal_evidence: dict[str, str | None] = field(default_factory=dict)
 
     def generator(self, salt: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed * 1000003 + salt)
@@ -183,6 +186,50 @@ def position_offset(m: AuditModel) -> int | None:
     return m.info["position_offset"]
 
 
+class NonFiniteOutput(Exception):
+    """The model's output is NaN/inf at real positions for finite inputs.
+
+    Comparing such outputs proves nothing (NaN − NaN is NaN, inf − inf is NaN; a leak map would
+    read "Δ inf" everywhere), so a comparison check that meets one reports *non-finite output*
+    with the positions instead of its own verdict (see :func:`require_finite`)."""
+
+    def __init__(self, what: str, positions: list[tuple[int, int]], nan: int, inf: int) -> None:
+        super().__init__(f"{what}: NaN/inf at {len(positions)} position(s)")
+        self.what, self.positions, self.nan, self.inf = what, positions, nan, inf
+
+    def message(self, check: str) -> str:
+        shown = ", ".join(f"({b}, {i})" for b, i in self.positions[:6])
+        more = ", …" if len(self.positions) > 6 else ""
+        kinds = " and ".join(k for k, n in (("NaN", self.nan), ("inf", self.inf)) if n)
+        return (f"non-finite output: {kinds} in {self.what} at {len(self.positions)} real "
+                f"(sample, position) pair(s) {shown}{more} for finite inputs; outputs that are not "
+                f"finite cannot be compared, so this is no {check} verdict")
+
+    def metrics(self) -> dict[str, Any]:
+        return {"non_finite": True, "non_finite_in": self.what,
+                "non_finite_positions": [list(p) for p in self.positions[:64]],
+                "non_finite_count": len(self.positions), "nan_values": self.nan,
+                "inf_values": self.inf}
+
+
+def require_finite(out: torch.Tensor, what: str, real: torch.Tensor | None = None) -> None:
+    """Raise :class:`NonFiniteOutput` when ``out`` ``(B, L, ...)`` holds NaN/inf at a position
+    where ``real`` ``(B, L)`` (1/True = real token; None = all) is set."""
+    o = out.detach()
+    if bool(torch.isfinite(o).all()):
+        return
+    if o.dim() == 1:
+        o = o.unsqueeze(1)
+    bad = ~torch.isfinite(o.reshape(*o.shape[:2], -1)).all(-1)  # (B, L)
+    if real is not None:
+        bad = bad & real.to(bad.device).bool().reshape(bad.shape)
+    if not bool(bad.any()):
+        return
+    sel = o[bad]  # the rows of the bad positions
+    positions = [(int(b), int(i)) for b, i in bad.nonzero().tolist()]
+    raise NonFiniteOutput(what, positions, int(torch.isnan(sel).sum()), int(torch.isinf(sel).sum()))
+
+
 def _positions_for(m: AuditModel, mask: torch.Tensor | None) -> torch.Tensor | None:
     """``position_ids`` (B, L) that give real tokens the positions the model gives an unpadded
     sequence (``c, c+1, …``, :func:`position_offset`; pads get ``c``); None when the model
@@ -217,6 +264,9 @@ def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, o
     pids = _positions_for(m, am)
     f = m.forward(xs, attention_mask=am, position_ids=pids, output_attentions=out_attn)
     out = f.out.detach().double().reshape(L + 1, B, *f.out.shape[1:])
+    require_finite(out[0], "the output", mask)
+    for j in range(L):
+        require_finite(out[1 + j], f"the output after changing the input at position {j}", mask)
     d = (out[1:] - out[:1]).abs()  # (L_pert, B, L, ...)
     d = torch.nan_to_num(d, nan=float("inf"))
     d = d.reshape(L, B, L, -1).amax(-1)  # (j, b, i)
@@ -232,12 +282,7 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "causality", "skip", f"{m.kind} model: bidirectional over its input by design")
     if m.causal is False:
         return _result(m, "causality", "skip", f"{m.kind}: bidirectional by design (not causal)")
-    declared_by = ""
-    if m.causal is None:
-        if not _masks_declare_causal(m, ctx):
-            return _result(m, "causality", "skip",
-                           "causality not declared (set attribute `causal = True` on the module to check it)")
-        declared_by = " (causal as its own attention masks declare)"
+    evidence = None if m.causal else causal_evidence(m, ctx)
     L = m.seq_len
     x = m.make_inputs(2, L, ctx.generator(1), ctx.device)
     paths: dict[str, tuple] = {"no-mask": (None, False)}
@@ -256,6 +301,8 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
     for k, (name, (mask, oa)) in enumerate(paths.items()):
         try:
             d = _leak_deltas(m, x, ctx, mask, oa, salt=10 + k)  # (j, i)
+        except (NonFiniteOutput, TargetOutputError):  # the model's output itself: not one path's
+            raise
         except Exception as exc:  # a dispatch path that crashes is an error of that path
             errors[name] = f"{type(exc).__name__}: {exc}"
             continue
@@ -271,17 +318,33 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         worst = max(worst, fmax)
         per_path[name] = {"max_future_delta": fmax, "leaks": int(leak.sum())}
         ctx.arrays[m.label]["leak"][name] = dq.float().numpy()
+        if name == "no-mask":
+            pattern = dependency_pattern(dq > ctx.leak_atol)
     metrics = {"positions": L, "paths": per_path, "leak_map": union.int().tolist(),
                "max_future_delta": worst, "leak_atol": ctx.leak_atol}
     if errors:
         metrics["path_errors"] = errors
+    if "no-mask" in per_path:
+        metrics["observed_pattern"] = pattern
+    if not m.causal:
+        if evidence is None and "no-mask" in per_path and pattern in CAUSAL_PATTERNS:
+            evidence = f"observed dependency pattern is {pattern}"
+        if evidence is None:
+            seen = f"observed pattern: {pattern}" if "no-mask" in per_path else "no pattern observed"
+            return _result(m, "causality", "skip",
+                           f"not declared causal ({seen}); declare it with --causal (or a `causal = "
+                           "True` attribute on the module) to check for leaks", **metrics)
+        metrics["causal"] = f"True (detected: {evidence})"
+    else:
+        metrics["causal"] = "True (declared)"
+    because = f" (causal detected: {evidence})" if evidence else ""
     n = int(union.sum())
     if n:
         ii, jj = union.nonzero()[0].tolist()
         bad = [p for p, v in per_path.items() if v["leaks"]]
         return _result(m, "causality", "fail",
                        f"leak: output at position {ii} depends on future position {jj}; {n} leaking "
-                       f"(query, key) pairs, max Δ {worst:.3g}, in paths {', '.join(bad)}",
+                       f"(query, key) pairs, max Δ {worst:.3g}, in paths {', '.join(bad)}{because}",
                        first_leak=[ii, jj], leaking_pairs=n, **metrics)
     if self_blind:
         return _result(m, "causality", "fail",
@@ -293,18 +356,38 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
                        **metrics)
     return _result(m, "causality", "pass",
                    f"no leak over {L} positions × {len(per_path)} dispatch paths "
-                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}{declared_by}", **metrics)
+                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}{because}", **metrics)
 
 
-def _masks_declare_causal(m: AuditModel, ctx: AuditContext) -> bool:
-    """A model whose causality no mapping declares (a text tower such as CLIP's) counts as
-    causal when every self-attention map over the checked sequence is causally masked (the
-    model builds a causal mask): the causality check then verifies the whole model end to end."""
-    if m.input_kind != "tokens":
-        return False
-    maps, _ = probe_layers(m, ctx)
-    own = [lm for lm in maps if tuple(lm.probs.shape[-2:]) == (m.seq_len, m.seq_len)]
-    return bool(own) and all(classify_pattern(_allowed(lm.probs))[0] in ("causal", "sliding") for lm in own)
+#: dependency patterns that show causal intent (the second: the diagonal is masked too)
+CAUSAL_PATTERNS = ("causal", "causal, current token hidden")
+
+
+def dependency_pattern(depends: torch.Tensor) -> str:
+    """Name the ``(L, L)`` bool map *query i depends on input j* (the ``causality`` check of
+    ``attncheck check`` uses the same names): ``causal``, ``causal, current token hidden``,
+    ``full``, ``causal with extra masking`` or ``other``."""
+    from attncheck.dynamic.checks.causality import _pattern
+
+    return _pattern(depends.cpu())
+
+
+def causal_evidence(m: AuditModel, ctx: AuditContext) -> str | None:
+    """Why a module of undeclared causality looks causal (None: no evidence), as ``check``
+    infers it: the module's ``config.is_causal`` / ``config.is_decoder``, SDPA called with
+    ``is_causal=True`` or a triangular mask of exactly-zero weights seen by the probe (cached per
+    variant; :func:`attncheck.dynamic.checks.causality._probe_says_causal`)."""
+    if m.causal is False or _no_sequence(m):
+        return None
+    cfg = getattr(m.module, "config", None)
+    for attr in ("is_causal", "is_decoder"):
+        if getattr(cfg, attr, None) is True:
+            return f"config.{attr} = True"
+    try:
+        probe_layers(m, ctx)
+    except Exception:  # noqa: BLE001 - a forward that raises is reported by the dispatch paths
+        return None
+    return ctx.causal_evidence.get(m.label)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -336,6 +419,7 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     g = ctx.generator(2)
     x = m.make_inputs(2, L, g, ctx.device)
     ref = m.forward(x).out
+    require_finite(ref, "the unpadded output")
     m64 = reference64(m, ctx)
     ref64 = ref_out(m64, x)
     atol, rtol = ctx.tolerance
@@ -354,12 +438,14 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
         pids = _positions_for(m, am)
         out = m.forward(xp, attention_mask=am, position_ids=pids).out
         real = out[:, :L] if side == "right" else out[:, PAD:]
+        require_finite(real, f"the {side}-padded output")
         ok, dmax, noise = judge(ctx, real, ref, ref64)
         # changing what sits in the padded slots must change nothing at real positions
         pos = (am == 0)
         xq = m.perturb(xp, pos, g)
         out2 = m.forward(xq, attention_mask=am, position_ids=pids).out
         r2 = out2[:, :L] if side == "right" else out2[:, PAD:]
+        require_finite(r2, f"the {side}-padded output after changing the padded inputs")
         dpad = _diff(r2, real)
         metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad, "dtype_noise": noise}
         if not ok:
@@ -381,7 +467,9 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
     g = ctx.generator(3)
     x = m.make_inputs(3, m.seq_len, g, ctx.device)
     alone = m.forward(x[:1]).out
+    require_finite(alone, "the output of sample 0 alone")
     batch = m.forward(x).out
+    require_finite(batch[:1], "the output of sample 0 in a batch of 3")
     m64 = reference64(m, ctx)
     ok, dmax, _ = judge(ctx, batch[:1], alone, ref_out(m64, x[:1]))
     others = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
@@ -391,7 +479,9 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
         x2[1:] = torch.randn(x[1:].shape, generator=g).to(x.device)
     else:
         x2 = m.perturb(x, others, g)
-    d_other = _diff(m.forward(x2).out[:1], batch[:1])
+    other = m.forward(x2).out[:1]
+    require_finite(other, "the output of sample 0 after changing the other samples")
+    d_other = _diff(other, batch[:1])
     metrics = {"batch": 3, "max_abs_diff_alone_vs_batched": dmax, "other_samples_delta": d_other,
                "atol": ctx.tolerance[0], "rtol": ctx.tolerance[1]}
     if d_other > ctx.leak_atol:
@@ -413,6 +503,7 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "kv-cache", "skip", f"{m.kind}: no incremental decoding (no KV cache)")
     x = m.make_inputs(2, m.seq_len, ctx.generator(4), ctx.device)
     full = m.forward(x).out
+    require_finite(full, "the full forward")
     m64 = reference64(m, ctx)
     full64 = ref_out(m64, x)
     atol, rtol = ctx.tolerance
@@ -428,6 +519,11 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
         except Exception as exc:  # noqa: BLE001 - the model's own decoding API, not our analysis
             return _result(m, "kv-cache", "skip",
                            f"the model's incremental decoding raised {type(exc).__name__}: {exc}"[:400], **metrics)
+        if not isinstance(inc, torch.Tensor):
+            from attncheck.audit.model import main_output
+
+            inc = main_output(inc, f"{m.label} (decoding)")
+        require_finite(inc, f"step-by-step decoding (prefill {prefill})")
         ok, dmax, noise = judge(ctx, inc, full, full64)
         per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2)).cpu()
         metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax, "dtype_noise": noise,
@@ -470,8 +566,10 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
         pids = _positions_for(base, am)
         ref = base.forward(x, attention_mask=am, position_ids=pids).out
         ref64 = ref_out(m64, x, attention_mask=am, position_ids=pids)
+        require_finite(ref, f"the {base.variant} output ({pname})", am)
         for other in models[1:]:
             out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
+            require_finite(out, f"the {other.variant} output ({pname})", am)
             r64 = ref64
             if am is not None:
                 keep = am.bool()
@@ -551,6 +649,8 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
         return ctx.probe_cache[m.label]
     from attncheck.dynamic.probe import Probe
 
+    from attncheck.dynamic.checks.causality import _probe_says_causal
+
     x = m.make_inputs(2, m.seq_len, ctx.generator(6), ctx.device)
     p = Probe()
     handles, owners = _owner_hooks(m, p)
@@ -560,6 +660,7 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
     finally:
         for h in handles:
             h.remove()
+    ctx.causal_evidence[m.label] = _probe_says_causal(p, m.seq_len)
     maps = []
     for i, r in enumerate(p.attention_records()):
         if r.probs is None or r.probs.dim() < 2:
@@ -934,6 +1035,9 @@ ALL_CHECKS = ["lint", *PER_VARIANT, *CROSS_VARIANT]
 
 __all__ = [
     "ALL_CHECKS",
+    "NonFiniteOutput",
+    "require_finite",
+    "causal_evidence",
     "CROSS_VARIANT",
     "PER_VARIANT",
     "AuditContext",
