@@ -363,9 +363,20 @@ def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
              dtype: str = "float32", sdpa: bool = True) -> list[AuditModel]:
     """Variants ``eager`` and ``sdpa`` (identical weights) of a tiny ``name`` model.
 
+    Runs single-threaded (tiny models: threads only add overhead, as in the audit's checks).
+
     Raises:
         Unsupported: no level of shrinking gives a model that builds and runs (reason inside).
     """
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _build_hf(spec, name, overrides, dtype, sdpa)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool) -> list[AuditModel]:
     import transformers as tf
 
     model_type, cls = resolve(name)
