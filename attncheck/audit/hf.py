@@ -384,7 +384,12 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         default = tf.AutoConfig.for_model(model_type)
     except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
         raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
-    kind, cls = choose_class(model_type, default, cls)
+    try:
+        kind, cls = choose_class(model_type, default, cls)
+    except Unsupported:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
+        raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
         overrides = {"is_decoder": True, **(overrides or {})}
