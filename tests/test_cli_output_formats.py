@@ -101,7 +101,7 @@ def test_audit_concise_lists_each_check_and_the_lint_findings():
                     "concise")
         assert r.exit_code == 1, r.output
         out = r.output.splitlines()
-        assert out[0].startswith(f"attncheck audit {demo}:make_layer (cpu; ")
+        assert out[0].startswith(f"attncheck audit {demo}:make_layer (cpu, float32; ")
         lines = _check_lines(r.output)
         assert [line.split(":")[0] for line in lines] == ["fail  lint", "fail  causality"]
         assert "leak: output at position 0 depends on future position 1" in lines[1]
