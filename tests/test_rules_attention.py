@@ -222,6 +222,7 @@ def test_head_layouts(op, expected):
 
 
 DROP = '''
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -232,7 +233,8 @@ class A(nn.Module):
         self.p = p
         self.drop = nn.Dropout(p)
 
-    def forward(self, q, k, v, w, dropout_p=0.1):
+    def forward(self, q, k, v, dropout_p=0.1):
+        w = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1)
         {pre}
         return {call}
 '''
@@ -256,6 +258,40 @@ D_CASES = [
 @pytest.mark.parametrize("pre,call,expected", D_CASES, ids=range(len(D_CASES)))
 def test_dropout_gating(pre, call, expected):
     assert only_codes(DROP.format(pre=pre, call=call)) == expected
+
+
+NOT_ATTENTION_DROPOUT = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Prenet(nn.Module):
+    """Always-on dropout on activations (a speech decoder prenet): a design choice."""
+
+    def __init__(self, d=8, p=0.5):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(d, d) for _ in range(2)])
+        self.p = p
+
+    def forward(self, x, q, k):
+        for layer in self.layers:
+            x = F.dropout(F.relu(layer(x)), p=self.p{train})
+        feats = F.dropout(x, p=self.p)
+        {attn}
+        return feats
+'''
+
+
+@pytest.mark.parametrize("train", [", training=True", ""])
+def test_dropout_of_tensors_that_are_not_attention_weights_is_not_flagged(train):
+    """Dropout on activations or features (prenet, Monte-Carlo dropout) is not attention dropout,
+    with training=True written out or left to its default; the same call on softmax(q·kᵀ) is."""
+    assert only_codes(NOT_ATTENTION_DROPOUT.format(train=train, attn="")) == set()
+    buggy = NOT_ATTENTION_DROPOUT.format(
+        train=train, attn="a = F.dropout(torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1), "
+                          "p=self.p" + train + ")")
+    assert [c for _, c in codes(buggy)] == ["ATT501"]
 
 
 def test_dropout_outside_module_is_not_flagged():
