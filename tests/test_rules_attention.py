@@ -538,3 +538,72 @@ def test_dropout_training_true_outside_module_methods():
     assert codes(src.format(t="True")) == [(8, "ATT501")]
     assert codes(src.format(t="module.training")) == []
     assert codes(src.format(t="False")) == []
+
+
+QUERY_AXIS = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def l1norm(t, dim=-1, eps=1e-8):
+    return F.normalize(t + eps, p=1, dim=dim)
+
+
+class Slots(nn.Module):
+    """Queries (slots) compete for every input over dim 1, then each slot averages its inputs."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.scale = d ** -0.5
+        self.to_q = nn.Linear(d, d)
+        self.to_k = nn.Linear(d, d)
+        self.to_v = nn.Linear(d, d)
+
+    def forward(self, slots, x):
+        q, k, v = self.to_q(slots), self.to_k(x), self.to_v(x)
+        dots = torch.einsum("bid,bjd->bij", q, k) * self.scale
+        attn = dots.softmax(dim=1)
+        attn = {renorm}
+        return torch.einsum("bjd,bij->bid", v, attn)
+'''
+
+
+@pytest.mark.parametrize("renorm, expected", [
+    ("l1norm(attn)", set()),                                    # helper, default dim=-1
+    ("attn / attn.sum(dim=-1, keepdim=True)", set()),
+    ("attn / (attn.sum(-1, keepdim=True) + 1e-8)", set()),
+    ("F.normalize(attn, p=1, dim=2)", set()),
+    ("attn", {"ATT301"}),                                       # no renormalisation
+    ("l1norm(attn, dim=1)", {"ATT301"}),                         # over the queries again
+    ("attn / attn.sum(dim=1, keepdim=True)", {"ATT301"}),
+    ("F.normalize(attn, dim=-1)", {"ATT301"}),                   # p=2: not a sum
+])
+def test_softmax_over_queries_renormalised_over_keys(renorm, expected):
+    """Slot attention (Locatello et al. 2020): softmax over the queries, then renormalised over
+    the keys, is a deliberate design; without the renormalisation over the keys it is ATT301."""
+    assert only_codes(QUERY_AXIS.format(renorm=renorm)) == expected
+
+
+def test_softmax_map_over_queries_never_used_with_values_is_not_attention():
+    """A soft assignment map over the group tokens, returned for a loss or a plot, is not attention
+    weights over keys; the same softmax multiplied with the values is ATT301."""
+    src = textwrap.dedent('''
+        import torch
+        from torch import nn
+
+
+        class Assign(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.scale = d ** -0.5
+                self.q_proj = nn.Linear(d, d)
+                self.k_proj = nn.Linear(d, d)
+
+            def forward(self, query, key):
+                raw = self.q_proj(query) @ self.k_proj(key).transpose(-2, -1) * self.scale
+                soft = nn.functional.softmax(raw, dim=-2)
+                return {ret}
+    ''')
+    assert only_codes(src.format(ret="soft")) == set()
+    assert only_codes(src.format(ret="soft @ key")) == {"ATT301"}
