@@ -469,13 +469,15 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
             elif form == "add_blocked":
                 body.append(f"{att} = {att} + {mask.blocked()[0]}")
             elif form == "add_float":
-                body.append(f"{att} = {att} + {mask.bool_of('keep')}.float()")
+                body.append(f"{att} = {att} + ({mask.bool_of('keep')}).float()")
             else:
-                body.append(f"{att} += {mask.bool_of('keep')}.to({att}.dtype)")
+                body.append(f"{att} += ({mask.bool_of('keep')}).to({att}.dtype)")
         else:
             inv = fault == "ATT201"
-            form = g.pick("mask_use", ["masked_fill", "masked_fill_", "where_keep", "where_blocked",
-                                       "additive", "additive_iadd"])
+            # torch.where with a Python-scalar fill keeps the scores' dtype and rounds an
+            # overflowing fill to -inf, which masks correctly: ATT204 only where the fill is stored
+            forms = ["masked_fill", "masked_fill_", "additive", "additive_iadd"]
+            form = g.pick("mask_use", forms if fault == "ATT204" else forms + ["where_keep", "where_blocked"])
             blocked = mask.bool_of("keep" if inv else "blocked")
             if form == "masked_fill":
                 body.append(f"{att} = {att}.masked_fill({blocked}, {fill})")
@@ -851,8 +853,10 @@ def _core_hf(g: _Gen, n: _Names, fault, fn_body: list[str], causal: bool, ext: s
             fn_body.append(f"{att} = {att} + {mask.keep()[0]}")
         else:
             blocked = mask.bool_of("keep" if fault == "ATT201" else "blocked")
-            fn_body.append(g.pick("mask_use", [f"{att} = {att}.masked_fill({blocked}, {fill})",
-                                               f"{att} = torch.where({blocked}, {fill}, {att})"]))
+            uses = [f"{att} = {att}.masked_fill({blocked}, {fill})"]
+            if fault != "ATT204":
+                uses.append(f"{att} = torch.where({blocked}, {fill}, {att})")
+            fn_body.append(g.pick("mask_use", uses))
         _softmax(g, fault, att, 4, fn_body, True)
         fn_body += after
         _hf_dropout(g, fault, fn_body)
