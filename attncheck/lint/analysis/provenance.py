@@ -1115,6 +1115,10 @@ class _Frame:
                 if only_slices:
                     return t
                 return replace(t, rank=None, axes=None, key_axis=None, pending=None)
+            kept = _index_axes(t, sl)
+            if kept is not None:  # qkv[0] of (3, B, H, L, d): an integer index drops its axis
+                return replace(t, rank=len(kept), axes=kept, pending=None, kT=False, dims=(),
+                               split_node=None)
             return replace(t, rank=None, axes=None, pending=None, kT=False, dims=(), split_node=None)
         return UNK
 
@@ -1667,8 +1671,10 @@ class _Frame:
         ta, tb = self.tensorize(ops[0]), self.tensorize(ops[1])
         if ta is None or tb is None or not sa or not sb:
             return UNK
+        axes = _einsum_axes(sa, sb, out, ta, tb)
         if isinstance(ops[0], Tensor) and ops[0].softmaxed:
-            return Tensor(rank=len(out), origin="proj", perhead=ta.perhead or tb.perhead)
+            return Tensor(rank=len(out), axes=axes, origin="proj", perhead=ta.perhead or tb.perhead,
+                          last=tb.last if out[-1:] == sb[-1:] else None)
         contracted = [c for c in sa if c in sb and c not in out and c != "…"]
         a_only = [c for c in sa if c not in sb and c in out]
         b_only = [c for c in sb if c not in sa and c in out]
@@ -1685,8 +1691,9 @@ class _Frame:
             key_axis = out.index(b_only[0]) - rank
         perhead = ta.perhead or tb.perhead or len(sa.replace("…", "")) >= 4
         factors = _qk_factors(ta, tb)
-        return Tensor(rank=rank, factors=factors, origin="proj", scores=True, key_axis=key_axis,
-                      q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized, perhead=perhead)
+        return Tensor(rank=rank, axes=axes, factors=factors, origin="proj", scores=True,
+                      key_axis=key_axis, q=ta, k=tb, node=node,
+                      normalized=ta.normalized and tb.normalized, perhead=perhead)
 
     def rearrange(self, node: cst.Call, pos: list, kw: dict) -> Any:
         if len(pos) < 2 or type(node.args[1].value) is not cst.SimpleString:
@@ -2082,3 +2089,42 @@ def analyze(ctx: Any) -> Provenance:
     finally:
         _HEADS_BY_STRUCTURE.clear()
     return res
+
+
+def _index_axes(t: Tensor, sl: Any) -> tuple | None:
+    """Axes left after indexing ``t`` with integer literals and full slices (``x[0]``,
+    ``x[:, 1]``): each integer removes its axis; ``None`` for anything else (bounded slices,
+    ``None``, ellipsis, tensors) or when ``t``'s layout is unknown."""
+    if t.axes is None or t.rank is None or any("*" in ax for ax in t.axes) or len(sl) > t.rank:
+        return None
+    out = list(t.axes)
+    drop = []
+    for i, e in enumerate(sl):
+        s = e.slice
+        if type(s) is cst.Index:
+            if _int_of(s.value) is None:
+                return None
+            drop.append(i)
+        elif not (type(s) is cst.Slice and s.lower is None and s.upper is None and s.step is None):
+            return None
+    if not drop:
+        return None
+    return tuple(ax for i, ax in enumerate(out) if i not in drop)
+
+
+def _einsum_axes(sa: str, sb: str, out: str, ta: Tensor, tb: Tensor) -> tuple | None:
+    """Output axes of a two-operand einsum from its operands' known axes, letter by letter
+    (``'bhij,bhjd->bhid'`` on (B, H, L, L) and (B, H, L, d) gives (B, H, L, d)); ``None`` when a
+    letter's axis is unknown or the operands disagree on it."""
+    if "…" in sa + sb + out:
+        return None
+    known: dict[str, tuple] = {}
+    for letters, t in ((sa, ta), (sb, tb)):
+        if t.axes is None or len(t.axes) != len(letters) or any("*" in ax for ax in t.axes):
+            continue
+        for c, ax in zip(letters, t.axes):
+            if known.setdefault(c, ax) != ax and not (ax == ("L",) or known[c] == ("L",)):
+                return None
+    if any(c not in known for c in out):
+        return None
+    return tuple(known[c] for c in out)
