@@ -66,6 +66,9 @@ MHA_CLASSES = frozenset({
     "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
 })
 SOFTMAX_CLASSES = frozenset({"torch.nn.Softmax", "torch.nn.LogSoftmax"})
+#: modules that pass their input through unchanged in shape and meaning (dropout, identity)
+PASSTHROUGH_CLASSES = frozenset({"torch.nn.Dropout", "torch.nn.Identity", "torch.nn.Dropout1d",
+                                 "torch.nn.Dropout2d"})
 #: keyword arguments of nn.MultiheadAttention / nn.Transformer* that take masks (True = blocked)
 MHA_MASK_KWARGS = frozenset({
     "attn_mask", "key_padding_mask", "mask", "src_mask", "tgt_mask", "memory_mask",
@@ -191,7 +194,8 @@ class IndicesVal:
 
 @dataclass(frozen=True)
 class ModuleRef:
-    """An ``nn.Module`` instance of a known class (``mha`` or ``softmax``)."""
+    """An ``nn.Module`` instance of a known class (``mha``, ``softmax`` or ``passthrough``:
+    dropout / identity)."""
 
     kind: str
 
@@ -441,7 +445,7 @@ class MaskUse:
     """One place where a mask is applied to attention scores (or passed to an attention op).
 
     ``consumer``: ``masked_fill`` | ``where`` | ``index_assign`` | ``sdpa`` | ``mha`` |
-    ``additive``.  ``convention``: see :func:`blocked_set`.  ``node``: what to report (the mask
+    ``additive`` | ``multiply`` (a keep mask multiplied into probabilities).  ``convention``: see :func:`blocked_set`.  ``node``: what to report (the mask
     argument).  ``target``: the filled / added-to tensor (``None`` for sdpa/mha).
     """
 
@@ -1122,6 +1126,8 @@ class _Analyzer:
             return "probs"
         names = _names_in(expr)
         tags = {state.tags.get(n) for n in names}
+        if "scores" in tags and _normalised(expr):
+            return "probs"  # exp(s - max) / exp(s - max).sum(dim): a softmax written out
         if has_mm:
             return "out" if "probs" in tags else "scores"
         if "scores" in tags:
@@ -1155,6 +1161,8 @@ class _Analyzer:
                 self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
             elif type(n) is _BinaryOperation and type(n.operator) is _Add:
                 self._additive(n, n.left, n.right, state, assign_targets, id(n) in in_softmax)
+            elif type(n) is _BinaryOperation and type(n.operator) is cst.Multiply:
+                self._multiplicative(n, state)
 
     def _callsite(self, call: cst.Call, state: _State) -> None:
         q = self.qualname(call.func)
@@ -1251,6 +1259,9 @@ class _Analyzer:
             if type(n.func) is _Name and not q.startswith("torch."):
                 return True
             if q.startswith("self.") and q.count(".") == 1:
+                v = self.class_attr(self.current.cls, q[5:]) if self.current is not None else None
+                if isinstance(v, ModuleRef) and v.kind == "passthrough":
+                    continue  # dropout keeps the tensor what it was
                 return True
         return False
 
@@ -1420,6 +1431,22 @@ class _Analyzer:
         self._record(consumer="additive", convention=conv, node=mnode, call=node, mask=m,
                      fill=m.fill, target=target, target_tag=self._target_tag(target, state),
                      reaches_softmax=self._reaches_softmax(node, targets, state, in_softmax))
+
+    def _multiplicative(self, node, state) -> None:
+        """``probs * keep``: a 0/1 or boolean mask multiplied into softmax probabilities (recorded
+        only on probabilities; a product with scores is a scale, not a mask)."""
+        lv, rv = self.ev(node.left, state.env), self.ev(node.right, state.env)
+        if isinstance(lv, MaskVal) == isinstance(rv, MaskVal):
+            return
+        mnode, m, target = (node.right, rv, node.left) if isinstance(rv, MaskVal) else \
+            (node.left, lv, node.right)
+        if m.fill is not None or (m.pattern and "N" in m.pattern):
+            return  # an additive mask scaled, not a 0/1 keep mask
+        tag = self._target_tag(target, state)
+        if tag != "probs":
+            return
+        self._record(consumer="multiply", convention="true_kept", node=mnode, call=node, mask=m,
+                     fill=None, target=target, target_tag=tag, reaches_softmax=False)
 
     def _index_assign(self, target: cst.Subscript, value, state) -> None:
         if not self.recording:
@@ -1603,6 +1630,8 @@ class _Analyzer:
             return ModuleRef("mha")
         if q in SOFTMAX_CLASSES:
             return ModuleRef("softmax")
+        if q in PASSTHROUGH_CLASSES:
+            return ModuleRef("passthrough")
         if q.endswith("generate_square_subsequent_mask"):
             return MaskVal(("Z", "Z", "N"), "float", Fill("neg_inf"), None, node)
         # --- constructors
@@ -1915,6 +1944,20 @@ class _Analyzer:
         if "pad" in text and op in ("==", "!="):
             return MaskVal(None, "bool", None, "keep" if op == "!=" else "block", node)
         return None
+
+
+def _normalised(expr: cst.CSTNode) -> bool:
+    """``x / x.sum(...)`` or ``x / torch.sum(x, ...)``: a row normalisation (a written-out
+    softmax when ``x`` is exponentiated scores)."""
+    if type(expr) is not _BinaryOperation or type(expr.operator) is not cst.Divide:
+        return False
+    r = expr.right
+    if type(r) is not _Call:
+        return False
+    f = r.func
+    if type(f) is _Attribute and f.attr.value == "sum":
+        return True
+    return dotted_name(f) in ("torch.sum", "th.sum")
 
 
 def _join(a: Any, b: Any) -> Any:

@@ -286,6 +286,9 @@ class Tensor:
     softmax_evs: tuple = field(default=(), compare=False, repr=False)
     #: for ``p.sum(key axis)`` of such outputs: the events whose rows it sums (a renormaliser)
     row_sum_of: tuple = field(default=(), compare=False, repr=False)
+    #: a name bound to the parts of a split/chunk/unbind (``qkv = x.chunk(3, -1)``): this is one
+    #: part; iterating or indexing the name yields parts like it
+    parts: bool = field(default=False, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -317,8 +320,14 @@ class ModVal:
 
 @dataclass(frozen=True)
 class FuncRef:
+    """A callable resolved by value: a module-level function (by ``name``), a method
+    (``bound_self``), or a local ``def`` / ``lambda`` (``fn``, evaluated in the enclosing
+    frame's environment ``closure``, looked up when called: Python closures bind late)."""
+
     name: str
     bound_self: Any = None
+    fn: Any = field(default=None, compare=False, repr=False)
+    closure: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -715,10 +724,13 @@ class Analyzer:
 
     # ---- functions
     def _run_function(self, fn: cst.FunctionDef, selfv: SelfVal | None, bound: dict | None,
-                      depth: int, record: bool = True, call_kw: set | None = None) -> Any:
+                      depth: int, record: bool = True, call_kw: set | None = None,
+                      closure: bool = False) -> Any:
         if fn in self.stack or depth > self.MAX_DEPTH:
             return UNK
         env: dict[str, Any] = {}
+        if closure and bound:
+            env.update(bound)  # enclosing names of a local def
         params = fn.params
         plist = list(params.posonly_params) + list(params.params)
         all_params = plist + list(params.kwonly_params)
@@ -813,7 +825,8 @@ class _Frame:
             if s.finalbody is not None:
                 self.exec_block(s.finalbody.body)
         elif type(s) is cst.FunctionDef:
-            self.env[s.name.value] = UNK
+            # a local def: called by value (directly, through map, a comprehension ...)
+            self.env[s.name.value] = FuncRef(s.name.value, None, fn=s, closure=self.env)
         elif type(s) is cst.IndentedBlock:
             self.exec_block(s)
 
@@ -933,6 +946,8 @@ class _Frame:
             return list(v.items)
         if isinstance(v, ShapeVal):
             return [self._shape_dim(v, i, None) for i in range(n)]
+        if isinstance(v, Tensor) and v.parts:
+            return [replace(v, parts=False)] * n
         if isinstance(v, Tensor):
             # iterating a tensor walks its first axis
             el = replace(v, rank=None if v.rank is None else v.rank - 1,
@@ -1019,6 +1034,8 @@ class _Frame:
             return _join(a, b)
         if t in (cst.GeneratorExp, cst.ListComp):
             return self.eval_comp(node)
+        if t is cst.Lambda:
+            return FuncRef("<lambda>", None, fn=node, closure=self.env)
         if t is cst.Comparison:
             self.eval(node.left)
             return UNK
@@ -1029,6 +1046,8 @@ class _Frame:
         if comp.inner_for_in is not None or type(comp.target) is not cst.Name:
             return UNK
         it = self.eval(comp.iter)
+        if isinstance(it, Tensor) and it.parts:
+            it = _Many(replace(it, parts=False))
         if isinstance(it, _Many):
             saved = self.env.get(comp.target.value, None)
             self.env[comp.target.value] = it.t
@@ -1134,6 +1153,13 @@ class _Frame:
                 if only_slices:
                     return t
                 return replace(t, rank=None, axes=None, key_axis=None, pending=None)
+            if t.parts and len(sl) == 1 and type(sl[0].slice) is cst.Index \
+                    and _int_of(sl[0].slice.value) is not None:
+                return replace(t, parts=False)  # qkv[0] of qkv = x.chunk(3, dim=-1)
+            kept = _index_axes(t, sl)
+            if kept is not None:  # qkv[0] of (3, B, H, L, d): an integer index drops its axis
+                return replace(t, rank=len(kept), axes=kept, pending=None, kT=False, dims=(),
+                               split_node=None)
             return replace(t, rank=None, axes=None, pending=None, kT=False, dims=(), split_node=None)
         return UNK
 
@@ -1247,6 +1273,8 @@ class _Frame:
             return Tup(tuple(ts)) if ts else UNK
         if isinstance(callee, FuncRef):
             return self.inline(callee, node, pos, kw)
+        if name == "map" and len(pos) == 2 and not (type(func) is cst.Name and func.value in self.env):
+            return self.map_values(args[0], pos[1], node)
         if leaf in ("get_interface", "get") and any(isinstance(v, FuncRef) for v in args):
             # ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward): the fallback
             return next(v for v in args if isinstance(v, FuncRef))
@@ -1509,8 +1537,39 @@ class _Frame:
         perhead = last is not None and last.role == "d"
         return Tensor(rank=rank, axes=axes, origin="proj", last=last, perhead=perhead, token_major=True)
 
+    def call_value(self, f: Any, node: cst.Call, pos: list, kw: dict) -> Any:
+        """Apply a callable value (a :class:`FuncRef`, an ``nn`` module) to evaluated arguments."""
+        if isinstance(f, FuncRef):
+            return self.inline(f, node, pos, kw)
+        if isinstance(f, ModVal) and pos:
+            return self.module_call(f, node, pos)
+        return UNK
+
+    def map_values(self, f: Any, it: Any, node: cst.Call) -> Any:
+        """``map(f, it)`` over a tuple (item by item) or like values (:class:`_Many`)."""
+        if isinstance(it, Tensor) and it.parts:
+            it = _Many(replace(it, parts=False))
+        if isinstance(it, Tup) and not it.star_unknown:
+            return Tup(tuple(self.call_value(f, node, [x], {}) for x in it.items))
+        if isinstance(it, _Many):
+            r = self.call_value(f, node, [it.t], {})
+            return _Many(r) if not isinstance(r, Unknown) else UNK
+        return UNK
+
     def inline(self, ref: FuncRef, node: cst.Call, pos: list, kw: dict) -> Any:
-        if ref.bound_self is not None:
+        if type(ref.fn) is cst.Lambda:
+            if self.depth >= Analyzer.MAX_DEPTH:
+                return UNK
+            env = dict(ref.closure or {})
+            lp = ref.fn.params
+            names = [p.name.value for p in list(lp.posonly_params) + list(lp.params)]
+            for i, n in enumerate(names):
+                env[n] = pos[i] if i < len(pos) else kw.get(n, ("param", n))
+            fe = _Frame(self.an, env, self.selfv, self.depth + 1, self.record)
+            return fe.eval(ref.fn.body)
+        if ref.fn is not None:
+            fn = ref.fn
+        elif ref.bound_self is not None:
             fn = self.an.methods.get(ref.bound_self.cls, {}).get(ref.name)
         else:
             fn = self.an.funcs.get(ref.name)
@@ -1542,7 +1601,13 @@ class _Frame:
                 bound[n] = Sym(coef=1.0, explicit_one=True, name=bound[n].name)
         # module-level helper receiving self as first arg (HF eager_attention_forward(self, ...))
         selfv = ref.bound_self
-        return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record)
+        if ref.fn is not None and ref.closure is not None:
+            # a local def sees the enclosing frame's names; its parameters shadow them
+            params_env = {p.name.value for p in plist + list(params.kwonly_params)}
+            bound = {**{k: v for k, v in ref.closure.items() if k not in params_env}, **bound}
+            selfv = self.selfv
+        return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record,
+                                     closure=ref.fn is not None)
 
     # ---- tensor ops
     def transpose(self, t: Tensor, i: int, j: int) -> Tensor:
@@ -1705,8 +1770,10 @@ class _Frame:
         for w in (ta, tb):
             if w.softmaxed and w.event is not None:
                 w.event.to_v = True  # weights · v written as an einsum (either operand order)
+        axes = _einsum_axes(sa, sb, out, ta, tb)
         if isinstance(ops[0], Tensor) and ops[0].softmaxed:
-            return Tensor(rank=len(out), origin="proj", perhead=ta.perhead or tb.perhead)
+            return Tensor(rank=len(out), axes=axes, origin="proj", perhead=ta.perhead or tb.perhead,
+                          last=tb.last if out[-1:] == sb[-1:] else None)
         contracted = [c for c in sa if c in sb and c not in out and c != "…"]
         a_only = [c for c in sa if c not in sb and c in out]
         b_only = [c for c in sb if c not in sa and c in out]
@@ -1723,8 +1790,9 @@ class _Frame:
             key_axis = out.index(b_only[0]) - rank
         perhead = ta.perhead or tb.perhead or len(sa.replace("…", "")) >= 4
         factors = _qk_factors(ta, tb)
-        return Tensor(rank=rank, factors=factors, origin="proj", scores=True, key_axis=key_axis,
-                      q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized, perhead=perhead)
+        return Tensor(rank=rank, axes=axes, factors=factors, origin="proj", scores=True,
+                      key_axis=key_axis, q=ta, k=tb, node=node,
+                      normalized=ta.normalized and tb.normalized, perhead=perhead)
 
     def rearrange(self, node: cst.Call, pos: list, kw: dict) -> Any:
         if len(pos) < 2 or type(node.args[1].value) is not cst.SimpleString:
@@ -1735,11 +1803,16 @@ class _Frame:
         pat = node.args[1].value.evaluated_value
         if "->" not in pat:
             return UNK
-        rhs = pat.split("->", 1)[1]
+        lhs, rhs = pat.split("->", 1)
         toks = re.findall(r"\([^)]*\)|\S+", rhs)
         perhead = any(tok == "h" for tok in toks)
-        return Tensor(rank=len(toks), origin=t.origin, factors=t.factors, perhead=perhead or t.perhead,
-                      normalized=t.normalized)
+        axes = _einops_axes(lhs, rhs, t, {a.keyword.value for a in node.args if a.keyword is not None})
+        last = None
+        if axes is not None and axes[-1:] == (("d",),):
+            last = t.last if t.last is not None and t.last.role == "d" else Dim("head_dim", "d")
+        return Tensor(rank=len(toks), axes=axes, origin=t.origin, factors=t.factors,
+                      perhead=perhead or t.perhead, normalized=t.normalized, last=last,
+                      token_major=axes is not None and axes[-1:] == (("H", "d"),))
 
     def view(self, t: Tensor, node: cst.Call) -> Any:
         args = [a for a in node.args if a.keyword is None]
@@ -2062,7 +2135,7 @@ def _named(v: Any, name: str) -> Any:
         if nrole != "?" and v.coef == 1:
             return Sym.dim(Dim(name, nrole, v.value()))
     if isinstance(v, _Many):
-        return v.t
+        return replace(v.t, parts=True) if isinstance(v.t, Tensor) else v.t
     return v
 
 
@@ -2159,3 +2232,93 @@ def analyze(ctx: Any) -> Provenance:
     finally:
         _HEADS_BY_STRUCTURE.clear()
     return res
+
+
+def _index_axes(t: Tensor, sl: Any) -> tuple | None:
+    """Axes left after indexing ``t`` with integer literals and full slices (``x[0]``,
+    ``x[:, 1]``): each integer removes its axis; ``None`` for anything else (bounded slices,
+    ``None``, ellipsis, tensors) or when ``t``'s layout is unknown."""
+    if t.axes is None or t.rank is None or any("*" in ax for ax in t.axes) or len(sl) > t.rank:
+        return None
+    out = list(t.axes)
+    drop = []
+    for i, e in enumerate(sl):
+        s = e.slice
+        if type(s) is cst.Index:
+            if _int_of(s.value) is None:
+                return None
+            drop.append(i)
+        elif not (type(s) is cst.Slice and s.lower is None and s.upper is None and s.step is None):
+            return None
+    if not drop:
+        return None
+    return tuple(ax for i, ax in enumerate(out) if i not in drop)
+
+
+def _einsum_axes(sa: str, sb: str, out: str, ta: Tensor, tb: Tensor) -> tuple | None:
+    """Output axes of a two-operand einsum from its operands' known axes, letter by letter
+    (``'bhij,bhjd->bhid'`` on (B, H, L, L) and (B, H, L, d) gives (B, H, L, d)); ``None`` when a
+    letter's axis is unknown or the operands disagree on it."""
+    if "…" in sa + sb + out:
+        return None
+    known: dict[str, tuple] = {}
+    for letters, t in ((sa, ta), (sb, tb)):
+        if t.axes is None or len(t.axes) != len(letters) or any("*" in ax for ax in t.axes):
+            continue
+        for c, ax in zip(letters, t.axes):
+            if known.setdefault(c, ax) != ax and not (ax == ("L",) or known[c] == ("L",)):
+                return None
+    if any(c not in known for c in out):
+        return None
+    return tuple(known[c] for c in out)
+
+
+#: einops axis names → layout atoms, where the input's layout does not say (the letters of
+#: einops patterns in attention code: ``b n (h d)``, ``b h i j``, ``(b h) n d``)
+_EINOPS_ROLE = {"b": "B", "batch": "B", "h": "H", "heads": "H", "d": "d", "dh": "d", "dim_head": "d",
+                "n": "L", "i": "L", "j": "L", "t": "L", "l": "L", "s": "L", "seq": "L"}
+
+
+def _einops_axes(lhs: str, rhs: str, t: Tensor, sized: set[str]) -> tuple | None:
+    """The output layout of ``einops.rearrange(t, 'lhs -> rhs', **sizes)``.
+
+    Letters take the atoms of the input axis they name (a group ``(h d)`` over an axis of atoms
+    ``(H, d)`` splits it letter by letter); letters the input does not determine fall back to
+    their conventional role (``b`` batch, ``h`` heads, ``d`` head dim, ``n``/``i``/``j`` tokens);
+    a letter sized by a keyword (``three=3``) is a literal axis.  ``None`` when any output letter
+    stays unknown."""
+    tok = re.compile(r"\([^)]*\)|\S+")
+    ltoks, rtoks = tok.findall(lhs), tok.findall(rhs)
+    if "..." in lhs or "..." in rhs or "…" in lhs:
+        return None
+    atoms: dict[str, tuple] = {}
+    in_axes = t.axes
+    if in_axes is not None and any("*" in ax for ax in in_axes):
+        # leading axes unknown: align from the right
+        known = [ax for ax in in_axes if "*" not in ax]
+        in_axes = tuple([None] * max(0, len(ltoks) - len(known)) + known) if len(known) <= len(ltoks) else None
+    if in_axes is not None and len(in_axes) == len(ltoks):
+        for lt, ax in zip(ltoks, in_axes):
+            if ax is None:
+                continue
+            letters = lt.strip("()").split()
+            if len(letters) == 1:
+                atoms[letters[0]] = ax
+            elif len(letters) == len(ax):
+                for c, a in zip(letters, ax):
+                    atoms[c] = (a,)
+    for lt in ltoks + rtoks:
+        for c in lt.strip("()").split():
+            if c in atoms:
+                continue
+            if c in _EINOPS_ROLE:
+                atoms[c] = (_EINOPS_ROLE[c],)
+            elif c in sized:
+                atoms[c] = (f"#{c}",)
+            else:
+                return None
+    out = []
+    for rt in rtoks:
+        letters = rt.strip("()").split()
+        out.append(tuple(a for c in letters for a in atoms[c]) if letters else ("#1",))
+    return tuple(out)

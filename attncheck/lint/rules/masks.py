@@ -318,6 +318,24 @@ class MaskAfterSoftmax(_MaskUseRule):
     def check(self, use: MaskUse) -> None:
         if use.target_tag != "probs" or not use.reaches_matmul:
             return  # e.g. token confidences masked before top-k are not attention weights
+        zeroing = use.consumer == "multiply" or (
+            use.consumer in ("masked_fill", "where", "index_assign") and use.fill is not None
+            and use.fill.region == "Z")
+        if zeroing:
+            b = use.blocked
+            if b is None or True not in b:
+                return  # zeroing rows of padded queries (an unknown mask) is not key masking
+            # zeroing probabilities is harmless after the same scores were masked before the
+            # softmax (it only turns fully masked rows' NaN into 0); alone it leaves the blocked
+            # keys' share of every row out, so rows sum to less than 1
+            if any(u.function == use.function and u is not use and u.target_tag != "probs"
+                   and (u.reaches_softmax or u.target_tag == "scores") for u in self.ctx.masks.uses):
+                return
+            self.report(use.call, f"{_text(self, use.target, 40)} holds softmax probabilities and "
+                                  f"masked keys are zeroed afterwards without renormalising: rows "
+                                  f"no longer sum to 1 and the blocked keys still shaped the "
+                                  f"softmax; mask the scores before the softmax")
+            return
         if use.consumer in ("masked_fill", "where", "index_assign"):
             if use.fill is None or not use.fill.blocking:
                 return

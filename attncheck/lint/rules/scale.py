@@ -33,6 +33,8 @@ def _is_full_scale(f: Any) -> bool:
         return True
     if s.explicit_one or s.default_one:
         return False
+    if not s.opaque and s.coef is not None:
+        s = _merge(s)  # (d_model // n_heads) ** -0.5 is a head-dim scale
     if s.opaque:
         return bool(s.name and _SCALE_NAME.search(s.name.rsplit(".", 1)[-1]))
     if len(s.pows) == 1 and s.coef == 1:
