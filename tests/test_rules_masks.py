@@ -343,3 +343,27 @@ def f(scores, attention_mask):
     return scores.softmax(-1)
 """
     assert pairs(src) == {(5, "ATT208")}
+
+
+_BEAM = '''
+import torch
+
+
+def attend(q, k):
+    s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    bias = torch.triu(torch.full((s.shape[-1], s.shape[-1]), -1e9{dtype}), 1)
+    return torch.softmax(s + bias, dim=-1)
+'''
+
+
+@pytest.mark.parametrize("dtype, expected", [
+    (", dtype=torch.float", []),       # torch.float is float32: -1e9 fits
+    (", dtype=torch.bfloat16", []),    # bfloat16 has float32's exponent range
+    (", dtype=torch.float16", [7]),
+    ("", [7]),                         # the model's dtype may be float16
+])
+def test_fill_in_a_tensor_of_explicit_wide_dtype(dtype, expected):
+    """A literal fill is safe in a tensor created as float32 / bfloat16 (as beam-search scores
+    built with dtype=torch.float are); without an explicit wide dtype it may be float16."""
+    fs = lint_source(_BEAM.format(dtype=dtype), "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == expected

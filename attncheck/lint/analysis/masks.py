@@ -488,6 +488,9 @@ class FillSite:
     node: cst.CSTNode
     context: str
     base: cst.CSTNode | None = None
+    #: the tensor holding the fill is created with an explicit ``dtype=`` whose range holds it
+    #: (float32, float64, bfloat16: max ≈ 3.4e38), whatever the model's dtype
+    wide: bool = False
 
 
 @dataclass
@@ -543,6 +546,16 @@ def _kwarg(call: cst.Call, kw: str) -> cst.BaseExpression | None:
         if a.keyword is not None and a.keyword.value == kw:
             return a.value
     return None
+
+
+_WIDE_DTYPES = frozenset({"torch.float", "torch.float32", "torch.float64", "torch.double",
+                          "torch.bfloat16"})
+
+
+def wide_dtype(node: cst.BaseExpression | None, ctx) -> bool:
+    """Whether a ``dtype=`` argument names a float type with float32's exponent range or wider
+    (``torch.float`` is float32; bfloat16 keeps float32's 8 exponent bits)."""
+    return node is not None and (ctx.qualname(node) or "") in _WIDE_DTYPES
 
 
 def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
@@ -1654,7 +1667,8 @@ class _Analyzer:
             if not isinstance(f, Fill):
                 return None
             if f.overflows_fp16 and self.recording:
-                self.result.fill_sites.append(FillSite(f, f.node or fv, "full"))
+                self.result.fill_sites.append(FillSite(f, f.node or fv, "full",
+                                                       wide=wide_dtype(_kwarg(node, "dtype"), self.ctx)))
             if dt is None:
                 dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
                     fv, cst.Float) or "." in getattr(fv, "value", ".") else "int")

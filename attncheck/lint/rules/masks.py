@@ -250,6 +250,7 @@ class MaskValueOverflow(Rule):
                 continue  # reported at the fill site that built the mask
             if _is_fp32(self, use.target):
                 continue
+
             seen.add(id(f.node))
             target = dotted_name(use.target) if use.target is not None else None
             repl = f"torch.finfo({target}.dtype).min" if target else "torch.finfo(scores.dtype).min"
@@ -260,7 +261,7 @@ class MaskValueOverflow(Rule):
                                 f"(max 65504): {_CONSUMER_NAMES[use.consumer]} raises or overflows to -inf under "
                                 f"fp16/autocast; use {repl}", fix)
         for site in self.ctx.masks.fill_sites:
-            if id(site.node) in seen or _is_fp32(self, site.base):
+            if id(site.node) in seen or _is_fp32(self, site.base) or site.wide:
                 continue
             seen.add(id(site.node))
             what = {"additive": "this additive mask", "full": "this mask tensor",
