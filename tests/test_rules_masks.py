@@ -367,3 +367,28 @@ def test_fill_in_a_tensor_of_explicit_wide_dtype(dtype, expected):
     built with dtype=torch.float are); without an explicit wide dtype it may be float16."""
     fs = lint_source(_BEAM.format(dtype=dtype), "t.py", select=["ATT204"])
     assert [f.line for f in fs] == expected
+
+
+_STEP = '''
+import torch
+
+
+def read_step(q, k, p_choose, step, finished, src_len):
+    read = (p_choose < 0.5).type_as(step).masked_fill(finished, 0)
+    step = step + read
+    beyond = torch.arange(src_len).gt(step).unsqueeze(1)
+    energy = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    {energy}
+    return torch.softmax(energy.masked_fill(beyond, -float("inf")), dim=-1)
+'''
+
+
+@pytest.mark.parametrize("energy, expected", [
+    ("", []),                                           # the 0-fill is a read/stay count
+    ("energy = energy.masked_fill(finished, 0)", [10]),  # the scores themselves filled with 0
+])
+def test_a_count_that_reaches_softmax_only_as_a_mask_is_not_scores(energy, expected):
+    """A monotonic-attention step count, compared into a mask of other scores, is no logit: its
+    0 fill is not ATT205; filling the scores with 0 before the softmax is."""
+    fs = lint_source(_STEP.format(energy=energy), "t.py", select=["ATT205"])
+    assert [f.line for f in fs] == expected

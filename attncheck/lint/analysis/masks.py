@@ -724,6 +724,42 @@ def _names_in(node: cst.CSTNode) -> set[str]:
     return out
 
 
+_BOOL_METHODS = frozenset({"gt", "lt", "ge", "le", "eq", "ne", "logical_not", "logical_and",
+                           "logical_or", "bool", "isinf", "isnan", "isfinite"})
+
+
+def _data_names(node: cst.CSTNode, qualname) -> set[str]:
+    """The names whose *values* ``node`` carries: not those only used to choose positions (the
+    mask of ``x.masked_fill(mask, v)``, the condition of ``torch.where(c, a, b)``, a comparison
+    or another boolean result).  A tensor that reaches a softmax only as such a mask is not the
+    scores (a monotonic-attention step count compared into a mask is no logit)."""
+    t = type(node)
+    if t is _Name:
+        return {node.value}
+    if t is _Attribute:
+        d = dotted_name(node)
+        if d is not None:
+            return {d} if d.startswith("self.") else {d.split(".", 1)[0]}
+    if t is cst.Comparison or (t is cst.UnaryOperation and type(node.operator) is cst.BitInvert):
+        return set()
+    if t is _Call:
+        f = node.func
+        if type(f) is _Attribute:
+            if f.attr.value in _BOOL_METHODS:
+                return set()
+            if f.attr.value in ("masked_fill", "masked_fill_"):
+                return _data_names(f.value, qualname)
+        if (qualname(f) or "") == "torch.where":
+            out: set[str] = set()
+            for a in node.args[1:3]:
+                out |= _data_names(a.value, qualname)
+            return out
+    out = set()
+    for c in node.children:
+        out |= _data_names(c, qualname)
+    return out
+
+
 _KEEP_WORDS = ("valid", "keep", "not_pad", "non_pad", "nonpad", "is_token")
 _BLOCK_WORDS = ("pad", "is_masked", "blocked")
 
@@ -1221,17 +1257,19 @@ class _Analyzer:
         if start is None:
             return False
         tainted = set(names)
+        # toward a softmax only values count (not masks that select positions of other scores)
+        names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else _names_in
         for s, _ in stmts[start + 1:]:
             for n in _ops_list(s):  # _operands is empty for every other node
                 argnodes = self._operands(n, state, want)
-                if argnodes and any(_names_in(a) & tainted for a in argnodes):
+                if argnodes and any(names_of(a) & tainted for a in argnodes):
                     return True
             if type(s) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
                 value = s.value
                 if value is None:
                     continue
                 tgts = [t.target for t in s.targets] if type(s) is cst.Assign else [s.target]
-                hit = bool(_names_in(value) & tainted) and not self._opaque_call(value)
+                hit = bool(names_of(value) & tainted) and not self._opaque_call(value)
                 for t in tgts:
                     d = dotted_name(t) if type(t) in (cst.Name, cst.Attribute) else None
                     if d is None:
