@@ -392,3 +392,26 @@ def test_a_count_that_reaches_softmax_only_as_a_mask_is_not_scores(energy, expec
     0 fill is not ATT205; filling the scores with 0 before the softmax is."""
     fs = lint_source(_STEP.format(energy=energy), "t.py", select=["ATT205"])
     assert [f.line for f in fs] == expected
+
+
+_THRESHOLD = '''
+import torch
+
+
+def early_stop(running, finished, beam_scores):
+    worst = torch.where(finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
+    {use}
+'''
+
+
+@pytest.mark.parametrize("use, expected", [
+    ("return torch.any(running > worst, dim=-1)", []),     # only compared: a threshold
+    ("return int((worst > running.min()).sum())", []),      # counted through a comparison
+    ("return worst", [6]),                                  # the caller may add it to logits
+    ("return torch.softmax(running + worst, dim=-1)", [6]),
+])
+def test_a_fill_that_only_meets_comparisons_is_not_an_attention_mask(use, expected):
+    """Beam-search bookkeeping fills scores with -1e9 and only compares or ranks them: no
+    attention logits; the same fill returned or fed to a softmax is reported."""
+    fs = lint_source(_THRESHOLD.format(use=use), "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == expected

@@ -462,6 +462,10 @@ class MaskUse:
     keyword: str | None = None
     #: the masked tensor then meets the values in a matmul / einsum / bmm (same function)
     reaches_matmul: bool = False
+    #: the filled value may reach attention: a softmax, a return, a store on self, or a call
+    #: other than a torch op (``False``: it only meets comparisons / top-k in this function,
+    #: e.g. beam-search scores)
+    escapes: bool = True
 
     @property
     def blocked(self) -> Blocked | None:
@@ -491,6 +495,8 @@ class FillSite:
     #: the tensor holding the fill is created with an explicit ``dtype=`` whose range holds it
     #: (float32, float64, bfloat16: max ≈ 3.4e38), whatever the model's dtype
     wide: bool = False
+    #: see :attr:`MaskUse.escapes`
+    escapes: bool = True
 
 
 @dataclass
@@ -1361,8 +1367,73 @@ class _Analyzer:
             return None
         return self.tag_of(target, state)
 
+    _ATTENTION_OPS = ("scaled_dot_product_attention", "multi_head_attention_forward")
+
+    def escapes(self, node: cst.CSTNode) -> bool:
+        """Whether the value of the statement holding ``node`` may reach attention: it (or what
+        is computed from its values, not from masks it selects) meets a softmax, an attention
+        op, a ``return``, a store on ``self`` or a call other than a torch op later in the
+        function.  Unknown structure counts as escaping; only a value that provably stays in
+        comparisons, top-k and other torch ops (beam-search bookkeeping) does not."""
+        f = self.current
+        if f is None:
+            return True
+        stmts = self._linear(f)
+        i = self._stmt_index(f).get(id(node))
+        if i is None:
+            return True
+        st = stmts[i][0]
+        t = type(st)
+        if t in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+            tgts = [x.target for x in st.targets] if t is cst.Assign else [st.target]
+        elif t is cst.Expr and type(st.value) is _Call and type(st.value.func) is _Attribute \
+                and st.value.func.attr.value.endswith("_"):
+            tgts = [st.value.func.value]  # an in-place fill
+        else:
+            return True
+        names = {dotted_name(x) for x in tgts if type(x) in (_Name, _Attribute)}
+        if None in names or not names or any(n.startswith("self.") for n in names):
+            return True
+        data = lambda n: _data_names(n, self.qualname)  # noqa: E731
+        tainted = set(names)
+        for j, (s2, _) in enumerate(stmts[i:]):
+            if j and type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
+                return True
+            for n in _ops_list(s2):
+                if type(n) is not _Call:
+                    continue
+                if self.is_softmax_call(n):
+                    if any(data(a.value) & tainted for a in n.args[:1]) or (
+                            type(n.func) is _Attribute and data(n.func.value) & tainted):
+                        return True
+                    continue
+                q = self.qualname(n.func) or ""
+                if type(n.func) is _Attribute and data(n.func.value) & tainted and not q.startswith("torch."):
+                    continue  # a method of the tensor itself: its result is assigned below
+                if q.startswith("torch.") and not q.endswith(self._ATTENTION_OPS):
+                    continue
+                if any(data(a.value) & tainted for a in n.args):
+                    return True
+            if j and type(s2) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and s2.value is not None:
+                tg = [x.target for x in s2.targets] if type(s2) is cst.Assign else [s2.target]
+                hit = bool(data(s2.value) & tainted)
+                for x in tg:
+                    d = dotted_name(x) if type(x) in (_Name, _Attribute) else None
+                    if d is None:
+                        if hit:
+                            return True  # stored into a container or a subscript: unknown
+                        continue
+                    if hit:  # (a reassignment does not clear it: it may be another branch)
+                        if d.startswith("self."):
+                            return True
+                        tainted.add(d)
+        return False
+
     def _record(self, **kw) -> None:
         kw.setdefault("function", self.current.qual if self.current else "<module>")
+        fill = kw.get("fill")
+        if fill is not None and fill.overflows_fp16:
+            kw["escapes"] = self.escapes(kw["call"])
         if kw.get("target_tag") == "probs":
             targets = self._targets
             kw["reaches_matmul"] = self._reaches_matmul(
@@ -1706,7 +1777,8 @@ class _Analyzer:
                 return None
             if f.overflows_fp16 and self.recording:
                 self.result.fill_sites.append(FillSite(f, f.node or fv, "full",
-                                                       wide=wide_dtype(_kwarg(node, "dtype"), self.ctx)))
+                                                       wide=wide_dtype(_kwarg(node, "dtype"), self.ctx),
+                                                       escapes=self.escapes(node)))
             if dt is None:
                 dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
                     fv, cst.Float) or "." in getattr(fv, "value", ".") else "int")
@@ -1756,7 +1828,8 @@ class _Analyzer:
             if isinstance(fa, Fill) and isinstance(fb, Fill):
                 fill = fa if fa.region == "N" else fb if fb.region == "N" else None
                 if fill is not None and fill.overflows_fp16 and self.recording:
-                    self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive"))
+                    self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive",
+                                                           escapes=self.escapes(node)))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
                 return MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
@@ -1848,7 +1921,7 @@ class _Analyzer:
                 return m.with_pattern(None)
             if f.overflows_fp16 and self.recording:
                 self.result.fill_sites.append(FillSite(f, f.node or fnode, "masked_fill",
-                                                       func.value))
+                                                       func.value, escapes=self.escapes(node)))
             mp = mm.pattern if isinstance(mm, MaskVal) else None
             region = f.region
             if m.dtype == "bool" and region is not None:
@@ -1926,7 +1999,8 @@ class _Analyzer:
                     if f.value < 0 and m.pattern is not None and "P" in m.pattern:
                         scaled_fill = f
                     if f.overflows_fp16 and self.recording:
-                        self.result.fill_sites.append(FillSite(f, f.node or node, "additive"))
+                        self.result.fill_sites.append(FillSite(f, f.node or node, "additive",
+                                                               escapes=self.escapes(node)))
                     unit = (m.unit and f.value == 1.0) or not (pat and "P" in pat)
                     return MaskVal(pat, "float", scaled_fill, m.polarity, m.origin, m.repeated,
                                    unit=unit)
