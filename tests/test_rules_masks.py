@@ -415,3 +415,30 @@ def test_a_fill_that_only_meets_comparisons_is_not_an_attention_mask(use, expect
     attention logits; the same fill returned or fed to a softmax is reported."""
     fs = lint_source(_THRESHOLD.format(use=use), "t.py", select=["ATT204"])
     assert [f.line for f in fs] == expected
+
+
+_PROMOTED = '''
+import torch
+import torch.nn.functional as F
+
+
+def attend(q, k, v, keep):
+    s = torch.matmul(q, k.transpose(2, 3)) * q.size(-1) ** -0.5
+    bias = torch.where(keep.logical_not(), -2.3819763e38, 0)
+    {combine}
+    return torch.matmul(F.softmax(s.float(), dim=-1).type_as(q), v)
+'''
+
+
+@pytest.mark.parametrize("combine, expected", [
+    ("s = s + bias", []),                  # float16 + float32 → float32: the fill survives
+    ("s = (s + bias).float()", []),
+    ("s += bias", [8]),                    # in place: the scores' dtype, maybe float16
+    ("s = s + bias.to(s.dtype)", [8]),     # cast to the scores' dtype
+    ("s = s + bias.half()", [8]),
+])
+def test_fill_kept_float32_by_type_promotion(combine, expected):
+    """torch.where of two Python scalars is float32 (the default dtype); added out of place it
+    promotes float16 scores to float32, so the fill never meets float16 (torchtune's Gemma 2)."""
+    fs = lint_source(_PROMOTED.format(combine=combine), "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == expected

@@ -1429,6 +1429,62 @@ class _Analyzer:
                         tainted.add(d)
         return False
 
+    _NARROWING = frozenset({"to", "type", "type_as", "half", "bfloat16", "copy_", "add_", "sub_",
+                            "masked_fill_", "__setitem__"})
+
+    def stays_wide(self, node: cst.CSTNode) -> bool:
+        """Whether the float32 value assigned by the statement holding ``node`` keeps float32's
+        range in this function: it is only combined out of place (``scores + mask`` promotes
+        float16 scores to float32), never cast (``.to(x.dtype)``, ``.type_as``, ``.half()``),
+        added in place (``scores += mask`` keeps the target's dtype), stored, returned or passed
+        to a call other than a torch op."""
+        f = self.current
+        if f is None:
+            return False
+        stmts = self._linear(f)
+        i = self._stmt_index(f).get(id(node))
+        if i is None:
+            return False
+        st = stmts[i][0]
+        if type(st) is not cst.Assign:
+            return False
+        names = {dotted_name(x.target) for x in st.targets if type(x.target) is _Name}
+        if not names or None in names or len(names) != len(st.targets):
+            return False
+        data = lambda n: _data_names(n, self.qualname)  # noqa: E731
+        tainted = set(names)
+        for j, (s2, _) in enumerate(stmts[i:]):
+            for n in _ops_list(s2):
+                if self.is_softmax_call(n) and (
+                        any(data(a.value) & tainted for a in n.args[:1])
+                        or type(n.func) is _Attribute and data(n.func.value) & tainted):
+                    return True  # the masked scores reach their softmax in float32
+            if type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
+                return False
+            for n in _ops_list(s2):
+                if type(n) is not _Call:
+                    continue
+                q = self.qualname(n.func) or ""
+                if type(n.func) is _Attribute and n.func.attr.value in self._NARROWING and (
+                        data(n.func.value) & tainted or any(data(a.value) & tainted for a in n.args)):
+                    return False
+                if any(data(a.value) & tainted for a in n.args) and not q.startswith("torch.") \
+                        and not self.is_softmax_call(n):
+                    return False
+            if type(s2) is cst.AugAssign and data(s2.value) & tainted:
+                tg = dotted_name(s2.target) if type(s2.target) in (_Name, _Attribute) else None
+                if tg not in tainted:
+                    return False  # in place: the target's dtype, maybe float16
+            if j and type(s2) in (cst.Assign, cst.AnnAssign) and s2.value is not None \
+                    and data(s2.value) & tainted:
+                tg = [x.target for x in s2.targets] if type(s2) is cst.Assign else [s2.target]
+                for x in tg:
+                    d = dotted_name(x) if type(x) is _Name else None
+                    if d is None:
+                        return False  # stored on self, into a container or a slice
+                    tainted.add(d)
+        return False  # never reaches a softmax here: the caller may narrow it
+
     def _record(self, **kw) -> None:
         kw.setdefault("function", self.current.qual if self.current else "<module>")
         fill = kw.get("fill")
@@ -1828,7 +1884,10 @@ class _Analyzer:
             if isinstance(fa, Fill) and isinstance(fb, Fill):
                 fill = fa if fa.region == "N" else fb if fb.region == "N" else None
                 if fill is not None and fill.overflows_fp16 and self.recording:
+                    # torch.where of two Python scalars has the default dtype, float32 (PyTorch
+                    # type promotion): safe while only out-of-place ops promote it onwards
                     self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive",
+                                                           wide=self.stays_wide(node),
                                                            escapes=self.escapes(node)))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
