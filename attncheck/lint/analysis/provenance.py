@@ -881,6 +881,25 @@ class _Frame:
             v = _named(v, target.value)
             self.env[target.value] = v
         elif type(target) in (cst.Tuple, cst.List):
+            stars = [i for i, e in enumerate(target.elements) if type(e) is cst.StarredElement]
+            if len(stars) == 1:
+                # *_, d = q.shape: names before the star take leading items, names after it
+                # trailing ones (negative indices), the starred name what is left
+                i0 = stars[0]
+                elts = [e.value for e in target.elements]
+                n_after = len(elts) - i0 - 1
+                for j, e in enumerate(elts):
+                    if j == i0:
+                        self.assign(e, UNK)
+                    elif isinstance(v, ShapeVal):
+                        self.assign(e, self._shape_dim(v, j if j < i0 else j - len(elts), None))
+                    elif isinstance(v, Tup) and not v.star_unknown and len(v.items) >= len(elts) - 1:
+                        self.assign(e, v.items[j] if j < i0 else v.items[len(v.items) - n_after + (j - i0 - 1)])
+                    elif isinstance(v, _Many):
+                        self.assign(e, v.t)
+                    else:
+                        self.assign(e, UNK)
+                return
             elts = [e.value for e in target.elements]
             items = self._unpack(v, len(elts))
             if isinstance(v, ShapeVal):
@@ -1426,7 +1445,25 @@ class _Frame:
             return replace(t, rank=None, axes=None, kT=False, split_node=None)
         if meth in ("view", "reshape", "expand", "repeat", "unflatten", "flatten") and meth in ("view", "reshape"):
             return self.view(t, node)
+        if meth == "unflatten":
+            # x.unflatten(-1, (H, d)) is x.view(*x.shape[:-1], H, d)
+            dn, sizes = _arg(node, 0, "dim"), _arg(node, 1, "sizes")
+            dv = _int_of(dn) if dn is not None else None
+            if sizes is not None and type(sizes) in (cst.Tuple, cst.List) and (
+                    dv == -1 or (t.rank is not None and dv == t.rank - 1)):
+                items = [self.eval(e.value) for e in sizes.elements]
+                return self.view(t, node, [("STAR", ShapeVal(t, "x.shape", 0, 1))] + items)
+            return replace(t, rank=None, axes=None, split_node=None)
         if meth == "flatten":
+            start = ints[0] if ints else 0
+            if t.axes is not None and t.rank is not None and start is not None and len(ints) <= 1 \
+                    and not any("*" in ax for ax in t.axes):
+                st = start if start >= 0 else t.rank + start
+                if 0 <= st < t.rank:
+                    axes = t.axes[:st] + (tuple(a for ax in t.axes[st:] for a in ax),)
+                    return replace(t, rank=len(axes), axes=axes, split_node=None, kT=False,
+                                   key_axis=t.key_axis if t.key_axis == -1 and st == t.rank - 1 else None,
+                                   token_major=axes[-1] == ("H", "d"), pending=None, dims=())
             return replace(t, rank=None, axes=None, split_node=None, key_axis=t.key_axis if t.key_axis == -1 and ints and ints[0] not in (-1,) else None)
         if meth in ("softmax",):
             return self.softmax(t, node, _arg(node, 0, "dim"), "Tensor.softmax")
@@ -1474,7 +1511,13 @@ class _Frame:
         if mv.kind == "dropout":
             return pos[0] if pos and isinstance(pos[0], Tensor) else UNK
         if mv.kind == "linear":
-            return self.project(self.tensorize(pos[0]) if pos else None, mv)
+            x = self.tensorize(pos[0]) if pos else None
+            a0 = node.args[0].value if node.args and node.args[0].keyword is None else None
+            if x is not None and type(a0) is cst.Name and x.origin == "param" and x.axes is None \
+                    and not x.perhead and not x.token_major and a0.value in self.env:
+                # a parameter fed to a projection is (…, L, E): its last axis is the model width
+                self.env[a0.value] = replace(x, token_major=True, pname=a0.value)
+            return self.project(x, mv)
         if mv.kind == "norm":
             t = self.tensorize(pos[0]) if pos else None
             return replace(t, factors=(), dims=()) if t is not None else UNK
@@ -1776,9 +1819,11 @@ class _Frame:
                       perhead=perhead or t.perhead, normalized=t.normalized, last=last,
                       token_major=axes is not None and axes[-1:] == (("H", "d"),))
 
-    def view(self, t: Tensor, node: cst.Call) -> Any:
-        args = [a for a in node.args if a.keyword is None]
-        vals: list = []
+    def view(self, t: Tensor, node: cst.Call, given: list | None = None) -> Any:
+        """``t.view(...)`` / ``reshape``; ``given``: the target sizes already evaluated (an
+        ``unflatten`` rewritten as a view)."""
+        args = [a for a in node.args if a.keyword is None] if given is None else []
+        vals: list = [] if given is None else list(given)
         for a in args:
             v = self.eval(a.value)
             if a.star:
