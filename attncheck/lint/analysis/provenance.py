@@ -282,6 +282,10 @@ class Tensor:
     event: Any = field(default=None, compare=False, repr=False)
     #: scores plus T5's learned relative ``position_bias`` (the scale is folded into the init)
     biased: bool = False
+    #: for softmax outputs: the :class:`SoftmaxEvent`\ s that produced them (several after a join)
+    softmax_evs: tuple = field(default=(), compare=False, repr=False)
+    #: for ``p.sum(key axis)`` of such outputs: the events whose rows it sums (a renormaliser)
+    row_sum_of: tuple = field(default=(), compare=False, repr=False)
     #: a name bound to the parts of a split/chunk/unbind (``qkv = x.chunk(3, -1)``): this is one
     #: part; iterating or indexing the name yields parts like it
     parts: bool = field(default=False, compare=False, repr=False)
@@ -378,6 +382,21 @@ class SoftmaxEvent:
     rank: int | None
     key_axis: int | None
     func: str
+    #: the weights are divided by their own sum over the key axis afterwards (``p / p.sum(-1,
+    #: keepdim=True)``, ``F.normalize(p, p=1, dim=-1)``): a softmax over another axis followed by
+    #: renormalisation over the keys is a deliberate design (slot attention, Locatello et al.
+    #: 2020; GroupViT, Xu et al. 2022; inverted attention), not a wrong axis
+    renormalised: bool = False
+    #: the scores' :class:`ScaleEvent` (its ``to_v``: these weights met the values)
+    scale_event: Any = field(default=None, compare=False, repr=False)
+
+    def is_key_axis(self, dim: int | None) -> bool:
+        """Whether ``dim`` (negative or non-negative) is these scores' key axis."""
+        if dim is None or self.key_axis is None:
+            return False
+        if dim < 0:
+            return dim == self.key_axis
+        return self.rank is not None and dim - self.rank == self.key_axis
 
 
 @dataclass
@@ -1188,6 +1207,8 @@ class _Frame:
         ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
         if op in ("Multiply", "Divide") and (ta or tb):
             t, other = (a, b) if ta else (b, a)
+            if op == "Divide" and ta and tb and b.row_sum_of and a.softmax_evs:
+                return self.renormalise(a, b.row_sum_of)
             if ta and tb:
                 if a.scores or b.scores:
                     s = a if a.scores else b
@@ -1340,6 +1361,16 @@ class _Frame:
             return self.sdpa(node, pos, kw)
         if name in ("torch.nn.functional.normalize",) or leaf == "l2norm" or leaf == "l2_norm":
             t = self.tensorize(pos[0]) if pos else None
+            if t is not None and t.softmax_evs and name == "torch.nn.functional.normalize":
+                # F.normalize(x, p, dim) divides by the p-norm over dim (defaults p=2, dim=1,
+                # PyTorch docs): with p=1 on non-negative weights, by their sum
+                pa, da = _arg(node, 1, "p"), _arg(node, 2, "dim")
+                pv = _num_of(pa) if pa is not None else 2.0
+                if pv is None and pa is not None:
+                    pv = self._int_value(pa, None)
+                dim = self._int_value(da, 1)
+                if pv == 1:
+                    return self.renormalise(t, tuple(e for e in t.softmax_evs if e.is_key_axis(dim)))
             if t is not None:
                 return replace(t, normalized=True, factors=())
             return UNK
@@ -1501,6 +1532,10 @@ class _Frame:
             return self.matmul(t, self.eval(node.args[0].value), node, kind=meth)
         if meth in ("masked_fill",):
             return t
+        if meth in ("sum", "nansum") and t.softmax_evs:
+            kd = _arg(node, None, "keepdim")
+            keep = isinstance(kd, cst.Name) and kd.value == "True"
+            return self.row_sum(t, self._int_value(_arg(node, 0, "dim"), None), keep)
         return None
 
     def module_call(self, mv: ModVal, node: cst.Call, pos: list) -> Any:
@@ -1775,6 +1810,9 @@ class _Frame:
         ta, tb = self.tensorize(ops[0]), self.tensorize(ops[1])
         if ta is None or tb is None or not sa or not sb:
             return UNK
+        for w in (ta, tb):
+            if w.softmaxed and w.event is not None:
+                w.event.to_v = True  # weights · v written as an einsum (either operand order)
         axes = _einsum_axes(sa, sb, out, ta, tb)
         if isinstance(ops[0], Tensor) and ops[0].softmaxed:
             return Tensor(rank=len(out), axes=axes, origin="proj", perhead=ta.perhead or tb.perhead,
@@ -1966,13 +2004,48 @@ class _Frame:
                 dim = _int_of(dim_node)
                 if dim is None:
                     dim = "?"
-            if dim != "?":
-                self.an.result.softmax_events.append(
-                    SoftmaxEvent(node, dim, implicit, t.rank, t.key_axis, func))
+            evs: tuple = ()
             ev = ScaleEvent("softmax", node, t.factors, t.q, t.k, t, uncertain=t.uncertain, partial=t.partial)
+            if dim != "?":
+                sev = SoftmaxEvent(node, dim, implicit, t.rank, t.key_axis, func, scale_event=ev)
+                self.an.result.softmax_events.append(sev)
+                evs = (sev,)
             self.an.result.scale_events.append(ev)
-            return replace(t, scores=False, softmaxed=True, factors=(), event=ev)
-        return replace(t, scores=False, softmaxed=True, factors=())
+            return replace(t, scores=False, softmaxed=True, factors=(), event=ev, softmax_evs=evs)
+        return replace(t, scores=False, softmaxed=True, factors=(), softmax_evs=())
+
+    def _int_value(self, node: cst.BaseExpression | None, default: int | None) -> int | None:
+        """A literal int argument, or one that evaluates to a literal (an inlined default)."""
+        if node is None:
+            return default
+        i = _int_of(node)
+        if i is not None:
+            return i
+        v = self.eval(node)
+        if isinstance(v, Sym) and v.is_literal() and float(v.coef).is_integer():
+            return int(v.coef)
+        if type(node) is cst.Name and isinstance(v, _ParamRef) and not v.glob and v.name == node.value \
+                and self.an.stack:
+            # a parameter no caller passed here: its literal default (``def l1norm(t, dim=-1)``)
+            ps = self.an.stack[-1].params
+            for prm in (*ps.posonly_params, *ps.params, *ps.kwonly_params):
+                if prm.name.value == node.value and prm.default is not None:
+                    return _int_of(prm.default)
+        return None
+
+    def row_sum(self, t: Tensor, dim: int | None, keepdim: bool) -> Tensor:
+        """``t.sum(dim, keepdim=True)`` of softmax weights: remembers which rows it sums."""
+        evs = tuple(e for e in t.softmax_evs if keepdim and e.is_key_axis(dim))
+        return replace(t, scores=False, softmaxed=False, event=None, softmax_evs=(), row_sum_of=evs,
+                       factors=(), rank=t.rank if keepdim else None, axes=t.axes if keepdim else None)
+
+    @staticmethod
+    def renormalise(t: Tensor, evs: tuple) -> Tensor:
+        """Weights divided by their own row sums over the key axis: the events are renormalised."""
+        for e in t.softmax_evs:
+            if any(e is x for x in evs):
+                e.renormalised = True
+        return t
 
     def sdpa(self, node: cst.Call, pos: list, kw: dict) -> Any:
         q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
@@ -2156,6 +2229,10 @@ def _join(a: Any, b: Any) -> Any:
             split_axes=a.split_axes,
             event=a.event if a.event is b.event else None,
             biased=a.biased or b.biased,
+            softmax_evs=a.softmax_evs + tuple(e for e in b.softmax_evs
+                                              if not any(e is x for x in a.softmax_evs)),
+            row_sum_of=a.row_sum_of + tuple(e for e in b.row_sum_of
+                                            if not any(e is x for x in a.row_sum_of)),
         )
     if isinstance(a, Sym) and isinstance(b, Sym):
         return Sym(coef=None, opaque=True, name=a.name or b.name)
