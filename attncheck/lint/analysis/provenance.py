@@ -289,6 +289,10 @@ class Tensor:
     #: a name bound to the parts of a split/chunk/unbind (``qkv = x.chunk(3, -1)``): this is one
     #: part; iterating or indexing the name yields parts like it
     parts: bool = field(default=False, compare=False, repr=False)
+    #: ``exp`` of scores (a softmax written out: ``e = exp(s - max)``, ``e / e.sum(dim)``)
+    exped: bool = field(default=False, compare=False, repr=False)
+    #: ``e.sum(dim, keepdim=True)`` of exponentiated scores: the ``dim`` argument node
+    exp_sum: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -1209,6 +1213,9 @@ class _Frame:
             t, other = (a, b) if ta else (b, a)
             if op == "Divide" and ta and tb and b.row_sum_of and a.softmax_evs:
                 return self.renormalise(a, b.row_sum_of)
+            if op == "Divide" and ta and tb and a.exped and a.scores and b.exp_sum is not None:
+                # exp(s) / exp(s).sum(dim, keepdim=True): a softmax over dim
+                return self.softmax(replace(a, exped=False), node, b.exp_sum, "exp/sum")
             if ta and tb:
                 if a.scores or b.scores:
                     s = a if a.scores else b
@@ -1353,6 +1360,8 @@ class _Frame:
             return self.einsum(node, q)
         if name in ("einops.rearrange", "rearrange"):
             return self.rearrange(node, pos, kw)
+        if name == "torch.exp" and pos and isinstance(pos[0], Tensor) and pos[0].scores:
+            return replace(pos[0], exped=True)
         if name in _TORCH_SOFTMAX:
             if pos:
                 return self.softmax(pos[0], node, _arg(node, 1, "dim"), name)
@@ -1532,6 +1541,11 @@ class _Frame:
             return self.matmul(t, self.eval(node.args[0].value), node, kind=meth)
         if meth in ("masked_fill",):
             return t
+        if meth == "exp" and t.scores:
+            return replace(t, exped=True)
+        if meth in ("sum", "nansum") and t.exped and t.scores:
+            dn = _arg(node, 0, "dim")
+            return replace(t, exped=False, scores=False, factors=(), exp_sum=dn) if dn is not None else UNK
         if meth in ("sum", "nansum") and t.softmax_evs:
             kd = _arg(node, None, "keepdim")
             keep = isinstance(kd, cst.Name) and kd.value == "True"
