@@ -1197,6 +1197,10 @@ class _Frame:
                         return Sym.dim(t.last)
                     return Sym.dim(Dim(text, ax[0], atoms=ax))
                 return Sym.dim(Dim(text, "?", atoms=ax))
+        if t.axes is None and t.origin == "param" and sv.start == 0 and sv.stop_minus == 1 \
+                and i in (0, 1):
+            # input_shape = x.shape[:-1] of a (B, L, E) input: input_shape[0] is B, [1] is L
+            return Sym.dim(Dim(text, "BL"[i], atoms=("BL"[i],)))
         if (i == -1 or (t.rank is not None and i == t.rank - 1)) and t.last is not None:
             return Sym.dim(t.last)
         if i == -1 or (t.rank is not None and i == t.rank - 1):
@@ -1901,6 +1905,8 @@ class _Frame:
                 if isinstance(sv, ShapeVal) and sv.t.axes is not None and "*" not in [x for ax in sv.t.axes for x in ax] \
                         and sv.t.rank is not None:
                     axes.extend(sv.t.axes[sv.start: sv.t.rank - sv.stop_minus])
+                elif isinstance(sv, ShapeVal) and _token_prefix(sv, t):
+                    axes.extend((("B",), ("L",)))
                 else:
                     axes.append(("*",))
                 continue
@@ -2381,3 +2387,15 @@ def _einops_axes(lhs: str, rhs: str, t: Tensor, sized: set[str]) -> tuple | None
         letters = rt.strip("()").split()
         out.append(tuple(a for c in letters for a in atoms[c]) if letters else ("#1",))
     return tuple(out)
+
+
+def _token_prefix(sv: ShapeVal, t: Tensor) -> bool:
+    """``x.shape[:-1]`` of an input parameter ``x`` of unknown rank, used to view ``t``: the
+    (batch, tokens) prefix of a (B, L, E) input (``hidden_shape = (*input_shape, -1, head_dim)``
+    on a projection of ``x``; ``reshape(*input_shape, -1)`` of a tensor laid out over B and L)."""
+    if sv.t.axes is not None or sv.t.origin != "param" or sv.start != 0 or sv.stop_minus != 1:
+        return False
+    if t.token_major:
+        return True
+    atoms = {a for ax in (t.axes or ()) for a in ax}
+    return t.rank is not None and {"B", "L"} <= atoms
