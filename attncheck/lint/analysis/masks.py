@@ -168,6 +168,9 @@ class MaskVal:
     summed_min: bool = False
     #: every positive entry is exactly 1 (True / ones), so ``1 - m`` flips P and Z
     unit: bool = True
+    #: a fill written into a float mask that blocks nothing (``zeros(L, L).masked_fill(m, 0)``,
+    #: ``+inf``, ``-1e-9``): the additive mask it builds is ineffective
+    weak_fill: Fill | None = field(default=None, compare=False)
 
     def with_pattern(self, p: Pattern | None, **kw: Any) -> MaskVal:
         return replace(self, pattern=p, **kw)
@@ -1289,6 +1292,8 @@ class _Analyzer:
     def _operands(self, n: cst.CSTNode, state, want: str) -> list:
         """The tensors a softmax (``want="softmax"``) or a matmul (``"matmul"``) consumes."""
         if want == "softmax":
+            if type(n) is _BinaryOperation and _normalised(n):
+                return [n.left]  # e / e.sum(dim, keepdim=True): a softmax written out
             if not self.is_softmax_call(n, state):
                 return []
             out = [a.value for a in n.args[:1]]
@@ -1989,9 +1994,10 @@ class _Analyzer:
             dt = m.dtype
             pol = m.polarity or (mm.polarity if isinstance(mm, MaskVal) else None)
             unit = m.unit and (region != "P" or dt == "bool" or f.value == 1.0)
+            weak = f if f.ineffective and dt != "bool" and f.node is not None else m.weak_fill
             return MaskVal(p_masked_fill(m.pattern, mp, region), dt, fill, pol,
                            (mm.origin if isinstance(mm, MaskVal) and mm.origin else m.origin),
-                           m.repeated, unit=unit)
+                           m.repeated, unit=unit, weak_fill=weak)
         if meth in ("unfold", "flatten"):
             return m.with_pattern(None)
         if meth in ("flip", "roll", "sum", "cumsum", "any", "all", "nonzero", "float_power"):

@@ -289,6 +289,10 @@ class Tensor:
     #: a name bound to the parts of a split/chunk/unbind (``qkv = x.chunk(3, -1)``): this is one
     #: part; iterating or indexing the name yields parts like it
     parts: bool = field(default=False, compare=False, repr=False)
+    #: ``exp`` of scores (a softmax written out: ``e = exp(s - max)``, ``e / e.sum(dim)``)
+    exped: bool = field(default=False, compare=False, repr=False)
+    #: ``e.sum(dim, keepdim=True)`` of exponentiated scores: the ``dim`` argument node
+    exp_sum: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -900,6 +904,25 @@ class _Frame:
             v = _named(v, target.value)
             self.env[target.value] = v
         elif type(target) in (cst.Tuple, cst.List):
+            stars = [i for i, e in enumerate(target.elements) if type(e) is cst.StarredElement]
+            if len(stars) == 1:
+                # *_, d = q.shape: names before the star take leading items, names after it
+                # trailing ones (negative indices), the starred name what is left
+                i0 = stars[0]
+                elts = [e.value for e in target.elements]
+                n_after = len(elts) - i0 - 1
+                for j, e in enumerate(elts):
+                    if j == i0:
+                        self.assign(e, UNK)
+                    elif isinstance(v, ShapeVal):
+                        self.assign(e, self._shape_dim(v, j if j < i0 else j - len(elts), None))
+                    elif isinstance(v, Tup) and not v.star_unknown and len(v.items) >= len(elts) - 1:
+                        self.assign(e, v.items[j] if j < i0 else v.items[len(v.items) - n_after + (j - i0 - 1)])
+                    elif isinstance(v, _Many):
+                        self.assign(e, v.t)
+                    else:
+                        self.assign(e, UNK)
+                return
             elts = [e.value for e in target.elements]
             items = self._unpack(v, len(elts))
             if isinstance(v, ShapeVal):
@@ -1174,6 +1197,10 @@ class _Frame:
                         return Sym.dim(t.last)
                     return Sym.dim(Dim(text, ax[0], atoms=ax))
                 return Sym.dim(Dim(text, "?", atoms=ax))
+        if t.axes is None and t.origin == "param" and sv.start == 0 and sv.stop_minus == 1 \
+                and i in (0, 1):
+            # input_shape = x.shape[:-1] of a (B, L, E) input: input_shape[0] is B, [1] is L
+            return Sym.dim(Dim(text, "BL"[i], atoms=("BL"[i],)))
         if (i == -1 or (t.rank is not None and i == t.rank - 1)) and t.last is not None:
             return Sym.dim(t.last)
         if i == -1 or (t.rank is not None and i == t.rank - 1):
@@ -1190,6 +1217,9 @@ class _Frame:
             t, other = (a, b) if ta else (b, a)
             if op == "Divide" and ta and tb and b.row_sum_of and a.softmax_evs:
                 return self.renormalise(a, b.row_sum_of)
+            if op == "Divide" and ta and tb and a.exped and a.scores and b.exp_sum is not None:
+                # exp(s) / exp(s).sum(dim, keepdim=True): a softmax over dim
+                return self.softmax(replace(a, exped=False), node, b.exp_sum, "exp/sum")
             if ta and tb:
                 if a.scores or b.scores:
                     s = a if a.scores else b
@@ -1334,6 +1364,8 @@ class _Frame:
             return self.einsum(node, q)
         if name in ("einops.rearrange", "rearrange"):
             return self.rearrange(node, pos, kw)
+        if name == "torch.exp" and pos and isinstance(pos[0], Tensor) and pos[0].scores:
+            return replace(pos[0], exped=True)
         if name in _TORCH_SOFTMAX:
             if pos:
                 return self.softmax(pos[0], node, _arg(node, 1, "dim"), name)
@@ -1457,7 +1489,25 @@ class _Frame:
             return replace(t, rank=None, axes=None, kT=False, split_node=None)
         if meth in ("view", "reshape", "expand", "repeat", "unflatten", "flatten") and meth in ("view", "reshape"):
             return self.view(t, node)
+        if meth == "unflatten":
+            # x.unflatten(-1, (H, d)) is x.view(*x.shape[:-1], H, d)
+            dn, sizes = _arg(node, 0, "dim"), _arg(node, 1, "sizes")
+            dv = _int_of(dn) if dn is not None else None
+            if sizes is not None and type(sizes) in (cst.Tuple, cst.List) and (
+                    dv == -1 or (t.rank is not None and dv == t.rank - 1)):
+                items = [self.eval(e.value) for e in sizes.elements]
+                return self.view(t, node, [("STAR", ShapeVal(t, "x.shape", 0, 1))] + items)
+            return replace(t, rank=None, axes=None, split_node=None)
         if meth == "flatten":
+            start = ints[0] if ints else 0
+            if t.axes is not None and t.rank is not None and start is not None and len(ints) <= 1 \
+                    and not any("*" in ax for ax in t.axes):
+                st = start if start >= 0 else t.rank + start
+                if 0 <= st < t.rank:
+                    axes = t.axes[:st] + (tuple(a for ax in t.axes[st:] for a in ax),)
+                    return replace(t, rank=len(axes), axes=axes, split_node=None, kT=False,
+                                   key_axis=t.key_axis if t.key_axis == -1 and st == t.rank - 1 else None,
+                                   token_major=axes[-1] == ("H", "d"), pending=None, dims=())
             return replace(t, rank=None, axes=None, split_node=None, key_axis=t.key_axis if t.key_axis == -1 and ints and ints[0] not in (-1,) else None)
         if meth in ("softmax",):
             return self.softmax(t, node, _arg(node, 0, "dim"), "Tensor.softmax")
@@ -1495,6 +1545,11 @@ class _Frame:
             return self.matmul(t, self.eval(node.args[0].value), node, kind=meth)
         if meth in ("masked_fill",):
             return t
+        if meth == "exp" and t.scores:
+            return replace(t, exped=True)
+        if meth in ("sum", "nansum") and t.exped and t.scores:
+            dn = _arg(node, 0, "dim")
+            return replace(t, exped=False, scores=False, factors=(), exp_sum=dn) if dn is not None else UNK
         if meth in ("sum", "nansum") and t.softmax_evs:
             kd = _arg(node, None, "keepdim")
             keep = isinstance(kd, cst.Name) and kd.value == "True"
@@ -1509,7 +1564,13 @@ class _Frame:
         if mv.kind == "dropout":
             return pos[0] if pos and isinstance(pos[0], Tensor) else UNK
         if mv.kind == "linear":
-            return self.project(self.tensorize(pos[0]) if pos else None, mv)
+            x = self.tensorize(pos[0]) if pos else None
+            a0 = node.args[0].value if node.args and node.args[0].keyword is None else None
+            if x is not None and type(a0) is cst.Name and x.origin == "param" and x.axes is None \
+                    and not x.perhead and not x.token_major and a0.value in self.env:
+                # a parameter fed to a projection is (…, L, E): its last axis is the model width
+                self.env[a0.value] = replace(x, token_major=True, pname=a0.value)
+            return self.project(x, mv)
         if mv.kind == "norm":
             t = self.tensorize(pos[0]) if pos else None
             return replace(t, factors=(), dims=()) if t is not None else UNK
@@ -1814,9 +1875,11 @@ class _Frame:
                       perhead=perhead or t.perhead, normalized=t.normalized, last=last,
                       token_major=axes is not None and axes[-1:] == (("H", "d"),))
 
-    def view(self, t: Tensor, node: cst.Call) -> Any:
-        args = [a for a in node.args if a.keyword is None]
-        vals: list = []
+    def view(self, t: Tensor, node: cst.Call, given: list | None = None) -> Any:
+        """``t.view(...)`` / ``reshape``; ``given``: the target sizes already evaluated (an
+        ``unflatten`` rewritten as a view)."""
+        args = [a for a in node.args if a.keyword is None] if given is None else []
+        vals: list = [] if given is None else list(given)
         for a in args:
             v = self.eval(a.value)
             if a.star:
@@ -1842,6 +1905,8 @@ class _Frame:
                 if isinstance(sv, ShapeVal) and sv.t.axes is not None and "*" not in [x for ax in sv.t.axes for x in ax] \
                         and sv.t.rank is not None:
                     axes.extend(sv.t.axes[sv.start: sv.t.rank - sv.stop_minus])
+                elif isinstance(sv, ShapeVal) and _token_prefix(sv, t):
+                    axes.extend((("B",), ("L",)))
                 else:
                     axes.append(("*",))
                 continue
@@ -2322,3 +2387,15 @@ def _einops_axes(lhs: str, rhs: str, t: Tensor, sized: set[str]) -> tuple | None
         letters = rt.strip("()").split()
         out.append(tuple(a for c in letters for a in atoms[c]) if letters else ("#1",))
     return tuple(out)
+
+
+def _token_prefix(sv: ShapeVal, t: Tensor) -> bool:
+    """``x.shape[:-1]`` of an input parameter ``x`` of unknown rank, used to view ``t``: the
+    (batch, tokens) prefix of a (B, L, E) input (``hidden_shape = (*input_shape, -1, head_dim)``
+    on a projection of ``x``; ``reshape(*input_shape, -1)`` of a tensor laid out over B and L)."""
+    if sv.t.axes is not None or sv.t.origin != "param" or sv.start != 0 or sv.stop_minus != 1:
+        return False
+    if t.token_major:
+        return True
+    atoms = {a for ax in (t.axes or ()) for a in ax}
+    return t.rank is not None and {"B", "L"} <= atoms

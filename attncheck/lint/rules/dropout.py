@@ -49,6 +49,19 @@ def attention_probs(ctx: Any, call: cst.Call) -> bool:
     return any(t.softmaxed and t.event is not None for t in tensors(ctx, x.value))
 
 
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _param_attr_base(expr: cst.BaseExpression, fn: cst.FunctionDef) -> str | None:
+    """``module`` when ``expr`` is ``module.<attr>`` and ``module`` is a parameter of ``fn``."""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+        return None
+    ps = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
+    name = expr.value.value
+    return name if any(p.name.value == name for p in ps) else None
+
+
 class _Method:
     """What one method body holds: assignments per local name (with guard state) and calls."""
 
@@ -127,6 +140,19 @@ class DropoutInEval(Rule):
                 train = _arg(call, 2, "training")
                 p = _arg(call, 1, "p")
                 if p is not None and _num_of(p.value) == 0:
+                    continue
+                owner = _param_attr_base(p.value, scan.fn) if p is not None and train is None else None
+                if owner is not None:
+                    # p read off a module passed in (``p=module.attention_dropout``) with no
+                    # training flag: the module's own flag is at hand and nothing gates p
+                    name = "F." + q.rsplit(".", 1)[-1]
+                    fix = None
+                    if not any(a.star for a in call.args) and sum(a.keyword is None for a in call.args) <= 2:
+                        fix = _edits.unsafe(f"add training={owner}.training",
+                                            _edits.add_arg(self, call, f"training={owner}.training"))
+                    self.report(call, f"{name}(..., p={_code(p.value)}) without training=: it defaults to "
+                                      f"training=True and keeps dropping in eval(): pass "
+                                      f"training={owner}.training", fix)
                     continue
                 if train is not None and isinstance(train.value, cst.Name) and train.value.value == "True":
                     name = "F." + q.rsplit(".", 1)[-1]

@@ -292,11 +292,18 @@ class IneffectiveMaskValue(_MaskUseRule):
 
     def check(self, use: MaskUse) -> None:
         f = use.fill
+        if use.consumer in ("additive", "sdpa") and use.convention == "additive" \
+                and use.mask is not None and use.mask.weak_fill is not None \
+                and (use.mask.fill is None or not use.mask.fill.blocking):
+            # an additive mask built by filling zeros with a value that blocks nothing
+            f = use.mask.weak_fill
+            if use.consumer == "additive" and (not use.reaches_softmax or use.target_tag in ("probs", "out")):
+                return
+        elif use.consumer not in ("masked_fill", "where", "index_assign"):
+            return
+        elif not use.reaches_softmax or use.target_tag in ("probs", "out"):
+            return
         if f is None or f.node is None or not f.ineffective:
-            return
-        if use.consumer not in ("masked_fill", "where", "index_assign"):
-            return
-        if not use.reaches_softmax or use.target_tag in ("probs", "out"):
             return
         if f.kind in ("pos_inf", "finfo_max"):
             why = "+inf makes the softmax NaN (inf - inf)"
@@ -306,7 +313,9 @@ class IneffectiveMaskValue(_MaskUseRule):
             why = "a logit this close to 0 keeps the masked keys' weight"
         target = dotted_name(use.target) if use.target is not None else None
         repl = f"torch.finfo({target}.dtype).min" if target else "torch.finfo(scores.dtype).min"
-        self.report(f.node, f"masked scores are filled with {_text(self, f.node)} before softmax: "
+        what = "masked scores are filled" if use.consumer not in ("additive", "sdpa") else \
+            "the additive mask added to the scores is filled"
+        self.report(f.node, f"{what} with {_text(self, f.node)} before softmax: "
                             f"{why}; fill with float('-inf') or {repl}")
 
 
@@ -376,7 +385,7 @@ class BoolMaskAdded(_MaskUseRule):
         if m.dtype == "bool" and use.consumer == "additive":
             kind = "a boolean mask"
         elif m.dtype in ("float", "int") and "P" in pat and "N" not in pat and m.fill is None \
-                and use.convention == "additive":
+                and m.weak_fill is None and use.convention == "additive":
             kind = "a 0/1 mask"
         else:
             return

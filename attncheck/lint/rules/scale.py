@@ -18,7 +18,7 @@ from attncheck.lint.analysis.provenance import _SCALE_NAME, Dim, ScaleEvent, Sym
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 
-TOKENS = ("softmax", "scaled_dot_product_attention", "Softmax")
+TOKENS = ("softmax", "scaled_dot_product_attention", "Softmax", "exp")
 
 
 def _fmt(v: float | None) -> str:
@@ -197,7 +197,7 @@ def _where(f: Any) -> str:
 
 class _ScaleRule(Rule):
     tokens = TOKENS
-    pattern = T.SOFTMAX + T.SDPA
+    pattern = T.SOFTMAX + T.SDPA + T.EXP  # exp/sum: a softmax written out
     severity = "error"
 
     def visit_Module(self, node: Any) -> None:

@@ -54,8 +54,8 @@ class SoftmaxWrongDim(Rule):
     name = "softmax-wrong-dim"
     severity = "error"
     summary = "softmax over an axis other than the key axis of the scores (incl. implicit dim)"
-    tokens = ("softmax", "Softmax")
-    pattern = T.SOFTMAX
+    tokens = ("softmax", "Softmax", "exp")
+    pattern = T.SOFTMAX + T.EXP  # exp(s) / exp(s).sum(dim): a softmax written out
 
     def visit_Module(self, node: Any) -> None:
         events = self.ctx.provenance.softmax_events
