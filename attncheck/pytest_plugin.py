@@ -153,6 +153,8 @@ def _normalize_targets(raw: Any, where: str) -> list[tuple]:
                 f"\"path/to/file.py:Name\") or an inline table with a 'spec' string, got "
                 f"{entry!r}")
         hints = {k: v for k, v in entry.items() if k not in _TARGET_KEYS + ("device",)}
+        # hints are validated when the target is resolved at collection, before it is imported:
+        # a misspelt or invalid hint is that target's one collection error (with a did-you-mean)
         checks = entry.get("checks")
         devices = entry.get("devices")
         if devices is None and isinstance(entry.get("device"), str):
@@ -319,17 +321,15 @@ class AttncheckCollector(pytest.Collector):
                         default_checks = _default_checks()
                     checks = default_checks
                 label = tid or spec
-                for check in checks:
-                    for device in _resolve_devices(self.config, devices):
-                        nodeid = f"attncheck::{label}::{check}[{device}]"
-                        if nodeid in seen:
-                            continue
-                        seen.add(nodeid)
-                        yield CheckItem.from_parent(
-                            self, name=f"{label}::{check}[{device}]", nodeid=nodeid,
-                            path=_spec_file(spec, settings),
-                            spec=spec, label=label, check=check, device=device,
-                            hints=dict(hints), root=str(settings.root))
+                nodeid = f"attncheck::{label}"
+                if nodeid in seen:
+                    continue
+                seen.add(nodeid)
+                yield TargetCollector.from_parent(
+                    self, name=label, nodeid=nodeid, path=_spec_file(spec, settings),
+                    spec=spec, label=label, checks=list(checks),
+                    devices=_resolve_devices(self.config, devices), hints=dict(hints),
+                    settings=settings)
 
     def _lint_items(self, settings: PytestSettings) -> Iterator[pytest.Item]:
         from attncheck.lint import discovery
@@ -340,18 +340,60 @@ class AttncheckCollector(pytest.Collector):
             p = Path(entry)
             if not p.is_absolute():
                 p = settings.root / p
+            errors: list[str] = []
             try:
-                sources = discovery.discover(str(p), exclude, settings.root)
+                sources = discovery.discover(str(p), exclude, settings.root, errors)
             except discovery.PathNotFound:
                 yield LintItem.from_parent(self, name=f"lint::{entry}",
                                            nodeid=f"attncheck::lint::{entry}", path=p,
                                            display=entry, missing=True)
                 continue
+            except discovery.PathError as exc:  # a symlink loop, an unreadable directory, a FIFO
+                errors, sources = [str(exc)], []
+            for i, err in enumerate(errors):  # reported, never silently skipped
+                yield LintItem.from_parent(self, name=f"lint::{entry}::error{i}",
+                                           nodeid=f"attncheck::lint::{entry}::error{i}", path=p,
+                                           display=entry, missing=True, reason=err)
             for src in sources:
                 rel = _relpath(Path(src.display), settings.root)
                 yield LintItem.from_parent(self, name=f"lint::{rel}",
                                            nodeid=f"attncheck::lint::{rel}", path=src.path,
                                            display=rel, missing=False)
+
+
+#: target-table keys that are options of the run, not hints of the target
+_RUN_OPTIONS = ("dtype", "seed", "max_examples", "timeout", "train")
+
+
+class TargetCollector(pytest.Collector):
+    """One configured target: its spec is resolved once here (import, build, hints), so a spec
+    that cannot be resolved is one collection error naming the spec and the reason, not a
+    failing item per check.  Yields one :class:`CheckItem` per (check, device)."""
+
+    def __init__(self, *, spec: str, label: str, checks: list[str], devices: list[str],
+                 hints: dict, settings: PytestSettings, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.spec, self.label, self.checks, self.devices = spec, label, checks, devices
+        self.hints, self.settings = hints, settings
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from attncheck.dynamic.spec import SpecError, resolve
+        from attncheck.dynamic.targets import TargetError
+
+        hints = {k: v for k, v in self.hints.items() if k not in _RUN_OPTIONS}
+        try:  # hints are checked first: a misspelt one imports nothing
+            resolve(resolve_spec(self.spec, self.settings.root), **hints)
+        except (SpecError, TargetError) as exc:
+            where = f" ({self.settings.source})" if self.settings.source else ""
+            raise self.CollectError(
+                f"attncheck: cannot resolve target {self.spec!r}{where}: {exc}") from None
+        for check in self.checks:
+            for device in self.devices:
+                yield CheckItem.from_parent(
+                    self, name=f"{check}[{device}]",
+                    nodeid=f"attncheck::{self.label}::{check}[{device}]", path=self.path,
+                    spec=self.spec, label=self.label, check=check, device=device,
+                    hints=dict(self.hints), root=str(self.settings.root))
 
 
 def _spec_file(spec: str, settings: PytestSettings) -> Path:
@@ -382,13 +424,18 @@ class AttncheckFailure(Exception):
 class LintItem(pytest.Item):
     """Lint one file; fails with the findings in ``attncheck lint``'s concise format."""
 
-    def __init__(self, *, display: str, missing: bool, **kw: Any) -> None:
+    def __init__(self, *, display: str, missing: bool, reason: str | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
         self.display = display
         self.missing = missing
+        self.reason = reason
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
+        if self.missing and self.reason:
+            raise AttncheckFailure(f"attncheck: cannot lint {self.reason} (from [tool.attncheck] "
+                                   "lint)")
         if self.missing:
             raise AttncheckFailure(f"attncheck: lint path not found: {self.display} "
                                    f"(from [tool.attncheck] lint)")

@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
+from attncheck.dynamic.targets import TargetOutputError
 from attncheck.results import CheckResult
 
 ATOL, RTOL = 1e-5, 1e-4  # fp32, DESIGN §3 Tolerances
@@ -59,6 +60,8 @@ class AuditContext:
     arrays: dict[str, Any] = field(default_factory=dict)
     layers: list[dict[str, Any]] = field(default_factory=list)
     probe_cache: dict[str, Any] = field(default_factory=dict)
+    #: variant label → why the probe's forward looks causal (None: no evidence)
+    causal_evidence: dict[str, str | None] = field(default_factory=dict)
 
     def generator(self, salt: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed * 1000003 + salt)
@@ -93,6 +96,50 @@ def _close(a: torch.Tensor, b: torch.Tensor, atol=ATOL, rtol=RTOL) -> tuple[bool
     return bool((excess <= 0).all()), float(d.max()) if d.numel() else 0.0, float(excess.max()) if d.numel() else 0.0
 
 
+class NonFiniteOutput(Exception):
+    """The model's output is NaN/inf at real positions for finite inputs.
+
+    Comparing such outputs proves nothing (NaN − NaN is NaN, inf − inf is NaN; a leak map would
+    read "Δ inf" everywhere), so a comparison check that meets one reports *non-finite output*
+    with the positions instead of its own verdict (see :func:`require_finite`)."""
+
+    def __init__(self, what: str, positions: list[tuple[int, int]], nan: int, inf: int) -> None:
+        super().__init__(f"{what}: NaN/inf at {len(positions)} position(s)")
+        self.what, self.positions, self.nan, self.inf = what, positions, nan, inf
+
+    def message(self, check: str) -> str:
+        shown = ", ".join(f"({b}, {i})" for b, i in self.positions[:6])
+        more = ", …" if len(self.positions) > 6 else ""
+        kinds = " and ".join(k for k, n in (("NaN", self.nan), ("inf", self.inf)) if n)
+        return (f"non-finite output: {kinds} in {self.what} at {len(self.positions)} real "
+                f"(sample, position) pair(s) {shown}{more} for finite inputs; outputs that are not "
+                f"finite cannot be compared, so this is no {check} verdict")
+
+    def metrics(self) -> dict[str, Any]:
+        return {"non_finite": True, "non_finite_in": self.what,
+                "non_finite_positions": [list(p) for p in self.positions[:64]],
+                "non_finite_count": len(self.positions), "nan_values": self.nan,
+                "inf_values": self.inf}
+
+
+def require_finite(out: torch.Tensor, what: str, real: torch.Tensor | None = None) -> None:
+    """Raise :class:`NonFiniteOutput` when ``out`` ``(B, L, ...)`` holds NaN/inf at a position
+    where ``real`` ``(B, L)`` (1/True = real token; None = all) is set."""
+    o = out.detach()
+    if bool(torch.isfinite(o).all()):
+        return
+    if o.dim() == 1:
+        o = o.unsqueeze(1)
+    bad = ~torch.isfinite(o.reshape(*o.shape[:2], -1)).all(-1)  # (B, L)
+    if real is not None:
+        bad = bad & real.to(bad.device).bool().reshape(bad.shape)
+    if not bool(bad.any()):
+        return
+    sel = o[bad]  # the rows of the bad positions
+    positions = [(int(b), int(i)) for b, i in bad.nonzero().tolist()]
+    raise NonFiniteOutput(what, positions, int(torch.isnan(sel).sum()), int(torch.isinf(sel).sum()))
+
+
 def _positions_for(m: AuditModel, mask: torch.Tensor | None) -> torch.Tensor | None:
     """``position_ids`` (B, L) that give real tokens 0..n-1 (HF convention: pads get 1)."""
     if mask is None or "position_ids" not in m.supports:
@@ -122,6 +169,9 @@ def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, o
     pids = _positions_for(m, am)
     f = m.forward(xs, attention_mask=am, position_ids=pids, output_attentions=out_attn)
     out = f.out.detach().double().reshape(L + 1, B, *f.out.shape[1:])
+    require_finite(out[0], "the output", mask)
+    for j in range(L):
+        require_finite(out[1 + j], f"the output after changing the input at position {j}", mask)
     d = (out[1:] - out[:1]).abs()  # (L_pert, B, L, ...)
     d = torch.nan_to_num(d, nan=float("inf"))
     d = d.reshape(L, B, L, -1).amax(-1)  # (j, b, i)
@@ -137,9 +187,7 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "causality", "skip", "vision model: no sequence order to check")
     if m.causal is False:
         return _result(m, "causality", "skip", f"{m.kind}: bidirectional by design (not causal)")
-    if m.causal is None:
-        return _result(m, "causality", "skip",
-                       "causality not declared (set attribute `causal = True` on the module to check it)")
+    evidence = None if m.causal else causal_evidence(m, ctx)
     L = m.seq_len
     x = m.make_inputs(2, L, ctx.generator(1), ctx.device)
     paths: dict[str, tuple] = {"no-mask": (None, False)}
@@ -158,6 +206,8 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
     for k, (name, (mask, oa)) in enumerate(paths.items()):
         try:
             d = _leak_deltas(m, x, ctx, mask, oa, salt=10 + k)  # (j, i)
+        except (NonFiniteOutput, TargetOutputError):  # the model's output itself: not one path's
+            raise
         except Exception as exc:  # a dispatch path that crashes is an error of that path
             errors[name] = f"{type(exc).__name__}: {exc}"
             continue
@@ -173,17 +223,33 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         worst = max(worst, fmax)
         per_path[name] = {"max_future_delta": fmax, "leaks": int(leak.sum())}
         ctx.arrays[m.label]["leak"][name] = dq.float().numpy()
+        if name == "no-mask":
+            pattern = dependency_pattern(dq > ctx.leak_atol)
     metrics = {"positions": L, "paths": per_path, "leak_map": union.int().tolist(),
                "max_future_delta": worst, "leak_atol": ctx.leak_atol}
     if errors:
         metrics["path_errors"] = errors
+    if "no-mask" in per_path:
+        metrics["observed_pattern"] = pattern
+    if not m.causal:
+        if evidence is None and "no-mask" in per_path and pattern in CAUSAL_PATTERNS:
+            evidence = f"observed dependency pattern is {pattern}"
+        if evidence is None:
+            seen = f"observed pattern: {pattern}" if "no-mask" in per_path else "no pattern observed"
+            return _result(m, "causality", "skip",
+                           f"not declared causal ({seen}); declare it with --causal (or a `causal = "
+                           "True` attribute on the module) to check for leaks", **metrics)
+        metrics["causal"] = f"True (detected: {evidence})"
+    else:
+        metrics["causal"] = "True (declared)"
+    because = f" (causal detected: {evidence})" if evidence else ""
     n = int(union.sum())
     if n:
         ii, jj = union.nonzero()[0].tolist()
         bad = [p for p, v in per_path.items() if v["leaks"]]
         return _result(m, "causality", "fail",
                        f"leak: output at position {ii} depends on future position {jj}; {n} leaking "
-                       f"(query, key) pairs, max Δ {worst:.3g}, in paths {', '.join(bad)}",
+                       f"(query, key) pairs, max Δ {worst:.3g}, in paths {', '.join(bad)}{because}",
                        first_leak=[ii, jj], leaking_pairs=n, **metrics)
     if self_blind:
         return _result(m, "causality", "fail",
@@ -195,7 +261,38 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
                        **metrics)
     return _result(m, "causality", "pass",
                    f"no leak over {L} positions × {len(per_path)} dispatch paths "
-                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}", **metrics)
+                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}{because}", **metrics)
+
+
+#: dependency patterns that show causal intent (the second: the diagonal is masked too)
+CAUSAL_PATTERNS = ("causal", "causal, current token hidden")
+
+
+def dependency_pattern(depends: torch.Tensor) -> str:
+    """Name the ``(L, L)`` bool map *query i depends on input j* (the ``causality`` check of
+    ``attncheck check`` uses the same names): ``causal``, ``causal, current token hidden``,
+    ``full``, ``causal with extra masking`` or ``other``."""
+    from attncheck.dynamic.checks.causality import _pattern
+
+    return _pattern(depends.cpu())
+
+
+def causal_evidence(m: AuditModel, ctx: AuditContext) -> str | None:
+    """Why a module of undeclared causality looks causal (None: no evidence), as ``check``
+    infers it: the module's ``config.is_causal`` / ``config.is_decoder``, SDPA called with
+    ``is_causal=True`` or a triangular mask of exactly-zero weights seen by the probe (cached per
+    variant; :func:`attncheck.dynamic.checks.causality._probe_says_causal`)."""
+    if m.causal is False or m.input_kind == "pixels":
+        return None
+    cfg = getattr(m.module, "config", None)
+    for attr in ("is_causal", "is_decoder"):
+        if getattr(cfg, attr, None) is True:
+            return f"config.{attr} = True"
+    try:
+        probe_layers(m, ctx)
+    except Exception:  # noqa: BLE001 - a forward that raises is reported by the dispatch paths
+        return None
+    return ctx.causal_evidence.get(m.label)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -223,6 +320,7 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     g = ctx.generator(2)
     x = m.make_inputs(2, L, g, ctx.device)
     ref = m.forward(x).out
+    require_finite(ref, "the unpadded output")
     metrics: dict[str, Any] = {"real_positions": L, "padded_positions": PAD, "atol": ATOL, "rtol": RTOL}
     problems = []
     sides = ["right", "left"]
@@ -237,12 +335,14 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
         pids = _positions_for(m, am)
         out = m.forward(xp, attention_mask=am, position_ids=pids).out
         real = out[:, :L] if side == "right" else out[:, PAD:]
+        require_finite(real, f"the {side}-padded output")
         ok, dmax, _ = _close(real, ref)
         # changing what sits in the padded slots must change nothing at real positions
         pos = (am == 0)
         xq = m.perturb(xp, pos, g)
         out2 = m.forward(xq, attention_mask=am, position_ids=pids).out
         r2 = out2[:, :L] if side == "right" else out2[:, PAD:]
+        require_finite(r2, f"the {side}-padded output after changing the padded inputs")
         dpad = _diff(r2, real)
         metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad}
         if not ok:
@@ -264,7 +364,9 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
     g = ctx.generator(3)
     x = m.make_inputs(3, m.seq_len, g, ctx.device)
     alone = m.forward(x[:1]).out
+    require_finite(alone, "the output of sample 0 alone")
     batch = m.forward(x).out
+    require_finite(batch[:1], "the output of sample 0 in a batch of 3")
     ok, dmax, _ = _close(batch[:1], alone)
     others = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
     others[1:] = True
@@ -273,7 +375,9 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
         x2[1:] = torch.randn(x[1:].shape, generator=g).to(x.device)
     else:
         x2 = m.perturb(x, others, g)
-    d_other = _diff(m.forward(x2).out[:1], batch[:1])
+    other = m.forward(x2).out[:1]
+    require_finite(other, "the output of sample 0 after changing the other samples")
+    d_other = _diff(other, batch[:1])
     metrics = {"batch": 3, "max_abs_diff_alone_vs_batched": dmax, "other_samples_delta": d_other,
                "atol": ATOL, "rtol": RTOL}
     if d_other > ctx.leak_atol:
@@ -295,11 +399,17 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "kv-cache", "skip", f"{m.kind}: no incremental decoding (no KV cache)")
     x = m.make_inputs(2, m.seq_len, ctx.generator(4), ctx.device)
     full = m.forward(x).out
+    require_finite(full, "the full forward")
     metrics: dict[str, Any] = {"positions": m.seq_len, "atol": ATOL, "rtol": RTOL}
     bad = []
     for prefill in (1, m.seq_len // 2):
         with torch.no_grad():
             inc = m.decode_fn(x, prefill)
+        if not isinstance(inc, torch.Tensor):
+            from attncheck.audit.model import main_output
+
+            inc = main_output(inc, f"{m.label} (decoding)")
+        require_finite(inc, f"step-by-step decoding (prefill {prefill})")
         ok, dmax, _ = _close(inc, full)
         per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2)).cpu()
         metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax,
@@ -337,8 +447,10 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
     for pname, am in paths.items():
         pids = _positions_for(base, am)
         ref = base.forward(x, attention_mask=am, position_ids=pids).out
+        require_finite(ref, f"the {base.variant} output ({pname})", am)
         for other in models[1:]:
             out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
+            require_finite(out, f"the {other.variant} output ({pname})", am)
             if am is not None:
                 keep = am.bool()
                 r, o = ref[keep], out[keep]
@@ -382,9 +494,12 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
         return ctx.probe_cache[m.label]
     from attncheck.dynamic.probe import Probe
 
+    from attncheck.dynamic.checks.causality import _probe_says_causal
+
     x = m.make_inputs(2, m.seq_len, ctx.generator(6), ctx.device)
     with Probe() as p:
         f = m.forward(x, output_attentions="output_attentions" in m.supports)
+    ctx.causal_evidence[m.label] = _probe_says_causal(p, m.seq_len)
     maps = []
     for i, r in enumerate(p.attention_records()):
         if r.probs is None or r.probs.dim() < 2:
@@ -681,6 +796,9 @@ ALL_CHECKS = ["lint", *PER_VARIANT, *CROSS_VARIANT]
 
 __all__ = [
     "ALL_CHECKS",
+    "NonFiniteOutput",
+    "require_finite",
+    "causal_evidence",
     "CROSS_VARIANT",
     "PER_VARIANT",
     "AuditContext",

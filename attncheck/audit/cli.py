@@ -1,7 +1,8 @@
 """``attncheck audit [SPEC ...]``: audit third-party models (lint their source + run the checks).
 
-Exit codes: 0 every check passed (``warn`` / ``skip`` allowed), 1 a check failed or errored,
-2 usage error (unknown family or model name — the known ones are listed —, unknown check).
+Exit codes: 0 every check passed (``warn`` / ``skip`` allowed), 1 a check failed or errored
+(a check that runs past ``--timeout`` is an error), 2 usage error (unknown family or model name —
+the known ones are listed —, unknown check, unavailable device, unknown or invalid hint).
 A bare ``attncheck audit`` audits the bundled demo pair ``fixtures/audit/demo_correct.py`` and
 ``fixtures/audit/demo_buggy.py``.
 """
@@ -12,6 +13,8 @@ import os
 import sys
 
 import click
+
+from attncheck.dynamic.cli import OUTPUT_FORMATS, SEED, TIMEOUT, reject_nan
 
 __all__ = ["COMMANDS", "audit_cmd", "demo_specs"]
 
@@ -28,6 +31,34 @@ def demo_specs() -> list[str]:
     raise click.UsageError("the bundled demo layers were not found; pass a SPEC")
 
 
+def _model_description(rep) -> str:
+    model = rep.extra.get("model", {})
+    return ", ".join(f"{k}={v}" for k, v in model.items()
+                     if k in ("class", "kind", "num_heads", "num_kv_heads", "head_dim",
+                              "sliding_window") and v is not None)
+
+
+def _lint_location(f) -> str:
+    rel = os.path.relpath(f["path"])
+    return f"{rel if len(rel) < len(f['path']) else f['path']}:{f['line']}"
+
+
+def _render_plain(reports) -> None:
+    """Width-independent lines (:func:`attncheck.report.terminal.plain_lines`) per model, with
+    its lint findings indented under a ``lint findings:`` line."""
+    from attncheck.report.terminal import plain_lines
+
+    for rep in reports:
+        lines = plain_lines(rep, title=f"attncheck audit {rep.target} ({rep.device}; "
+                                       f"{_model_description(rep)})")
+        findings = (rep.extra.get("lint") or {}).get("findings") or []
+        if findings:
+            lines[-1:-1] = ["lint findings:"] + [
+                f"    {_lint_location(f)}: {f['code']} {' '.join(f['message'].split())}"
+                for f in findings]
+        click.echo("\n".join(lines) + "\n")
+
+
 def _render_text(reports, console) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -35,10 +66,7 @@ def _render_text(reports, console) -> None:
     from attncheck.report.terminal import STATUS_STYLE, report_table, summary_line
 
     for rep in reports:
-        model = rep.extra.get("model", {})
-        desc = ", ".join(f"{k}={v}" for k, v in model.items()
-                         if k in ("class", "kind", "num_heads", "num_kv_heads", "head_dim", "sliding_window")
-                         and v is not None)
+        desc = _model_description(rep)
         console.print(report_table(rep, title=f"attncheck audit {rep.target}  [dim]({rep.device}; {desc})[/dim]"))
         lint = rep.extra.get("lint") or {}
         if lint.get("findings"):
@@ -47,9 +75,7 @@ def _render_text(reports, console) -> None:
             t.add_column("code")
             t.add_column("message", overflow="fold")
             for f in lint["findings"][:30]:
-                rel = os.path.relpath(f["path"])
-                where = rel if len(rel) < len(f["path"]) else f["path"]
-                t.add_row(escape(f"{where}:{f['line']}"), f["code"], escape(f["message"]))
+                t.add_row(escape(_lint_location(f)), f["code"], escape(f["message"]))
             console.print(t)
         for r in rep.results:
             if r.status in ("fail", "error"):
@@ -61,19 +87,31 @@ def _render_text(reports, console) -> None:
 
 @click.command("audit")
 @click.argument("specs", nargs=-1, metavar="[SPEC ...]")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: tables for people; json: versioned JSON on stdout.")
+@click.option("--output-format", "--format", "fmt", type=click.Choice(OUTPUT_FORMATS),
+              default="text", show_default=True,
+              help="text: full on a terminal, concise otherwise (logs, CI); full: tables; "
+                   "concise: one line per check (status check: message); json: versioned JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (heatmaps, leak maps) to this file.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, or auto.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs and perturbations.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for inputs and perturbations.")
 @click.option("--checks", default=None, metavar="A,B",
               help="Comma-separated subset of: lint, causality, padding, batch-independence, kv-cache, "
                    "backend-agreement, normalization, saturation, scale, mask-pattern, gqa.")
 @click.option("--config", "config_items", multiple=True, metavar="KEY=VALUE",
               help="transformers config override for hf: specs, e.g. --config sliding_window=8 "
                    "(values parsed as JSON when possible).")
-def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
+@click.option("--timeout", type=TIMEOUT, default=60.0, show_default=True, callback=reject_nan,
+              help="Seconds per check and per model build (>= 0); 0 = unlimited. A model that hangs "
+                   "gives an error result and the audit goes on.")
+@click.option("--causal/--no-causal", default=None,
+              help="Declare the checked self-attention causal (or bidirectional); default: as "
+                   "the family / module declares it, else inferred like attncheck check.")
+@click.option("--hint", "hints", multiple=True, metavar="KEY=VALUE",
+              help="Declared facts overriding the model's: num_heads, num_kv_heads, head_dim, "
+                   "scale (a number or learned), window, pattern (full, causal, "
+                   "sliding_window), mask_pattern, causal.")
+def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout, causal, hints):
     """Audit models you did not write: build small random-weight models (no downloads), lint
     their source, and run model-level attention checks.
 
@@ -85,8 +123,17 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from attncheck.audit import families as F
-    from attncheck.audit.runner import AUDIT_CHECKS, audit, reports_to_dict
+    from attncheck.audit.runner import AUDIT_CHECKS, audit, audit_hints, reports_to_dict
+    from attncheck.dynamic.cli import _parse_hint
+    from attncheck.dynamic.runner import resolve_device
 
+    # usage errors first, before anything is imported or built (the messages of attncheck check)
+    try:
+        resolve_device(device)
+        hint_values = audit_hints(_parse_hint(hints), causal)
+    except ValueError as exc:
+        click.echo(f"attncheck audit: error: {exc}", err=True)
+        sys.exit(2)
     specs = list(specs) or demo_specs()
     config = {}
     for item in config_items:
@@ -124,7 +171,8 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
 
                 try:
                     rep = audit(spec, checks=checks, device=device, seed=seed, progress=step,
-                                config=config or None)
+                                config=config or None, timeout=timeout or None,
+                                hints=hint_values)
                 except F.UnknownSpec as exc:
                     progress.stop()
                     err.print(f"[bold red]error:[/bold red] {exc}")
@@ -135,22 +183,26 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items):
     except ValueError as exc:
         raise click.UsageError(str(exc))
     if fmt == "json":
-        click.echo(json.dumps(reports_to_dict(reports), indent=2, default=_json_default))
+        from attncheck.report.terminal import _clean
+
+        # strict JSON, as attncheck check: NaN / inf written as strings
+        click.echo(json.dumps(_clean(reports_to_dict(reports)), indent=2, allow_nan=False))
     else:
-        _render_text(reports, Console())
+        from attncheck.report.terminal import resolve_text_format
+
+        if resolve_text_format(fmt) == "full":
+            _render_text(reports, Console())
+        else:
+            _render_plain(reports)
     if html_path:
         from attncheck.report.html import write_html
 
         write_html(reports, html_path)
-        (err if fmt == "json" else Console()).print(f"HTML report written to {html_path}")
+        if fmt == "json":
+            err.print(f"HTML report written to {html_path}", soft_wrap=True)
+        else:
+            click.echo(f"HTML report written to {html_path}")
     sys.exit(0 if all(r.ok for r in reports) else 1)
-
-
-def _json_default(o):
-    try:
-        return float(o)
-    except Exception:  # noqa: BLE001
-        return str(o)
 
 
 COMMANDS = [audit_cmd]

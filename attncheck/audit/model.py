@@ -111,9 +111,17 @@ class AuditModel:
 
     def forward(self, x: torch.Tensor, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, output_attentions: bool = False) -> Forward:
+        """One forward; ``out`` is unwrapped from what the model returned (:func:`main_output`).
+
+        Raises :class:`~attncheck.dynamic.targets.TargetOutputError` when the return value holds
+        no output tensor."""
         with torch.no_grad():
-            return self.forward_fn(x, attention_mask=attention_mask, position_ids=position_ids,
-                                   output_attentions=output_attentions)
+            f = self.forward_fn(x, attention_mask=attention_mask, position_ids=position_ids,
+                                output_attentions=output_attentions)
+        if not isinstance(f.out, torch.Tensor):
+            f = Forward(main_output(f.out, self.label), f.attentions)
+        return f
+
 
     def expected_pattern(self, shape: tuple[int, int], ordinal: int | None = None) -> tuple[str, int | None]:
         """Declared mask pattern for an attention map of ``(L_q, L_k)``, the ``ordinal``-th map
@@ -128,3 +136,39 @@ class AuditModel:
                 return ("sliding", self.sliding_window)
             return ("causal", None)
         return ("full", None)
+
+
+#: keys of a dict / ``transformers.utils.ModelOutput`` that hold the main output, in order
+OUTPUT_KEYS = ("logits", "last_hidden_state", "output", "out", "hidden_states")
+
+
+def main_output(raw: Any, name: str = "the model") -> torch.Tensor:
+    """The output tensor in what a model returned: a tensor itself; for a dict or a
+    ``ModelOutput`` the first of :data:`OUTPUT_KEYS` that holds a tensor, else its first tensor
+    value; for a tuple / list its first element (unwrapped the same way).
+
+    Raises :class:`~attncheck.dynamic.targets.TargetOutputError` (the model's fault, reported
+    as a failed check) when there is no tensor to take."""
+    from collections.abc import Mapping
+
+    from attncheck.dynamic.targets import TargetOutputError
+
+    seen = raw
+    for _ in range(4):  # (out, weights), {"logits": ...}, ((out, w), cache), ...
+        if isinstance(raw, torch.Tensor):
+            return raw
+        if isinstance(raw, Mapping):
+            key = next((k for k in OUTPUT_KEYS if isinstance(raw.get(k), torch.Tensor)), None)
+            if key is None:
+                key = next((k for k, v in raw.items() if isinstance(v, torch.Tensor)), None)
+            if key is None:
+                break
+            raw = raw[key]
+        elif isinstance(raw, (tuple, list)) and raw:
+            raw = raw[0]
+        else:
+            break
+    keys = f" with keys {list(seen)[:8]}" if isinstance(seen, Mapping) else ""
+    raise TargetOutputError(
+        f"{name} returned {type(seen).__name__}{keys}: expected a tensor (B, L, ...), a tuple "
+        f"whose first element is one, or a dict / ModelOutput with one of {', '.join(OUTPUT_KEYS)}")

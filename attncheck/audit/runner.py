@@ -25,6 +25,7 @@ from typing import Any
 from attncheck.results import CheckResult, Report
 
 SMALL_MODEL_PARAMS = 10_000_000
+DEFAULT_TIMEOUT = 60.0  # seconds per check, as attncheck check
 AUDIT_CHECKS = ("lint", "causality", "padding", "batch-independence", "kv-cache", "backend-agreement",
                 "normalization", "saturation", "scale", "mask-pattern", "gqa")
 
@@ -122,17 +123,42 @@ def run_lint(files: list[str]) -> tuple[CheckResult, dict[str, Any]]:
     return CheckResult("lint", status, msg, metrics), section
 
 
-def _error(check: str, exc: BaseException, variant: str | None = None) -> CheckResult:
+def _error(check: str, exc: BaseException, variant: str | None = None,
+           timeout: float | None = None) -> CheckResult:
+    """The result of a check (or the build) that raised: ``error`` with the reason; a time limit
+    that ran out and a model output holding no tensor say so; NaN/inf outputs are a ``fail``
+    naming the positions (:class:`~attncheck.audit.checks.NonFiniteOutput`)."""
+    from attncheck.audit.checks import NonFiniteOutput
+    from attncheck.dynamic.base import CheckTimeout
+    from attncheck.dynamic.targets import TargetOutputError
+
+    name = f"{check}[{variant}]" if variant else check
+    metrics: dict[str, Any] = {"variant": variant} if variant else {}
+    if isinstance(exc, CheckTimeout):
+        what = "building the model" if check == "build" else "this check"
+        return CheckResult(name, "error", f"timed out after {timeout:g} s: the model hung or is too "
+                           f"slow for {what} (raise the limit with --timeout / timeout=)",
+                           dict(metrics, timeout_s=timeout))
+    if isinstance(exc, NonFiniteOutput):
+        return CheckResult(name, "fail", exc.message(check), dict(metrics, **exc.metrics()))
     tb = traceback.extract_tb(exc.__traceback__)
     where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
-    name = f"{check}[{variant}]" if variant else check
-    return CheckResult(name, "error", f"{type(exc).__name__}: {exc}{where}",
-                       {"variant": variant} if variant else {},
+    status = "fail" if isinstance(exc, TargetOutputError) else "error"
+    return CheckResult(name, status, f"{type(exc).__name__}: {exc}{where}", metrics,
                        details="".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-4000:])
 
 
-def _run_checks(models, selected, ctx, report: AuditReport, step) -> None:
+def _guarded(fn: Callable[[], Any], timeout: float | None) -> Any:
+    """``fn()`` under the time limit of ``attncheck check`` (SIGALRM on the main thread, else an
+    abandoned worker thread): :func:`attncheck.dynamic.runner.run_with_time_limit`."""
+    from attncheck.dynamic.runner import run_with_time_limit
+
+    return run_with_time_limit(fn, timeout, "attncheck-audit")
+
+
+def _run_checks(models, selected, ctx, report: AuditReport, step, timeout: float | None = None) -> None:
     from attncheck.audit import checks as C
+    from attncheck.dynamic.base import CheckTimeout
 
     for m in models:
         for name, fn in C.PER_VARIANT.items():
@@ -141,14 +167,14 @@ def _run_checks(models, selected, ctx, report: AuditReport, step) -> None:
             step(f"{name}[{m.variant}]" if m.variant else name)
             t = time.perf_counter()
             try:
-                res = fn(m, ctx)
-            except Exception as exc:  # noqa: BLE001 - isolate every check
-                res = _error(name, exc, m.variant)
+                res = _guarded(lambda fn=fn, m=m: fn(m, ctx), timeout)
+            except (Exception, CheckTimeout) as exc:  # noqa: BLE001 - isolate every check
+                res = _error(name, exc, m.variant, timeout)
             report.results.append(res)
             report.timings[res.check] = time.perf_counter() - t
         try:
-            report.extra["layers"] += C.layer_summaries(m, ctx)
-        except Exception:  # noqa: BLE001 - the per-layer table is informative only
+            report.extra["layers"] += _guarded(lambda m=m: C.layer_summaries(m, ctx), timeout)
+        except (Exception, CheckTimeout):  # noqa: BLE001 - the per-layer table is informative only
             pass
     for name, fn in C.CROSS_VARIANT.items():
         if name not in selected:
@@ -156,16 +182,85 @@ def _run_checks(models, selected, ctx, report: AuditReport, step) -> None:
         step(name)
         t = time.perf_counter()
         try:
-            res = fn(models, ctx)
-        except Exception as exc:  # noqa: BLE001
-            res = _error(name, exc)
+            res = _guarded(lambda fn=fn: fn(models, ctx), timeout)
+        except (Exception, CheckTimeout) as exc:  # noqa: BLE001
+            res = _error(name, exc, timeout=timeout)
         report.results.append(res)
         report.timings[name] = time.perf_counter() - t
 
 
+#: hints (:data:`attncheck.dynamic.hints.HINTS`) that ``attncheck audit`` applies to the models
+#: it builds; they override what the family / module declares
+AUDIT_HINTS = ("causal", "num_heads", "num_kv_heads", "num_key_value_heads", "head_dim", "scale",
+               "softmax_scale", "window", "pattern", "mask_pattern")
+
+
+def audit_hints(hints: dict[str, Any] | None, causal: bool | None = None) -> dict[str, Any]:
+    """Validate ``hints`` (and ``causal``) for the audit: known to the registry (else a
+    "did you mean"), valid values, and one of :data:`AUDIT_HINTS`.  Raises ``ValueError``
+    (:class:`~attncheck.dynamic.hints.HintError`)."""
+    from attncheck.dynamic.hints import HintError, validate_hints
+
+    h = validate_hints(dict(hints or {}))
+    unused = [k for k in h if k not in AUDIT_HINTS]
+    if unused:
+        raise HintError(f"hint {unused[0]!r} is not used by attncheck audit (it applies to "
+                        f"attncheck check targets); audit hints: {', '.join(AUDIT_HINTS)}")
+    if causal is not None:
+        h["causal"] = causal
+    return {k: v for k, v in h.items() if v is not None}
+
+
+def _declared_window(h: dict[str, Any]) -> tuple[str | None, int | None]:
+    mp = h.get("mask_pattern")
+    kind, w = (mp.get("kind", mp.get("pattern")), mp.get("window")) if isinstance(mp, dict) else (mp, None)
+    kind = kind or h.get("pattern")
+    w = w if w is not None else h.get("window")
+    if kind in ("sliding-window", "local", "sliding"):
+        kind = "sliding_window"
+    if kind is None and w is not None:
+        kind = "sliding_window"
+    return kind, w
+
+
+def apply_hints(m: Any, h: dict[str, Any]) -> None:
+    """Override an :class:`~attncheck.audit.model.AuditModel`'s declared facts with audit hints
+    (see :data:`AUDIT_HINTS`); ``m.info["hints"]`` records them."""
+    if not h:
+        return
+    m.info = dict(m.info, hints=dict(h))
+    kind, w = _declared_window(h)
+    if kind is not None:
+        m.expected_pattern_fn = None  # the declared pattern replaces the family's per-layer one
+        if kind == "full":
+            m.causal, m.sliding_window = False, None
+        elif kind == "causal":
+            m.causal, m.sliding_window = True, None
+        else:
+            m.causal, m.sliding_window = True, w
+    if "causal" in h:
+        m.causal = h["causal"]
+    if "num_heads" in h:
+        m.num_heads = h["num_heads"]
+    kv = h.get("num_kv_heads", h.get("num_key_value_heads"))
+    if kv is not None:
+        m.num_kv_heads = kv
+    if "head_dim" in h:
+        m.head_dim = h["head_dim"]
+        m.expected_scale = h["head_dim"] ** -0.5
+    scale = h.get("scale", h.get("softmax_scale"))
+    if isinstance(scale, str) and scale != "learned":
+        scale = float(scale)
+    if scale == "learned":
+        m.expected_scale, m.scale_note = None, "learned temperature (hint scale=learned)"
+    elif scale is not None:
+        m.expected_scale, m.scale_note = float(scale), f"given (hint scale={scale:g})"
+
+
 def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "cpu", seed: int = 0,
           progress: Callable[[str], None] | None = None,
-          config: dict[str, Any] | None = None) -> AuditReport:
+          config: dict[str, Any] | None = None, *, timeout: float | None = DEFAULT_TIMEOUT,
+          causal: bool | None = None, hints: dict[str, Any] | None = None) -> AuditReport:
     """Audit one model.
 
     Args:
@@ -178,21 +273,36 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
             ``torch.manual_seed(0)``).
         progress: called with a short label before each step (the CLI's progress bar).
         config: transformers config overrides for ``hf:`` specs (e.g. ``{"sliding_window": 8}``).
+        timeout: seconds per check and for building the model (None or 0 = unlimited), with the
+            mechanism of ``attncheck check`` (:func:`attncheck.dynamic.runner.run_with_time_limit`):
+            a model that hangs gives an ``error`` result "timed out after N s" and the audit goes
+            on.
+        causal: declare the checked self-attention causal (True) or bidirectional (False),
+            overriding the family / module; None = as declared, else inferred like ``check``
+            (``config.is_causal`` / ``is_decoder``, SDPA ``is_causal=True`` or a triangular mask
+            seen by the probe, a causal dependency pattern).
+        hints: :data:`AUDIT_HINTS` from the hint registry (``num_kv_heads``, ``scale``,
+            ``window``, ...), overriding the declared facts.
 
     Returns:
         :class:`AuditReport`; ``report.ok`` is False when any check failed or errored.
 
     Raises:
         attncheck.audit.families.UnknownSpec: unknown family or model (the CLI exits 2).
-        ValueError: unknown check name; ``config`` with a non-``hf:`` spec.
+        ValueError: unknown check name; ``config`` with a non-``hf:`` spec; an unknown or
+            unavailable device (``"cuda"`` without CUDA, the message of ``attncheck check``);
+            an unknown, invalid or audit-unrelated hint.
     """
     import torch
+
+    from attncheck.dynamic.runner import resolve_device
 
     selected = _select(checks)
     if config and not (isinstance(spec, str) and spec.startswith("hf:")):
         raise ValueError("config overrides apply to hf: specs only")
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = str(resolve_device(device))
+    overrides = audit_hints(hints, causal)
+    timeout = timeout if timeout and timeout > 0 else None
     label = spec if isinstance(spec, str) else type(spec).__name__
     report = AuditReport(target=label, device=device, dtype="float32")
     report.extra = {"kind": "audit", "model": {}, "variants": [], "layers": [], "lint": None}
@@ -202,15 +312,17 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
         from attncheck.dynamic.state import preserved
 
         with preserved(spec):  # eval() below and the checks leave the user's module as it was
-            return _audit(spec, selected, device, seed, step, report, label, None)
-    return _audit(spec, selected, device, seed, step, report, label, config)
+            return _audit(spec, selected, device, seed, step, report, label, None, timeout, overrides)
+    return _audit(spec, selected, device, seed, step, report, label, config, timeout, overrides)
 
 
-def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, config) -> AuditReport:
+def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, config,
+           timeout: float | None = None, overrides: dict[str, Any] | None = None) -> AuditReport:
     import torch
 
     from attncheck.audit import checks as C
     from attncheck.audit import families as F
+    from attncheck.dynamic.base import CheckTimeout
 
     t0 = time.perf_counter()
     step("build")
@@ -218,16 +330,18 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, 
         if isinstance(spec, torch.nn.Module):
             models = [F.adapt_module(label, spec.eval())]
         else:
-            models = F.build(spec, device=device, config=config)
+            models = _guarded(lambda: F.build(spec, device=device, config=config), timeout)
     except F.UnknownSpec:
         raise
     except F.FamilyUnavailable as exc:
         msg = str(exc)
         report.results.append(CheckResult("build", "skip", msg if msg.startswith("skipped") else f"skipped: {msg}"))
         return report
-    except Exception as exc:  # noqa: BLE001 - a model that fails to build is an error result
-        report.results.append(_error("build", exc))
+    except (Exception, CheckTimeout) as exc:  # noqa: BLE001 - a model that fails to build is an error result
+        report.results.append(_error("build", exc, timeout=timeout))
         return report
+    for m in models:
+        apply_hints(m, overrides or {})
     report.timings["build"] = time.perf_counter() - t0
     info = {k: v for k, v in models[0].info.items() if k != "attn_implementation"}  # per variant
     report.extra["model"] = dict(info, kind=models[0].kind, causal=models[0].causal, spec=label)
@@ -257,7 +371,7 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, 
                 # GPT-2 forward on a loaded 2-core machine)
                 torch.set_num_threads(1)
             torch.manual_seed(seed)
-            _run_checks(models, selected, ctx, report, step)
+            _run_checks(models, selected, ctx, report, step, timeout)
         finally:
             torch.set_num_threads(threads)
     report.arrays = ctx.arrays

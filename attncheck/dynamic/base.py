@@ -46,7 +46,7 @@ from attncheck.results import CheckResult
 
 __all__ = [
     "CheckSpec", "RunContext", "CheckTimeout", "register_check", "all_checks", "get_check",
-    "DEFAULT_CHECKS", "CHECK_MODULES", "tolerances",
+    "DEFAULT_CHECKS", "CHECK_MODULES", "tolerances", "raised_by_attncheck", "INTERNAL_ERROR",
 ]
 
 #: The default suite, in run order.  A check whose module is missing is left out.
@@ -60,6 +60,40 @@ CHECK_MODULES: tuple[str, ...] = tuple(
 EXTRA_CHECKS: tuple[str, ...] = ("padding", "batch-independence", "permutation-equivariance",
                                  "reference", "mask-pattern", "kv-cache", "dtype")
 CHECK_MODULES += tuple("attncheck.dynamic.checks." + n.replace("-", "_") for n in EXTRA_CHECKS)
+
+
+#: how an exception raised by attncheck's own code (not by the target) is reported
+INTERNAL_ERROR = "internal error in attncheck (a bug in attncheck, not in the target: please report it)"
+
+_PKG_DIR = __import__("os").path.dirname(__import__("os").path.dirname(__file__))
+_TORCH_DIR = __import__("os").path.dirname(torch.__file__)
+
+
+def raised_by_attncheck(exc: BaseException) -> bool:
+    """True when ``exc`` was raised by attncheck's own code rather than by the code under test.
+
+    The traceback is read from the innermost frame outwards; the first frame that belongs to
+    attncheck (this package) or to anything else (the target, its libraries) decides.  Frames of
+    torch itself are neutral (both sides call torch), and so is the probe's
+    ``__torch_function__``, which only forwards the target's own torch calls.
+    """
+    import os
+
+    tb = exc.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for fr in reversed(frames):
+        path = os.path.abspath(fr.f_code.co_filename)
+        if path.startswith(_TORCH_DIR + os.sep):
+            continue
+        if path.startswith(_PKG_DIR + os.sep):
+            if fr.f_code.co_name == "__torch_function__" and path.endswith("probe.py"):
+                continue
+            return True
+        return False
+    return False
 
 
 class CheckTimeout(BaseException):

@@ -7,7 +7,7 @@ hint may expect any of three conventions (``attncheck.dynamic.targets``):
   bool ``attn_mask``, PyTorch docs; the textbook ``masked_fill(mask == 0, -1e9)`` layer);
 - ``"blocked"``: bool, True = masked (``nn.MultiheadAttention``'s bool ``attn_mask`` /
   ``key_padding_mask``, PyTorch docs);
-- ``"additive"``: float, 0 = kept, ``-inf`` = blocked, added to the logits (HF transformers'
+- ``"additive"``: float, 0 = kept, ``finfo(dtype).min`` = blocked, added to the logits (HF transformers'
   prepared ``attention_mask`` of shape ``(B, 1, L_q, L_k)``).
 
 Guessing wrong turns a correct layer into a false failure (an additive layer given a bool mask

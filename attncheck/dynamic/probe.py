@@ -145,6 +145,31 @@ class AttentionRecord:
     scale_fit: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def key_axis(self) -> int:
+        """Axis of the logits / probabilities that runs over the keys (non-negative): read from
+        the q·kᵀ product that produced the logits (``einsum("bihd,bjhd->bijh")``: axis 2, the
+        later of the two free indices that are not shared by the operands; ``q @ kᵀ``: the last
+        axis), else the last axis."""
+        ax = self.extra.get("key_axis")
+        return int(ax) if isinstance(ax, int) else max(len(self.shape) - 1, 0)
+
+    @property
+    def query_axis(self) -> int:
+        """Axis over the queries, read like :attr:`key_axis` (default: the second-to-last)."""
+        ax = self.extra.get("query_axis")
+        return int(ax) if isinstance(ax, int) else max(len(self.shape) - 2, 0)
+
+    def canonical(self, t: torch.Tensor | None) -> torch.Tensor | None:
+        """``t`` (logits or probabilities of this record) with the query and key axes moved
+        last: ``(..., L_q, L_k)``."""
+        if t is None or t.dim() < 2:
+            return t
+        qa, ka = self.query_axis, self.key_axis
+        if (qa, ka) == (t.dim() - 2, t.dim() - 1) or max(qa, ka) >= t.dim():
+            return t
+        return t.movedim((qa, ka), (-2, -1))
+
     def rows(self) -> torch.Tensor | None:
         """Probabilities with the softmax axis moved last: ``(..., L_k)``; ``None`` if not kept."""
         if self.probs is None:
@@ -303,6 +328,8 @@ class _Matmul:
     factor: float        # alpha × prescale(A) × prescale(B)
     contracted: int      # size of the contracted dimension(s)
     op: str
+    key_axis: int | None = None  # axis of ``out`` that runs over the keys (non-negative)
+    query_axis: int | None = None  # axis of ``out`` that runs over the queries
 
 
 class Probe(TorchFunctionMode):
@@ -468,6 +495,15 @@ class Probe(TorchFunctionMode):
             for mm in reversed(self._matmuls):
                 if mm.out.numel() != x.numel() or mm.out.device != x.device:
                     continue
+                if "qk_matmul" not in rec.extra and mm.out.shape == x.shape:
+                    # kept for position-bias analysis when the logits are not proportional
+                    # to it (an additive bias): see attncheck.dynamic.positions
+                    rec.extra["qk_product"] = mm.out
+                    rec.extra["qk_factor"] = mm.factor
+                    rec.extra["qk_contracted"] = mm.contracted
+                    if mm.key_axis is not None and mm.query_axis is not None:
+                        rec.extra["key_axis"] = mm.key_axis
+                        rec.extra["query_axis"] = mm.query_axis
                 rec.extra.setdefault("qk_matmul", mm.op)
                 m = mm.out.reshape(-1)
                 m = (m if sub is None else m[sub]).to(torch.float64)
@@ -494,11 +530,15 @@ class Probe(TorchFunctionMode):
                 rec.scale_source = "matmul"
                 rec.scale_fit = fit
                 rec.extra["matmul_op"] = mm.op
+                if mm.key_axis is not None and mm.query_axis is not None:
+                    rec.extra["key_axis"] = mm.key_axis
+                    rec.extra["query_axis"] = mm.query_axis
 
     def _on_matmul(self, func, args, kwargs, out, name):
         if not isinstance(out, torch.Tensor) or out.dim() < 2:
             return
         alpha, contracted = 1.0, None
+        key_axis, query_axis = out.dim() - 1, out.dim() - 2
         if name == "einsum":
             eq = args[0] if args else kwargs.get("equation")
             ops = list(args[1:]) if len(args) > 1 else []
@@ -510,6 +550,8 @@ class Probe(TorchFunctionMode):
             contracted = _einsum_contracted(eq, a, b)
             if contracted is None:
                 return
+            key_axis = _einsum_key_axis(eq)
+            query_axis = _einsum_query_axis(eq)
         else:
             if name == "baddbmm":
                 a, b = _arg(args, kwargs, 1, "batch1"), _arg(args, kwargs, 2, "batch2")
@@ -526,7 +568,8 @@ class Probe(TorchFunctionMode):
             return
         factor = alpha * self._factors.get(a) * self._factors.get(b)
         # a clone: the scores are often scaled / masked in place afterwards (``s /= √d``)
-        self._matmuls.append(_Matmul(out.detach().clone(), factor, contracted, name))
+        self._matmuls.append(_Matmul(out.detach().clone(), factor, contracted, name, key_axis,
+                                     query_axis))
 
     def _on_scalar(self, func, args, kwargs, out, name):
         a = args[0] if args else kwargs.get("input", kwargs.get("self"))
@@ -671,6 +714,26 @@ def _einsum_contracted(eq: str, a: Any, b: Any) -> int | None:
     for c in contracted:
         n *= int(sizes[c])
     return n
+
+
+def _einsum_key_axis(eq: str) -> int | None:
+    """Output axis of a q·kᵀ einsum that runs over the keys: of the two output indices that
+    come from one operand only (query and key positions), the later one — ``"bhid,bhjd->bhij"``
+    → 3, ``"bihd,bjhd->bijh"`` → 2 — whatever the operand order; None when it is not that form."""
+    eq = eq.replace(" ", "")
+    lhs, rhs = eq.split("->")
+    a, b = lhs.split(",")
+    own = [i for i, c in enumerate(rhs) if (c in a) != (c in b)]
+    return own[-1] if len(own) == 2 else None
+
+
+def _einsum_query_axis(eq: str) -> int | None:
+    """Output axis of a q·kᵀ einsum that runs over the queries (see :func:`_einsum_key_axis`)."""
+    eq = eq.replace(" ", "")
+    lhs, rhs = eq.split("->")
+    a, b = lhs.split(",")
+    own = [i for i, c in enumerate(rhs) if (c in a) != (c in b)]
+    return own[0] if len(own) == 2 else None
 
 
 def _is_compiling() -> bool:

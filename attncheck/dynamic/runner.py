@@ -31,20 +31,30 @@ import signal
 import threading
 import time
 import traceback
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, TypeVar
 
 import torch
 
-from attncheck.dynamic.base import DEFAULT_CHECKS, CheckSpec, CheckTimeout, RunContext, all_checks
+from attncheck.dynamic.base import (
+    DEFAULT_CHECKS,
+    INTERNAL_ERROR,
+    CheckSpec,
+    CheckTimeout,
+    RunContext,
+    all_checks,
+    raised_by_attncheck,
+)
 from attncheck.dynamic.state import preserved
 from attncheck.dynamic.targets import Target, TargetOutputError
 from attncheck.dynamic.targets import target as make_target
 from attncheck.results import CheckResult, Report
 
-__all__ = ["check", "run_checks", "resolve_device", "resolve_dtype", "DEFAULT_TIMEOUT",
+__all__ = ["check", "run_checks", "resolve_device", "resolve_dtype", "run_with_time_limit",
+           "DEFAULT_TIMEOUT",
            "DEFAULT_MAX_EXAMPLES", "available_checks"]
 
 DEFAULT_TIMEOUT = 60.0
+_T = TypeVar("_T")
 DEFAULT_MAX_EXAMPLES = 8
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
@@ -102,7 +112,7 @@ def _select(names: Iterable[str] | str | None, specs: dict[str, CheckSpec]) -> l
 class _Alarm:
     """SIGALRM-based pre-emptive time limit (main thread, POSIX)."""
 
-    def __init__(self, seconds: float, ctx: RunContext) -> None:
+    def __init__(self, seconds: float, ctx: RunContext | None = None) -> None:
         self.seconds = seconds
         self.ctx = ctx
 
@@ -144,6 +154,10 @@ def _error_result(ctx: RunContext, exc: BaseException, target: Target) -> CheckR
             f"this check (raise the limit with --timeout / timeout=)",
             metrics={"timeout_s": ctx.time_limit}, details=f"reproduce: {ctx.reproduce()}")
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
+    if raised_by_attncheck(exc) and not isinstance(exc, TargetOutputError):
+        return ctx.result("error", f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}",
+                          metrics={"exception": type(exc).__name__, "internal_error": True},
+                          details=f"{tb}\nreproduce: {ctx.reproduce()}")
     status = "fail" if isinstance(exc, TargetOutputError) else "error"
     return ctx.result(status, f"{type(exc).__name__}: {exc}",
                       metrics={"exception": type(exc).__name__},
@@ -157,36 +171,59 @@ def _call(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
     return res
 
 
-def _run_guarded(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
-    limit = ctx.time_limit
-    if limit is None or limit <= 0:
-        return _call(spec, target, ctx)
+def run_with_time_limit(fn: Callable[[], _T], seconds: float | None,
+                        name: str = "attncheck") -> _T:
+    """``fn()`` under a time limit of ``seconds`` (None or <= 0: unlimited), as described in the
+    module docstring: pre-emptive ``SIGALRM`` on the main thread of a POSIX process, else a
+    daemon worker thread (``name``) abandoned when it overruns.  Raises
+    :class:`~attncheck.dynamic.base.CheckTimeout` (a ``BaseException``) when the time is up;
+    whatever ``fn`` raises propagates.  Used by the checks and by ``attncheck audit``."""
+    if seconds is None or seconds <= 0:
+        return fn()
     if _can_alarm():
-        with _Alarm(limit, ctx):
-            return _call(spec, target, ctx)
+        with _Alarm(seconds):
+            return fn()
     box: dict[str, Any] = {}
 
     def work() -> None:
         try:
-            box["res"] = _call(spec, target, ctx)
+            box["res"] = fn()
         except BaseException as exc:  # noqa: BLE001
             box["exc"] = exc
 
-    th = threading.Thread(target=work, name=f"attncheck-{spec.name}", daemon=True)
+    th = threading.Thread(target=work, name=name, daemon=True)
     th.start()
-    th.join(limit)
+    th.join(seconds)
     if th.is_alive():
-        raise CheckTimeout(f"timed out after {limit:g} s (worker thread abandoned)")
+        raise CheckTimeout(f"timed out after {seconds:g} s (worker thread abandoned)")
     if "exc" in box:
         raise box["exc"]
     return box["res"]
 
 
+def _run_guarded(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
+    return run_with_time_limit(lambda: _call(spec, target, ctx), ctx.time_limit,
+                               f"attncheck-{spec.name}")
+
+
 def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
     """Run one check isolated (state restored, exceptions → result, time limit)."""
     module = target.module
+    if target.needs_cross_detection():
+        _detect(target, ctx, "cross-support",
+                lambda t, c: t.ensure_cross_support(c.device, c.dtype),
+                lambda t, exc: setattr(t, "cross_detection",
+                                       {"cross": True, "message": f"raised {exc}"}))
     if target.needs_mask_detection():
         _detect_masks(target, ctx)
+    if target.needs_position_detection():
+        from attncheck.dynamic.positions import detect_positions
+
+        _detect(target, ctx, "positions",
+                lambda t, c: setattr(t, "position_detection",
+                                     detect_positions(t, c.device, c.dtype)),
+                lambda t, exc: setattr(t, "position_detection",
+                                       {"kind": None, "message": f"raised {exc}"}))
     ok, why = spec.applicable(target)
     if not ok:
         return ctx.result("skip", why)
@@ -201,11 +238,37 @@ def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
             raise
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a result
             res = _error_result(ctx, exc, target)
+    cd = target.cross_detection
+    if cd is not None and cd.get("cross") is False and res.status != "skip":
+        res.metrics.setdefault("lengths", "L_q = L_k only (self-attention kernel)")
     if res.device is None:
         res.device = str(ctx.device)
     if not res.check:
         res.check = spec.name
     return res
+
+
+def _detect(target: Target, ctx: RunContext, what: str, fn: Any, on_error: Any) -> None:
+    """Run ``fn(target, ctx)`` once, isolated like a check (state restored, time limit);
+    ``on_error(target, exc)`` when it raises or hangs."""
+    from attncheck.dynamic.base import CheckSpec
+
+    def work(t: Target, c: RunContext) -> CheckResult:
+        fn(t, c)
+        return CheckResult(c.check, "pass", "")
+
+    module = target.module
+    with preserved(module):
+        try:
+            if module is not None:
+                _prepare(module, ctx)
+            torch.manual_seed(ctx.seed)
+            ctx.start()
+            _run_guarded(CheckSpec(what, work), target, ctx)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            on_error(target, exc)
 
 
 def _detect_masks(target: Target, ctx: RunContext) -> None:
@@ -312,6 +375,9 @@ def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
                 on_result(res)
     extra = {"kind": target.kind, "mode": "train" if train else "eval", "seed": seed,
              "max_examples": n}
+    notes = target.convention_notes()
+    if notes:
+        extra["conventions"] = notes
     if target.mask_detection is not None and target.mask_arg:
         extra["mask_convention"] = {k: target.mask_detection.get(k)
                                     for k in ("convention", "source", "message")}

@@ -117,8 +117,10 @@ def _required_params(fn: Any) -> list[str] | None:
             and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
 
 
-def build(obj: Any, spec: str = "<object>") -> Any:
-    """Turn a loaded object into a module, kernel or ``Target`` (see module docstring)."""
+def build(obj: Any, spec: str = "<object>", kind: str | None = None) -> Any:
+    """Turn a loaded object into a module, kernel or ``Target`` (see module docstring).
+    ``kind="kernel"`` (the hint) takes any plain callable as a kernel, whatever its parameter
+    names."""
     from torch import nn
 
     from attncheck.dynamic.targets import Target, is_kernel_function
@@ -138,13 +140,14 @@ def build(obj: Any, spec: str = "<object>") -> Any:
             raise SpecError(f"{spec}: {obj.__name__}() raised {type(exc).__name__}: {exc}") \
                 from exc
     if callable(obj):
-        if is_kernel_function(obj):
+        if is_kernel_function(obj) or (kind == "kernel" and not inspect.isclass(obj)):
             return obj
         req = _required_params(obj)
         if req:
             raise SpecError(f"{spec}: {getattr(obj, '__name__', obj)!r} is neither a kernel "
                             f"(first parameters q, k, v or query, key, value) nor a zero-argument"
-                            f" factory (it needs {req})")
+                            f" factory (it needs {req}); if it is a kernel f(q, k, v) with "
+                            "other parameter names, give --hint kind=kernel")
         try:
             made = obj()
         except Exception as exc:  # noqa: BLE001
@@ -160,11 +163,17 @@ def build(obj: Any, spec: str = "<object>") -> Any:
 def resolve(spec: str, **hints: Any):
     """Spec → :class:`~attncheck.dynamic.targets.Target` (``hints`` override detection).
 
-    Raises :class:`SpecError` for every problem, including invalid hints.
+    Raises :class:`SpecError` for every problem, including invalid hints (checked first: a
+    misspelt hint imports nothing).
     """
+    from attncheck.dynamic.hints import HintError, validate_hints
     from attncheck.dynamic.targets import TargetError, target
 
-    made = build(load_object(spec), spec)
+    try:  # before the target is imported: a misspelt hint must not run the user's code
+        validate_hints({k: v for k, v in hints.items() if v is not None})
+    except HintError as exc:
+        raise SpecError(f"{spec}: {exc}") from None
+    made = build(load_object(spec), spec, kind=hints.get("kind"))
     try:
         return target(made, spec=spec, **hints)
     except TargetError as exc:

@@ -5,12 +5,21 @@
 - for the target's module and every submodule: the parameter / buffer / submodule dicts (the
   same tensor objects, their values, dtypes and devices), each parameter's ``.grad`` (values or
   None) and ``requires_grad`` flag, the ``training`` flag, and the other attributes of the
-  module's ``__dict__`` (shallowly: e.g. a ``self.dropout = 0.0`` assigned by ``forward``);
+  module's ``__dict__``: rebinding (e.g. a ``self.dropout = 0.0`` assigned by ``forward``) and
+  in-place changes of the builtin containers reachable from them (``list``, ``dict``, ``set``,
+  ``deque``, ``bytearray``, also nested and inside tuples: e.g. ``self.seen.append(x)``, the same
+  container objects get their old items back) and of plain tensor attributes (values);
 - the RNG states: torch CPU, every initialised CUDA device, Python ``random``, and NumPy's
   global ``RandomState`` (only when NumPy is already imported);
 - global torch settings: grad mode, default dtype, anomaly mode, deterministic-algorithms mode,
-  and the ``TorchFunctionMode`` / ``TorchDispatchMode`` stacks (modes left pushed by a check that
-  raised are popped).
+  the ``TorchFunctionMode`` / ``TorchDispatchMode`` stacks (modes left pushed by a check that
+  raised are popped), the intra-op thread count (``torch.set_num_threads``), float32 matmul /
+  convolution precision (``torch.set_float32_matmul_precision``,
+  ``torch.backends.cuda.matmul.allow_tf32``, ``torch.backends.cudnn.allow_tf32`` and the
+  ``fp32_precision`` settings behind them), the reduced-precision reduction flags, cuDNN's
+  ``enabled`` / ``benchmark`` / ``deterministic``, the SDPA backend switches
+  (``torch.backends.cuda.enable_flash_sdp`` ...) and the print options
+  (``torch.set_printoptions``), and the default device (``torch.set_default_device``).
 
 Usage::
 
@@ -19,6 +28,7 @@ Usage::
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import random
 import sys
@@ -43,7 +53,7 @@ class _ModState:
     modules: dict[str, Any]
     training: bool
     attrs: dict[str, Any]
-    dict_attrs: dict[str, tuple[dict, list]]
+    contents: list[tuple[str, Any, Any]]
 
 
 def _grab_module(m: nn.Module) -> _ModState:
@@ -54,15 +64,82 @@ def _grab_module(m: nn.Module) -> _ModState:
     rg = {n: p.requires_grad for n, p in params.items() if p is not None}
     bufs = dict(m._buffers)
     bvals = {n: b.detach().clone() for n, b in bufs.items() if isinstance(b, torch.Tensor)}
-    attrs, dict_attrs = {}, {}
+    attrs: dict[str, Any] = {}
+    contents: list[tuple[str, Any, Any]] = []
+    memo: set[int] = set()
     for k, v in m.__dict__.items():
         if k in ("_parameters", "_buffers", "_modules", "training"):
             continue
         attrs[k] = v
-        if isinstance(v, dict):
-            dict_attrs[k] = (v, list(v.items()))
+        _grab_contents(v, memo, contents)
     return _ModState(m, params, pdata, grads, rg, bufs, bvals, dict(m._modules), m.training,
-                     attrs, dict_attrs)
+                     attrs, contents)
+
+
+def _grab_contents(v: Any, memo: set[int], out: list[tuple[str, Any, Any]]) -> None:
+    """Append ``(kind, container, old contents)`` for every builtin mutable container reachable
+    from ``v`` through containers and tuples, and ``("tensor", t, (version, clone))`` for plain
+    tensors; modules and parameters are left to the module snapshot."""
+    if id(v) in memo or isinstance(v, (nn.Module, nn.Parameter)):
+        return
+    if isinstance(v, torch.Tensor):
+        memo.add(id(v))
+        try:
+            version = v._version
+        except RuntimeError:  # inference tensors keep no version counter: always restore
+            version = None
+        try:
+            out.append(("tensor", v, (version, v.detach().clone())))
+        except RuntimeError:  # a tensor that cannot be copied (e.g. a functorch wrapper)
+            pass
+        return
+    if isinstance(v, dict):
+        memo.add(id(v))
+        items = list(v.items())
+        out.append(("dict", v, items))
+        for _, x in items:
+            _grab_contents(x, memo, out)
+    elif isinstance(v, (list, collections.deque)):
+        memo.add(id(v))
+        items = list(v)
+        out.append(("list", v, items))
+        for x in items:
+            _grab_contents(x, memo, out)
+    elif isinstance(v, (set, bytearray)):
+        memo.add(id(v))
+        out.append(("set" if isinstance(v, set) else "bytes", v, v.copy()))
+    elif isinstance(v, tuple):
+        memo.add(id(v))
+        for x in v:
+            _grab_contents(x, memo, out)
+
+
+def _put_contents(contents: list[tuple[str, Any, Any]]) -> None:
+    """Give every recorded container its old items back (the same objects, by identity)."""
+    for kind, c, old in contents:
+        if kind == "dict":
+            c.clear()
+            c.update(old)
+        elif kind == "list":
+            c.clear()
+            c.extend(old)
+        elif kind == "set":
+            c.clear()
+            c.update(old)
+        elif kind == "bytes":
+            c[:] = old
+        elif kind == "tensor":
+            version, vals = old
+            try:
+                changed = version is None or c._version != version
+            except RuntimeError:
+                changed = True
+            if changed:
+                with torch.no_grad():
+                    if c.shape == vals.shape and c.dtype == vals.dtype and c.device == vals.device:
+                        c.copy_(vals)
+                    else:
+                        c.data = vals.clone()
 
 
 def _put_module(s: _ModState) -> None:
@@ -75,9 +152,7 @@ def _put_module(s: _ModState) -> None:
             del m.__dict__[k]
         for k, v in s.attrs.items():
             m.__dict__[k] = v
-        for k, (d, items) in s.dict_attrs.items():
-            d.clear()
-            d.update(items)
+        _put_contents(s.contents)
         m._parameters.clear()
         m._parameters.update(s.params)
         m._buffers.clear()
@@ -130,6 +205,105 @@ def _restore_mode_stacks(fn: list[Any], disp: list[Any]) -> None:
         pd._pop_torch_dispatch_stack()
 
 
+#: ``torch.backends`` objects whose ``fp32_precision`` (TF32 / bf16 use for float32 math) is
+#: restored, parents before children: setting a parent resets its children
+_FP32_PRECISION = ("backends", "backends.cuda.matmul", "backends.cudnn", "backends.cudnn.conv",
+                   "backends.cudnn.rnn", "backends.mkldnn", "backends.mkldnn.matmul",
+                   "backends.mkldnn.conv", "backends.mkldnn.rnn")
+#: plain boolean switches (object path, attribute)
+_BACKEND_FLAGS = (("backends.cuda.matmul", "allow_tf32"), ("backends.cudnn", "allow_tf32"),
+                  ("backends.cuda.matmul", "allow_fp16_reduced_precision_reduction"),
+                  ("backends.cuda.matmul", "allow_bf16_reduced_precision_reduction"),
+                  ("backends.cudnn", "enabled"), ("backends.cudnn", "benchmark"),
+                  ("backends.cudnn", "deterministic"))
+#: SDPA backend switches: (getter, setter) in ``torch.backends.cuda``
+_SDP_SWITCHES = (("flash_sdp_enabled", "enable_flash_sdp"),
+                 ("mem_efficient_sdp_enabled", "enable_mem_efficient_sdp"),
+                 ("math_sdp_enabled", "enable_math_sdp"), ("cudnn_sdp_enabled", "enable_cudnn_sdp"))
+_PRINT_OPTIONS = ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")
+
+
+def _resolve(path: str) -> Any:
+    obj: Any = torch
+    for part in path.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def _read(obj: Any, attr: str) -> Any:
+    """``getattr`` that gives None where torch refuses to answer (e.g. a legacy TF32 getter
+    after the ``fp32_precision`` API was used)."""
+    if obj is None:
+        return None
+    try:
+        return getattr(obj, attr)
+    except Exception:  # noqa: BLE001 - RuntimeError / AttributeError across torch versions
+        return None
+
+
+def _torch_settings() -> dict[str, Any]:
+    """Float32 precision, backend and print settings (see the module docstring), as plain values
+    (None = not readable in this torch build / state)."""
+    out: dict[str, Any] = {"num_threads": torch.get_num_threads()}
+    try:
+        out["float32_matmul_precision"] = torch.get_float32_matmul_precision()
+    except RuntimeError:
+        out["float32_matmul_precision"] = None
+    for path, attr in _BACKEND_FLAGS:
+        out[f"{path}.{attr}"] = _read(_resolve(path), attr)
+    for path in _FP32_PRECISION:
+        out[f"{path}.fp32_precision"] = _read(_resolve(path), "fp32_precision")
+    cuda = torch.backends.cuda
+    for getter, _ in _SDP_SWITCHES:
+        fn = getattr(cuda, getter, None)
+        out[f"sdp.{getter}"] = fn() if fn is not None else None
+    from torch._tensor_str import PRINT_OPTS
+
+    for name in _PRINT_OPTIONS:
+        out[f"print.{name}"] = getattr(PRINT_OPTS, name, None)
+    return out
+
+
+def _restore_torch_settings(saved: dict[str, Any]) -> None:
+    """Put back :func:`_torch_settings`; only what differs is set (``set_num_threads`` and the
+    precision setters are not free).  Order matters: the legacy float32 precision setters write
+    the ``fp32_precision`` values, which are then set parents first."""
+    now = _torch_settings()
+    if now == saved:
+        return
+    if now["num_threads"] != saved["num_threads"]:
+        torch.set_num_threads(saved["num_threads"])
+    precision_keys = [k for k in saved if k == "float32_matmul_precision" or
+                      k.endswith(".fp32_precision") or k.endswith(".allow_tf32")]
+    if any(now[k] != saved[k] for k in precision_keys):
+        if saved["float32_matmul_precision"] is not None:
+            torch.set_float32_matmul_precision(saved["float32_matmul_precision"])
+        for path, attr in _BACKEND_FLAGS:
+            v = saved[f"{path}.{attr}"]
+            if v is not None and attr == "allow_tf32":
+                setattr(_resolve(path), attr, v)
+        for path in _FP32_PRECISION:
+            v = saved[f"{path}.fp32_precision"]
+            if v is not None:
+                setattr(_resolve(path), "fp32_precision", v)
+    for path, attr in _BACKEND_FLAGS:
+        key = f"{path}.{attr}"
+        if attr != "allow_tf32" and saved[key] is not None and now[key] != saved[key]:
+            setattr(_resolve(path), attr, saved[key])
+    cuda = torch.backends.cuda
+    for getter, setter in _SDP_SWITCHES:
+        v = saved[f"sdp.{getter}"]
+        if v is not None and now[f"sdp.{getter}"] != v:
+            getattr(cuda, setter)(v)
+    from torch._tensor_str import PRINT_OPTS
+
+    for name in _PRINT_OPTIONS:
+        if now[f"print.{name}"] != saved[f"print.{name}"]:
+            setattr(PRINT_OPTS, name, saved[f"print.{name}"])
+
+
 @dataclass
 class GlobalState:
     """Torch / Python global state (see module docstring)."""
@@ -145,9 +319,18 @@ class GlobalState:
     deterministic_warn_only: bool
     fn_stack: list[Any]
     dispatch_stack: list[Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: ``torch.set_default_device``'s context (a function mode, restored with the mode stack;
+    #: its global reference must follow, or a later ``set_default_device`` pops a wrong mode)
+    device_context: Any = None
 
     def restore(self) -> None:
         _restore_mode_stacks(self.fn_stack, self.dispatch_stack)
+        holder = getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None)
+        if holder is not None and getattr(holder, "device_context", None) is not self.device_context:
+            holder.device_context = self.device_context
+        if self.settings:
+            _restore_torch_settings(self.settings)
         torch.set_rng_state(self.cpu_rng)
         if self.cuda_rng is not None:
             torch.cuda.set_rng_state_all(self.cuda_rng)
@@ -176,6 +359,9 @@ class GlobalState:
             "anomaly": self.anomaly, "deterministic": self.deterministic,
             "fn_stack": [id(m) for m in self.fn_stack],
             "dispatch_stack": [id(m) for m in self.dispatch_stack],
+            "settings": dict(self.settings),
+            "device_context": id(self.device_context) if self.device_context is not None else None,
+            "default_device": str(torch.get_default_device()),
         }
 
 
@@ -189,7 +375,10 @@ def global_state() -> GlobalState:
     return GlobalState(torch.get_rng_state(), cuda, random.getstate(), np_state,
                        torch.is_grad_enabled(), torch.get_default_dtype(),
                        torch.is_anomaly_enabled(), torch.are_deterministic_algorithms_enabled(),
-                       torch.is_deterministic_algorithms_warn_only_enabled(), fn, disp)
+                       torch.is_deterministic_algorithms_warn_only_enabled(), fn, disp,
+                       _torch_settings(),
+                       getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context",
+                               None))
 
 
 @dataclass

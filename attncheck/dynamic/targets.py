@@ -31,7 +31,7 @@ Canonical forms used by the checks (``Inputs`` / ``Output``):
   query may attend to the key (the convention of ``F.scaled_dot_product_attention``'s bool
   ``attn_mask``, PyTorch docs).  It is converted to the target's own convention
   (``mask_convention``: ``"keep"``, ``"blocked"`` — e.g. ``nn.MultiheadAttention`` — or
-  ``"additive"``: 0 kept, ``-inf`` blocked) when the call is made.
+  ``"additive"``: 0 kept, ``torch.finfo(dtype).min`` blocked, as transformers prepares it) when the call is made.
 
 Causal alignment when ``L_q != L_k``: ``"top_left"`` (SDPA ``is_causal``, query i sees keys
 ``j <= i``) or ``"bottom_right"`` (flash-attention, KV-cache decoding: query i sees keys
@@ -42,11 +42,15 @@ Public entry point: :func:`target` (exported as ``attncheck.target``).
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable
 
 import torch
 from torch import nn
+
+# Hints accepted by :func:`target` (and ``attncheck.check(..., **hints)``): the registry
+# ``HINTS`` (name -> HintSpec: accepted values, validator, doc, checks that read it)
+from attncheck.dynamic.hints import HINTS, HintError, validate_hints
 
 __all__ = [
     "Target", "Inputs", "Output", "Example", "TargetError", "TargetOutputError", "target",
@@ -66,30 +70,6 @@ _CONV_ALIASES = {"sdpa": "keep", "keep": "keep", "attend": "keep", "blocked": "b
 #: mask shapes that only say which keys are visible (key padding masks)
 KEY_ONLY_SHAPES = ("B11K", "BK")
 ALIGNMENTS = ("top_left", "bottom_right")
-
-#: Hints accepted by :func:`target` (and ``attncheck.check(..., **hints)``).
-HINTS = (
-    "kind",            # force one of KINDS
-    "causal",          # bool: the target must be causal (kernels with an is_causal param get it)
-    "batch_first",     # bool: layer inputs are (B, L, E) (True) or (L, B, E) (False)
-    "layout",          # kernel tensor layout: "BHLd" (default), "BLHd", "BLd"; "(B,H,L,d)" ok
-    "mask_arg",        # name of the mask parameter (None/"" = do not pass masks)
-    "mask_convention",  # "keep" (True = attend), "blocked" (True = masked), "additive"
-    "mask_shape",      # native mask shape: "B1QK" (B, 1, L_q, L_k), "BQK" (B, L_q, L_k),
-                       # "B11K" (B, 1, 1, L_k), "BK" (B, L_k), "QK" (L_q, L_k); strings such as
-                       # "(B, 1, 1, L_k)" are accepted.  Default: kernels B1QK; layers try B1QK,
-                       # then BQK.
-    "mask",            # dict {"arg": .., "convention": .., "shape": ..} (fixture form)
-    "returns",         # "output" or "output_weights" (informational; detected at call time)
-    "causal_arg",      # name of the boolean causal parameter (default: "is_causal" if accepted)
-    "num_heads", "head_dim", "embed_dim",
-    "call",            # layer call convention: "x", "q_kv", "q_k_v"
-    "alignment",       # causal alignment for L_q != L_k: "top_left" (default) / "bottom_right"
-    "cross",           # bool: L_q != L_k allowed (default: kernels and q/k/v layers yes)
-    "name",            # display name
-    "spec",            # the CLI spec that produced the target (for reproduction lines)
-)
-
 
 class TargetError(ValueError):
     """The object cannot be used as a target, or a hint is invalid (a usage error)."""
@@ -181,9 +161,20 @@ _EMBED_ATTRS = ("embed_dim", "d_model", "n_embd", "hidden_size", "model_dim", "e
                 "dim", "d_embed", "embedding_dim")
 _HEADS_ATTRS = ("num_heads", "n_head", "n_heads", "nhead", "num_attention_heads", "heads", "h")
 _HEAD_DIM_ATTRS = ("head_dim", "d_k", "d_head", "dim_head", "head_size", "attention_head_size")
-_MASK_NAMES = ("attn_mask", "mask", "attention_mask", "src_mask")
+_MASK_NAMES = ("attn_mask", "mask", "attention_mask", "src_mask", "encoder_attention_mask",
+               "key_padding_mask", "src_key_padding_mask", "padding_mask", "attn_bias")
+#: kernel mask parameter names, in order of preference
+_KERNEL_MASK_NAMES = ("attn_mask", "mask", "attention_mask", "attn_bias", "key_padding_mask")
+#: mask names that say the mask is a key padding mask ``(B, L_k)`` (nn.MultiheadAttention,
+#: nn.TransformerEncoderLayer: ``key_padding_mask`` / ``src_key_padding_mask``)
+_KEY_PADDING_NAMES = ("key_padding_mask", "src_key_padding_mask", "padding_mask")
+CONVENTIONS = ("sdpa", "hf_eager", "varlen", "weights")
 _CAUSAL_NAMES = ("is_causal", "causal")
-_QKV_NAMES = (("q", "k", "v"), ("query", "key", "value"))
+_QKV_NAMES = (("q", "k", "v"), ("query", "key", "value"),
+              ("query_states", "key_states", "value_states"),  # transformers' names
+              ("q_states", "k_states", "v_states"))
+_VARLEN_NAMES = ("cu_seqlens", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen", "max_seqlen_q",
+                 "max_seqlen_k")
 
 
 def _positional_params(fn: Callable) -> list[inspect.Parameter]:
@@ -209,15 +200,38 @@ def _accepts_kwargs(fn: Callable) -> bool:
         return False
 
 
-def is_kernel_function(fn: Any) -> bool:
-    """True when ``fn`` is a plain callable whose first parameters are q, k, v / query, key,
-    value (``F.scaled_dot_product_attention`` included)."""
+def kernel_convention(fn: Any) -> str | None:
+    """The kernel calling convention read from ``fn``'s signature (see ``Target.convention``),
+    or None when ``fn`` is not a kernel:
+
+    - ``"hf_eager"``: ``(module, query, key, value, attention_mask, scaling, ...)`` —
+      transformers' ``eager_attention_forward``;
+    - ``"varlen"``: q, k, v then ``cu_seqlens`` / ``cu_seqlens_q`` (flash-attention's
+      ``flash_attn_varlen_func``: packed ``(total_tokens, H, d)``);
+    - ``"sdpa"``: first parameters q, k, v / query, key, value / query_states, key_states,
+      value_states (``F.scaled_dot_product_attention`` included);
+    - ``"weights"``: first parameters q, k (or query, key) and no v: returns attention weights.
+    """
     if isinstance(fn, nn.Module) or isinstance(fn, type) or not callable(fn):
-        return False
+        return None
     if fn is torch.nn.functional.scaled_dot_product_attention:
-        return True
-    names = [p.name for p in _positional_params(fn)[:3]]
-    return any(tuple(names) == n for n in _QKV_NAMES)
+        return "sdpa"
+    names = [p.name for p in _positional_params(fn)]
+    if names[:1] == ["module"] and any(tuple(names[1:4]) == n for n in _QKV_NAMES):
+        return "hf_eager"
+    if any(tuple(names[:3]) == n for n in _QKV_NAMES):
+        return "varlen" if _param_names(fn) & set(_VARLEN_NAMES[:3]) else "sdpa"
+    if any(tuple(names[:2]) == n[:2] for n in _QKV_NAMES):
+        return "weights"
+    return None
+
+
+def is_kernel_function(fn: Any) -> bool:
+    """True when ``fn`` is a plain callable with a kernel signature (:func:`kernel_convention`):
+    first parameters q, k, v (also query, key, value / query_states, key_states, value_states),
+    transformers' ``eager_attention_forward(module, query, key, value, ...)``, a packed varlen
+    kernel, or ``f(q, k)`` returning weights."""
+    return kernel_convention(fn) is not None
 
 
 def _int_attr(m: nn.Module, names: tuple[str, ...]) -> int | None:
@@ -334,6 +348,11 @@ class Target:
     head_dim: int | None = None
     embed_dim: int | None = None
     call: str = "q_k_v"
+    #: kernels: how q, k, v are handed over and what comes back — "sdpa" (``f(q, k, v)``),
+    #: "hf_eager" (``f(module, query, key, value, attention_mask, scaling, dropout)`` returning
+    #: ``(out (B, L_q, H, d), weights)``), "varlen" (packed ``(total_tokens, H, d)`` with
+    #: ``cu_seqlens`` / ``max_seqlen``), "weights" (``f(q, k)`` returns the weights only)
+    convention: str = "sdpa"
     alignment: str = "top_left"
     cross: bool = True
     spec: str | None = None
@@ -342,6 +361,12 @@ class Target:
     #: None, "source": "hint" | "adapter" | "detected" | "failed", "message": str, ...}``
     #: (see :mod:`attncheck.dynamic.maskconv`); "failed" means masks are not passed
     mask_detection: dict[str, Any] | None = None
+    #: whether L_q != L_k works, settled once by :meth:`ensure_cross_support`: None (not yet)
+    #: or ``{"cross": bool, "message": str}``
+    cross_detection: dict[str, Any] | None = None
+    #: position term found by experiment when no ``positions`` hint was given: None (not yet)
+    #: or :func:`attncheck.dynamic.positions.detect_positions`'s result
+    position_detection: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -404,6 +429,67 @@ class Target:
         if self.mask_detection.get("convention"):
             self.mask_convention = self.mask_detection["convention"]
         return self.mask_detection
+
+    def needs_cross_detection(self) -> bool:
+        """True when L_q != L_k would be drawn but nobody said it is supported (no ``cross``
+        hint, not yet tried)."""
+        return self.allows_cross and "cross" not in self.hints and self.cross_detection is None
+
+    def ensure_cross_support(self, device: torch.device | str = "cpu",
+                             dtype: torch.dtype = torch.float32) -> dict[str, Any]:
+        """Find out once whether the target accepts L_q != L_k.
+
+        Many self-attention kernels build their causal mask from q's length
+        (``tril(ones(L, L))``, ``L = q.size(-2)``): they work for L_q = L_k and raise otherwise.
+        One call with L_q = L_k = 6 and one with L_q = 3, L_k = 6 (and L_q = 6, L_k = 3) are
+        made; when the equal-length call works and an unequal one raises, ``cross`` becomes
+        False (only L_q = L_k is tested from then on) and ``cross_detection["message"]`` says
+        why.  A target that raises at L_q = L_k too is left alone (the checks report it).
+        """
+        if self.cross_detection is not None:
+            return self.cross_detection
+        det: dict[str, Any] = {"cross": True, "message": "L_q != L_k supported"}
+        base = self.fit_example(Example(B=2, L_q=6, L_k=6, H=self.num_heads or 2,
+                                        d=self.fixed_head_dim or 8, seed=0))
+        try:
+            with torch.no_grad():
+                self.forward(self.make_inputs(base, device=device, dtype=dtype,
+                                              causal=False))
+        except Exception:  # noqa: BLE001 - the checks report a target that always raises
+            self.cross_detection = det
+            return det
+        for lq, lk in ((3, 6), (6, 3)):
+            ex = replace(base, L_q=lq, L_k=lk)
+            try:
+                with torch.no_grad():
+                    self.forward(self.make_inputs(ex, device=device, dtype=dtype, causal=False))
+            except Exception as exc:  # noqa: BLE001
+                det = {"cross": False, "L_q": lq, "L_k": lk, "exception": type(exc).__name__,
+                       "message": f"self-attention only: tested with L_q = L_k only (the "
+                                  f"target raises {type(exc).__name__} for L_q={lq}, L_k={lk}: "
+                                  f"{str(exc)[:120]}); give --hint cross=true to test "
+                                  "L_q != L_k anyway"}
+                self.cross = False
+                break
+        self.cross_detection = det
+        return det
+
+    def convention_notes(self) -> list[str]:
+        """What was found out about the target's conventions by experiment (not given as
+        hints), one sentence each, for reports."""
+        notes = []
+        pd = self.position_detection
+        if pd is not None and pd.get("kind") not in (None, "none"):
+            notes.append(pd["message"] + " (declare it with --hint positions=...)")
+        cd = self.cross_detection
+        if cd is not None and cd.get("cross") is False:
+            notes.append(cd["message"])
+        return notes
+
+    def needs_position_detection(self) -> bool:
+        """True when no position term was declared and none was looked for yet."""
+        return (self.position_detection is None and self.hints.get("positions") is None
+                and not self.hints.get("rope"))
 
     def mask_note(self) -> str:
         """Short description of the mask convention in use, for check messages."""
@@ -476,8 +562,12 @@ class Target:
             d = fd
         elif self.embed_dim and not self.is_kernel:
             d = max(1, self.embed_dim // H)
-        L_k = ex.L_k if self.allows_cross else ex.L_q
-        return replace(ex, H=H, d=d, L_k=L_k)
+        L_q = ex.L_q
+        L_k = ex.L_k if self.allows_cross else L_q
+        cap = self.hints.get("max_length")
+        if cap:
+            L_q, L_k = min(L_q, cap), min(L_k, cap)
+        return replace(ex, H=H, d=d, L_q=L_q, L_k=L_k)
 
     # ------------------------------------------------------------------ inputs
     def make_inputs(self, ex: Example, *, device: torch.device | str = "cpu",
@@ -582,8 +672,10 @@ class Target:
             return keep
         if self.mask_convention == "blocked":
             return ~keep
+        # transformers' prepared masks: 0 kept, torch.finfo(dtype).min blocked (finite, so a
+        # row with every key blocked is uniform instead of 0/0 = NaN)
         z = torch.zeros(keep.shape, dtype=dtype, device=keep.device)
-        return z.masked_fill(~keep, float("-inf"))
+        return z.masked_fill(~keep, torch.finfo(dtype).min)
 
     def _to_native(self, t: torch.Tensor) -> torch.Tensor:
         if self.is_kernel:
@@ -662,6 +754,8 @@ class Target:
                     kwargs[self.causal_arg] = True
             if self.is_kernel:
                 args = [self._to_native(t) for t in (inputs.q, inputs.k, inputs.v)]
+                if self.convention != "sdpa":
+                    return self._call_convention(obj, args, kwargs, keep, inputs)
             elif self.call == "x":
                 args = [self._to_native(inputs.q)]
             elif self.call == "q_kv":
@@ -692,6 +786,70 @@ class Target:
 
     __call__ = forward
 
+    def _call_convention(self, obj: Any, args: list[torch.Tensor], kwargs: dict[str, Any],
+                         keep: torch.Tensor | None, inputs: Inputs) -> Output:
+        """Kernels with a non-SDPA convention (``Target.convention``)."""
+        ex = inputs.example
+        q, k, v = args
+        names = _param_names(obj.forward if isinstance(obj, nn.Module) else obj)
+        if self.convention == "hf_eager":
+            import types
+
+            from attncheck.dynamic.checks._compare import hint as _hint
+
+            scale = _hint(self, "scale", "softmax_scale")
+            scale = float(scale) if isinstance(scale, (int, float, str)) and \
+                str(scale) != "learned" else 1.0 / (q.shape[-1] ** 0.5)
+            # the module attributes eager_attention_forward reads (transformers source)
+            module = types.SimpleNamespace(num_key_value_groups=q.shape[1] // k.shape[1],
+                                           training=False, scaling=scale,
+                                           is_causal=bool(inputs.causal))
+            marg = self.mask_arg or "attention_mask"
+            kwargs = {key: val for key, val in kwargs.items() if key != self.causal_arg}
+            if inputs.causal and keep is None:  # HF eager is causal only through its mask
+                keep = ~causal_blocked(ex.L_q, ex.L_k, self.alignment, q.device)
+            mask = None if keep is None else self._mask_value(
+                self.native_mask(keep, ex, self.mask_shape or "B1QK"), q.dtype)
+            kwargs[marg] = mask
+            kwargs["scaling" if "scaling" in names or "scaling" not in names and
+                   "scale" not in names else "scale"] = scale
+            if "dropout" in names:
+                kwargs["dropout"] = 0.0
+            raw = obj(module, q, k, v, **kwargs)
+            out, w = self._split_output(raw)
+            if out.dim() == 4:   # (B, L_q, H, d): transformers transposes before returning
+                out = out.transpose(1, 2)
+            return Output(out, self._weights_from_native(w), raw)
+        if self.convention == "varlen":
+            B, H, L_q, d = q.shape
+            L_k = k.shape[-2]
+
+            def pack(t: torch.Tensor) -> torch.Tensor:
+                return t.transpose(1, 2).reshape(-1, t.shape[1], t.shape[-1]).contiguous()
+
+            def cu(L: int) -> torch.Tensor:
+                return torch.arange(0, (B + 1) * L, L, dtype=torch.int32, device=q.device)
+
+            given = {"cu_seqlens_q": cu(L_q), "cu_seqlens_k": cu(L_k), "cu_seqlens": cu(L_q),
+                     "max_seqlen_q": L_q, "max_seqlen_k": L_k, "max_seqlen": L_q}
+            kwargs.update({n: val for n, val in given.items() if n in names})
+            raw = obj(pack(q), pack(k), pack(v), **kwargs)
+            out, w = self._split_output(raw)
+            if out.dim() == 3 and out.shape[0] == B * L_q:
+                out = out.reshape(B, L_q, H, -1).transpose(1, 2)
+            return Output(out, self._weights_from_native(w), raw)
+        # "weights": f(q, k[, mask]) -> (B, H, L_q, L_k); the output is weights @ v
+        if keep is not None and self.mask_arg:
+            kwargs[self.mask_arg] = self._mask_value(
+                self.native_mask(keep, ex, self.mask_shape or "B1QK"), q.dtype)
+        raw = obj(q, k, **kwargs)
+        w, _ = self._split_output(raw)
+        if w.dim() < 2 or w.shape[-1] != ex.L_k:
+            raise TargetOutputError(f"{self.name} returned shape {tuple(w.shape)}: a "
+                                    "weights-only kernel must return (B, H, L_q, L_k) weights")
+        w = self._weights_from_native(w)
+        return Output(self._from_native(w.to(v.dtype) @ v), w, raw)
+
     def expected_out_shape(self, inputs: Inputs) -> tuple[int, ...]:
         """Canonical output shape: kernel ``(B, H, L_q, d_v)``, layers ``(B, L_q, E)``."""
         ex = inputs.example
@@ -715,6 +873,9 @@ class Target:
         reproduction lines: the printed command rebuilds the same target."""
         return " ".join(hint_options(self.hints))
 
+
+#: hints that set a :class:`Target` field of the same name (the others stay in ``Target.hints``)
+_FIELD_HINTS = frozenset(HINTS) & {f.name for f in fields(Target)} - {"obj", "hints"}
 
 #: hints that are not emitted in reproduction lines (display only, or carried by the spec)
 _NOT_REPRODUCED = ("name", "spec", "returns")
@@ -779,6 +940,8 @@ def _detect_layer(m: nn.Module, h: dict[str, Any]) -> dict[str, Any]:
             out["call"] = "q_k_v" if tuple(pn) in _QKV_NAMES else "x"
     if "mask_arg" not in h:
         out["mask_arg"] = next((n for n in _MASK_NAMES if n in names), None)
+        if out["mask_arg"] in _KEY_PADDING_NAMES and "mask_shape" not in h:
+            out["mask_shape"] = "BK"  # (B, L_k): PyTorch's key_padding_mask shape
     if "causal_arg" not in h:
         out["causal_arg"] = next((n for n in _CAUSAL_NAMES if n in names), None)
     if "embed_dim" not in h:
@@ -826,17 +989,18 @@ def target(obj: Any, **hints: Any) -> Target:
 
     Raises :class:`TargetError` for an unusable object or an unknown / invalid hint.
     """
-    all_hints = _normalize_hints({k: v for k, v in hints.items() if v is not None})
+    try:
+        given = validate_hints({k: v for k, v in hints.items() if v is not None})
+    except HintError as exc:
+        raise TargetError(str(exc)) from None
+    all_hints = _normalize_hints(given)
+    if (all_hints.get("num_heads") and all_hints.get("num_kv_heads")
+            and all_hints["num_heads"] % all_hints["num_kv_heads"]):
+        raise TargetError(f"hint num_kv_heads={all_hints['num_kv_heads']}: must divide "
+                          f"num_heads={all_hints['num_heads']} (GQA groups of equal size)")
     # hints that are not Target fields (e.g. "num_kv_heads", "rope", "cache", "scale") are kept
     # in Target.hints for the checks that understand them
-    hints = {k: v for k, v in all_hints.items() if k in HINTS and k not in ("mask", "returns")}
-    for key, allowed in (("kind", KINDS), ("mask_convention", MASK_CONVENTIONS),
-                         ("call", CALLS), ("alignment", ALIGNMENTS),
-                         ("mask_shape", MASK_SHAPES)):
-        if key in hints and hints[key] not in allowed:
-            raise TargetError(f"hint {key}={hints[key]!r}: expected one of {allowed}")
-    if hints.get("kind") == "lm":
-        raise TargetError("kind='lm' (token models) is not supported by attncheck check yet")
+    hints = {k: v for k, v in all_hints.items() if k in _FIELD_HINTS}
     if isinstance(obj, Target):
         merged = dict(obj.hints)
         merged.update(all_hints)
@@ -900,9 +1064,27 @@ def target(obj: Any, **hints: Any) -> Target:
         fn = obj.forward if isinstance(obj, nn.Module) else obj
         names = _param_names(fn)
         kw = _accepts_kwargs(fn)
+        conv = hints.get("convention") or kernel_convention(fn) or "sdpa"
+        if all_hints.get("returns") == "weights":
+            conv = "weights"
+        fields["convention"] = conv
         if "mask_arg" not in hints:
-            fields["mask_arg"] = next((n for n in ("attn_mask", "mask") if n in names),
-                                      None)
+            fields["mask_arg"] = next((n for n in _KERNEL_MASK_NAMES if n in names), None)
+        if conv == "hf_eager":
+            # transformers' prepared mask: additive, (B, 1, L_q, L_k), causal part included
+            fields.setdefault("mask_arg", "attention_mask")
+            fields["mask_arg"] = fields["mask_arg"] or "attention_mask"
+            if "mask_convention" not in hints:
+                fields["mask_convention"] = "additive"
+                fields["mask_detection"] = {
+                    "convention": "additive", "source": "adapter",
+                    "message": "transformers eager attention: additive (B, 1, L_q, L_k) mask"}
+        elif conv == "varlen":
+            fields["mask_arg"] = hints.get("mask_arg")  # packed kernels take no mask
+            if "cu_seqlens" in names and "cu_seqlens_k" not in names and "cross" not in hints:
+                fields["cross"] = False  # one cu_seqlens: self-attention only
+        elif "mask_arg" not in hints and fields.get("mask_arg") in _KEY_PADDING_NAMES:
+            fields.setdefault("mask_shape", "BK")
         if "causal_arg" not in hints:
             fields["causal_arg"] = next((n for n in _CAUSAL_NAMES if n in names), None)
         if fn is torch.nn.functional.scaled_dot_product_attention or (kw and not names - {

@@ -4,10 +4,15 @@ check`` and ``attncheck audit``).
 :func:`render_report` prints a table — check, status, message, key numbers — followed by the
 details (smallest failing example, reproduction line) of every failed / errored check and a
 summary line.  :func:`report_table` returns just the ``rich.table.Table``.
+
+:func:`plain_lines` is the width-independent text for logs (stdout not a terminal, e.g. CI): one
+line per check, ``status check: message [numbers]``, never wrapped or boxed, with the details of
+failed / errored checks indented under their line, then the summary line.
 """
 from __future__ import annotations
 
 import json
+import numbers
 from typing import Any
 
 from rich.console import Console
@@ -16,7 +21,8 @@ from rich.table import Table
 
 from attncheck.results import CheckResult, Report
 
-__all__ = ["render_report", "report_table", "STATUS_STYLE", "summary_line", "format_metrics"]
+__all__ = ["render_report", "report_table", "STATUS_STYLE", "summary_line", "format_metrics",
+           "plain_lines", "resolve_text_format"]
 
 STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold magenta",
                 "warn": "bold yellow", "skip": "dim"}
@@ -47,6 +53,51 @@ def summary_line(report: Report) -> str:
     return f"{verdict}: {', '.join(bits) or 'no checks run'}"
 
 
+def resolve_text_format(fmt: str, stream: Any = None) -> str:
+    """``text`` → ``full`` when ``stream`` (default ``sys.stdout``) is a terminal, else
+    ``concise``; other formats unchanged.  Decided by ``isatty()`` alone: ``FORCE_COLOR``,
+    which CI systems set for colour, must not bring back 80-column tables in their logs."""
+    if fmt != "text":
+        return fmt
+    import sys
+
+    stream = sys.stdout if stream is None else stream
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        tty = False
+    return "full" if tty else "concise"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def plain_lines(report: Report, title: str | None = None, *,
+                show_details: bool = True) -> list[str]:
+    """The report as plain lines that do not depend on the terminal width: ``title`` (default
+    ``attncheck check <target> (device, dtype, mode mode)``), one ``status check: message
+    [numbers]`` line per check (status padded to 5 characters; a message's own line breaks
+    become spaces), the details of each failed / errored check indented by 4 spaces under its
+    line, then :func:`summary_line`."""
+    mode = report.extra.get("mode", "eval")
+    lines = [title or f"attncheck check {report.target} ({report.device}, {report.dtype}, "
+                      f"{mode} mode)"]
+    for r in report.results:
+        line = f"{r.status:<5} {r.check}: {_one_line(r.message)}"
+        numbers = format_metrics(r.metrics)
+        if numbers:
+            line += f" [{numbers}]"
+        lines.append(line)
+        if show_details and r.status in ("fail", "error") and _details(r):
+            lines.extend("    " + d for d in _details(r).splitlines())
+    mc = report.extra.get("mask_convention")
+    if isinstance(mc, dict) and mc.get("source") in ("detected", "failed"):
+        lines.append(f"mask convention: {_one_line(mc.get('message'))}")
+    lines.append(summary_line(report))
+    return lines
+
+
 def report_table(report: Report, title: str | None = None) -> Table:
     """The results as a rich table (columns: check, status, message, numbers)."""
     mode = report.extra.get("mode", "eval")
@@ -75,6 +126,8 @@ def render_report(report: Report, console: Console | None = None, *,
     (default ``attncheck check <target> (device, dtype, mode)``)."""
     console = console or Console()
     console.print(report_table(report, title=title))
+    for note in report.extra.get("conventions") or []:
+        console.print(escape(f"convention: {note}"), style="dim", highlight=False)
     mc = report.extra.get("mask_convention")
     if isinstance(mc, dict) and mc.get("source") in ("detected", "failed"):
         # the mask convention was not given: say what was found (or why masks were not passed)
@@ -98,7 +151,14 @@ def report_json(report: Report) -> str:
 
 
 def _clean(x: Any) -> Any:
-    if isinstance(x, float):
+    """JSON-safe copy: NaN/inf as strings, numbers of other types (NumPy scalars) as Python
+    numbers, anything else that is not JSON as its ``str``."""
+    if isinstance(x, bool) or x is None or isinstance(x, str):
+        return x
+    if isinstance(x, numbers.Integral):
+        return int(x)
+    if isinstance(x, numbers.Real):
+        x = float(x)
         if x != x or x in (float("inf"), float("-inf")):
             return str(x)
         return x

@@ -48,16 +48,20 @@ def dropout_modules(module: nn.Module | None) -> list[tuple[str, float]]:
 def weight_sources(target: Target, inputs: Inputs, out: Output,
                    probe_records: list[Any] | None) -> list[tuple[str, torch.Tensor]]:
     """Attention-weight tensors ``(..., L_q, L_k)`` to judge, with their source names:
-    ``"returned"`` weights, ``"probe:<op>#i"`` softmax / SDPA / MHA records whose last axis has
-    L_k entries (the key axis is taken to be the last one, so a softmax over the wrong axis
-    shows up as rows that do not sum to 1)."""
+    ``"returned"`` weights, ``"probe:<op>#i"`` softmax / SDPA / MHA records whose key axis has
+    L_k entries, with the query and key axes moved last (the key axis is the one the q·kᵀ product puts the keys on —
+    :attr:`AttentionRecord.key_axis`, e.g. axis 2 of ``einsum("bihd,bjhd->bijh")`` — else the
+    last one, so a softmax over the wrong axis shows up as rows that do not sum to 1)."""
     ex = inputs.example
     srcs: list[tuple[str, torch.Tensor]] = []
     if out.weights is not None:
         srcs.append(("returned", out.weights.detach()))
     for r in probe_records or []:
         p = r.probs
-        if p is None or p.dim() < 2 or p.shape[-1] != ex.L_k:
+        if p is None or p.dim() < 2:
+            continue
+        p = r.canonical(p)
+        if p.shape[-1] != ex.L_k:
             continue
         srcs.append((f"probe:{r.kind}#{r.index}", p.detach()))
     return srcs
@@ -65,14 +69,27 @@ def weight_sources(target: Target, inputs: Inputs, out: Output,
 
 def failure_result(ctx, failure, message: str | None = None, metrics: dict | None = None):
     """CheckResult for a :class:`~attncheck.dynamic.strategies.PropertyFailure`: ``"error"``
-    when the target raised (the reason is the exception), ``"fail"`` otherwise (also for a
+    when the target raised (the reason is the exception) or attncheck itself did (metric
+    ``internal_error`` True, message asking to report it), ``"fail"`` otherwise (also for a
     wrong return type, ``TargetOutputError``)."""
     from attncheck.dynamic.targets import TargetOutputError
+
+    from attncheck.dynamic.base import INTERNAL_ERROR, raised_by_attncheck
 
     err = failure.error
     m = dict(failure.data)
     m.update(metrics or {})
+    if err is not None and raised_by_attncheck(err):
+        return ctx.result("error", f"{INTERNAL_ERROR}: {type(err).__name__}: {err}",
+                          metrics=dict(m, exception=type(err).__name__, internal_error=True),
+                          details=_traceback(err), example=failure.example)
     if err is not None and not isinstance(err, TargetOutputError):
         return ctx.result("error", f"the target raised {type(err).__name__}: {err}",
                           metrics=dict(m, exception=type(err).__name__), example=failure.example)
     return ctx.result("fail", message or failure.message, metrics=m, example=failure.example)
+
+
+def _traceback(exc: BaseException) -> str:
+    import traceback
+
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-8:])

@@ -28,6 +28,7 @@ import torch
 
 from attncheck.dynamic.base import RunContext, register_check
 from attncheck.dynamic.checks._compare import compare, hint
+from attncheck.dynamic.probe import sdpa_reference
 from attncheck.dynamic.targets import Inputs, Target
 from attncheck.results import CheckResult
 
@@ -77,6 +78,7 @@ def check_kv_cache(target: Target, ctx: RunContext) -> CheckResult:
                                "example": ex.as_dict()}
     steps_diff: list[Any] = []
     bad: list[str] = []
+    top_left_like = False
     with torch.no_grad():
         full = target(full_in).out
         if target.is_kernel:
@@ -91,6 +93,8 @@ def check_kv_cache(target: Target, ctx: RunContext) -> CheckResult:
                 cmp = compare(out, full[:, :, t0:t1], atol, rtol)
                 steps_diff.append([t0, t1, cmp.max_abs if cmp.max_abs != float("inf") else "inf"])
                 if not cmp.ok and not bad:
+                    _, _, tl = sdpa_reference(q, k, v, None, True, None, False)
+                    top_left_like = bool(compare(out, tl, atol * 10, rtol * 10).ok)
                     bad.append(f"decode step queries {t0}..{t1 - 1} over {t1} cached keys "
                                f"(L_q={t1 - t0} < L_k={t1}) differs from the full forward "
                                f"(max |Δ|={cmp.max_abs:.3g})")
@@ -120,9 +124,22 @@ def check_kv_cache(target: Target, ctx: RunContext) -> CheckResult:
     worst = max((s[2] if s[2] != "inf" else float("inf")) for s in steps_diff)
     metrics["max_abs_diff"] = worst if worst != float("inf") else "inf"
     if bad:
-        return ctx.result("fail", bad[0] + " — with L_q < L_k the causal mask must be aligned "
-                                           "bottom-right (SDPA's is_causal is top-left: pass an "
-                                           "explicit mask or is_causal=False for 1-token steps)",
-                          metrics, example=ex)
+        from attncheck.dynamic.positions import describe, position_kind
+
+        pos = position_kind(target)
+        if target.is_kernel and top_left_like:
+            why = (" — the decode step matches SDPA's top-left causal alignment: with L_q < L_k "
+                   "the causal mask must be aligned bottom-right (pass an explicit mask or "
+                   "is_causal=False for 1-token steps)")
+        elif pos is not None and pos["kind"] != "none":
+            metrics["position_term"] = pos["kind"]
+            why = (f" — the target has a {describe(pos)}: the positions of the new tokens must "
+                   "continue from the cache length (a position offset or cache position "
+                   "ignored on decode?), and the causal mask must be aligned bottom-right")
+        else:
+            why = (" — with L_q < L_k the causal mask must be aligned bottom-right (SDPA's "
+                   "is_causal is top-left: pass an explicit mask or is_causal=False for 1-token "
+                   "steps), and positions must continue from the cache length")
+        return ctx.result("fail", bad[0] + why, metrics, example=ex)
     return ctx.result("pass", f"prefill {PREFILL} + {L - PREFILL} decode steps reproduce the "
                               f"full forward (max |Δ|={worst:.3g})", metrics)

@@ -17,6 +17,10 @@ a mask (in its convention: the ``mask_convention`` hint, else detected empirical
 ``warn`` with the reason), a random keep-mask (key 0 always kept, so no row is fully masked);
 their weights must be exactly 0 (``exp(-inf) = 0``; a -1e9 fill underflows to exactly 0 as well).
 
+A query with no visible key (bottom-right causal alignment with L_q > L_k; a fully masked row)
+has no distribution to normalise: its row is not required to sum to 1 (SDPA / flash-attention
+return 0 there); the ``finite`` check still reports NaN.
+
 Tolerance on row sums (dtype): fp64 1e-10, fp32 1e-4, fp16 1e-2, bf16 2e-2.  Weights must be
 ≥ -tol.  A layer whose weights cannot be observed (no returned weights, nothing captured) is
 reported as ``skip`` with the reason ("not observable"), never as a pass.
@@ -58,6 +62,14 @@ def _judge(name: str, w: torch.Tensor, blocked: torch.Tensor | None, tol: float,
         return f"{name} weights contain NaN", {"nan": int(torch.isnan(w).sum())}
     mn = float(w.min())
     sums = w.sum(-1)
+    empty = _empty_rows(blocked, w, ex)
+    if empty is not None and bool(empty.any()):
+        # a query with no visible key (bottom-right alignment with L_q > L_k, a fully padded
+        # row): there is no distribution to normalise; SDPA and flash-attention return 0
+        # (weights all 0), HF eager attention a uniform row — both accepted, the row is not
+        # required to sum to 1
+        m["empty_rows"] = int(empty.sum())
+        sums = torch.where(empty, torch.ones_like(sums), sums)
     err = float((sums - 1).abs().max())
     m.update(min_weight=mn, max_row_sum_error=err)
     if mn < -tol:
@@ -81,6 +93,22 @@ def _judge(name: str, w: torch.Tensor, blocked: torch.Tensor | None, tol: float,
         except RuntimeError:
             pass
     return None, m
+
+
+def _empty_rows(blocked: torch.Tensor | None, w: torch.Tensor, ex: Example
+                ) -> torch.Tensor | None:
+    """Bool, shaped like ``w.sum(-1)``: rows whose keys are all blocked; None if unknown."""
+    if blocked is None or w.dim() < 2 or tuple(w.shape[-2:]) != (ex.L_q, ex.L_k):
+        return None
+    b = blocked
+    if b.dim() == 4 and w.dim() != 4:
+        if b.shape[0] != 1 or b.shape[1] != 1:
+            return None
+        b = b[0, 0]
+    try:
+        return torch.broadcast_to(b.to(w.device), w.shape).all(dim=-1)
+    except RuntimeError:
+        return None
 
 
 @register_check("normalization", description="weights ≥ 0, rows sum to 1, masked keys exactly 0")

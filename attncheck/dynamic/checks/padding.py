@@ -88,9 +88,7 @@ def _rows(t: torch.Tensor, b: int, qdim: int, rows: list[int]) -> torch.Tensor:
                             "the unpadded run of each sample")
 def check_padding(target: Target, ctx: RunContext) -> CheckResult:
     """Key padding: perturbation of padded keys, unpadded equivalence, degenerate rows."""
-    side = str(hint(target, "padding_side", default="right")).lower()
-    if side not in ("left", "right"):
-        return ctx.result("error", f"hint padding_side={side!r}: expected 'left' or 'right'")
+    side = hint(target, "padding_side", default="right")  # "left" / "right": the hint registry
     lengths = list(LENGTHS_KERNEL if target.is_kernel else LENGTHS_SELF)
     B, L = len(lengths), L_PAD
     ex = ctx.example(target, B=B, L_q=L, L_k=L)

@@ -13,8 +13,10 @@ the dtype tolerance (fp32 atol 1e-5, rtol 1e-4; DESIGN §3):
 
 No mask is passed.  Skipped with the reason for causal targets (``causal=True``, or detected:
 SDPA ``is_causal=True`` / a triangular zero pattern in the probe) and targets that declare
-positions (hint ``positional=True``: RoPE, absolute or relative position embeddings; detected
-from parameter / buffer / submodule names such as ``relative_attention_bias``, ``rotary``,
+positions (hint ``positions=`` absolute / rotary / alibi / relative, see
+:mod:`attncheck.dynamic.positions`, or ``positional=True``; an additive relative-position bias
+found in the logits by :func:`~attncheck.dynamic.positions.detect_positions`; or
+parameter / buffer / submodule names such as ``relative_attention_bias``, ``rotary``,
 ``inv_freq``, ``pos_embed`` unless ``positional=False``).
 Catches heads split with a bare ``view`` (tokens mixed into heads), layout mix-ups
 (``(B, H, L, d)`` fed to a ``(B, L, H, d)`` kernel) and head merges without transpose.
@@ -80,6 +82,19 @@ def detected_positions(target: Target) -> str | None:
 def _applies(target: Target) -> bool | str:
     if target.causal is True:
         return "causal target: a causal mask is not permutation equivariant"
+    from attncheck.dynamic.positions import describe, position_kind
+
+    if hint(target, "positional") is False:
+        return True   # "check anyway"
+    try:
+        decl = position_kind(target)
+    except ValueError:
+        decl = None
+    if decl is not None and decl["kind"] != "none":
+        return (f"the target has a position term — {describe(decl)}: not permutation "
+                "equivariant by design")
+    if decl is not None and decl["kind"] == "none":
+        return True
     pos = hint(target, "positional")
     if pos:
         return "the target declares positions (positional=True): not permutation equivariant"

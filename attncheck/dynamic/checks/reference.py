@@ -10,6 +10,13 @@ flag (with the target's alignment), ``scale`` hint (default ``1/√head_dim``) a
 property is RoPE's: q·kᵀ depends on relative positions only (Su et al. 2021, RoFormer §3.4), so
 the output must not change when every position is shifted (``NAME = 0`` vs ``3`` and ``17``).
 
+Declared conventions: ``positions="alibi"`` adds the ALiBi bias ``−m_h·|i' − j|`` (declared
+``slopes``, else measured, else ``2^(−8h/H)``) to the reference; a relative or absolute position
+term (declared or detected, :mod:`attncheck.dynamic.positions`) cannot be rebuilt, so such kernels
+are judged like layers, through the computations the probe captures; ``qk_norm="l2"`` compares
+with SDPA on L2-normalised q and k (cosine attention, at the declared ``scale``); ``scale=
+"learned"`` compares at the kernel's own measured scale.
+
 **Layers** — the forward runs under the :class:`~attncheck.dynamic.probe.Probe`:
 
 - every SDPA call: its output vs the float64 recomputation from its own arguments; and, when the
@@ -175,6 +182,24 @@ def _applies(target: Target) -> bool | str:
 def _kernel(target: Target, ctx: RunContext) -> CheckResult:
     if hint(target, "rope"):
         return _rope(target, ctx)
+    from attncheck.dynamic.positions import describe, position_kind
+
+    pos = position_kind(target)
+    if pos is not None and pos["kind"] == "rotary":
+        return ctx.result("skip", f"{describe(pos)}: plain SDPA is no reference after RoPE; "
+                                  "give rope={'offset_arg': NAME} to test that q·kᵀ depends on "
+                                  "relative positions only")
+    if pos is not None and pos["kind"] in ("relative", "absolute"):
+        # a learned bias cannot be rebuilt: judge the attention the probe captures instead
+        res = _layer(target, ctx)
+        res.message = f"{describe(pos)}: captured computations compared — {res.message}"
+        return res
+    alibi = pos if pos is not None and pos["kind"] == "alibi" else None
+    qk_norm = hint(target, "qk_norm")
+    if isinstance(qk_norm, str) and qk_norm.lower() not in ("l2", "true", "cosine"):
+        return ctx.result("skip", f"qk_norm={qk_norm!r}: the kernel reference knows L2 "
+                                  "normalisation only (qk_norm=l2); a learned norm is judged "
+                                  "on layers through the captured attention")
     atol, rtol = ctx.tolerances
     hkv = hint(target, "num_kv_heads", "num_key_value_heads")
     causal = target.causal is True
@@ -207,8 +232,22 @@ def _kernel(target: Target, ctx: RunContext) -> CheckResult:
         mask = None if blocked is None else ~blocked
         if mask is not None:
             mask = mask.expand(ex.B, 1, ex.L_q, ex.L_k) if mask.dim() == 4 else mask
-        scale = _expected_scale(target, ex.d) if not _learned_scale(target) else None
-        _, _, ref = sdpa_reference(inputs.q, inputs.k, inputs.v, mask, False, scale, gqa)
+        if alibi is not None:
+            mask = _with_alibi(mask, alibi, target, ex, inputs.q.device)
+        scale = _expected_scale(target, ex.d)
+        if _learned_scale(target):
+            # a learned temperature: compare at the target's own, measured scale
+            from attncheck.dynamic.checks.scale import own_scale
+
+            scale = own_scale(target, inputs)
+            if scale is None:
+                raise Fail("scale='learned': the target's own logits scale is not observable "
+                           "(no softmax over q·kᵀ seen and the V = identity weights do not "
+                           "follow softmax(s·q·kᵀ)), so no reference at its temperature exists")
+        rq, rk = inputs.q, inputs.k
+        if qk_norm:  # cosine attention: L2-normalised q and k (Henry et al. 2020)
+            rq, rk = (F.normalize(t.detach().double(), dim=-1) for t in (rq, rk))
+        _, _, ref = sdpa_reference(rq, rk, inputs.v, mask, False, scale, gqa)
         if tuple(out.shape) != tuple(ref.shape):
             raise Fail(f"output shape {tuple(out.shape)} ≠ reference {tuple(ref.shape)}")
         base = None
@@ -226,8 +265,14 @@ def _kernel(target: Target, ctx: RunContext) -> CheckResult:
                           f"{m['bound']:.3g}" if "bound" in m else
                           f"atol {atol:g}, rtol {rtol:g}")
                        + f"; reference: scale={scale:.4g}"
+                       + (" (the target's own learned temperature)"
+                          if _learned_scale(target) else "")
                        + (f", GQA {ex.H}/{hkv} heads (repeat_interleave)" if gqa else "")
                        + (", causal" if causal else "") + (", masked" if keep is not None else "")
+                       + (", L2-normalised q and k (qk_norm)" if qk_norm else "")
+                       + (f", {describe(alibi)} with slopes "
+                          f"{[round(x, 4) for x in _slopes(alibi, ex.H)][:4]}"
+                          + ("…" if ex.H > 4 else "") if alibi is not None else "")
                        + ")")
             err.data = dict(m, gqa=gqa, masked=keep is not None)
             raise err
@@ -249,6 +294,31 @@ def _kernel(target: Target, ctx: RunContext) -> CheckResult:
                               f"reference (max |Δ|={worst['max_abs_diff']:.3g}"
                               + (f", error ratio {worst['error_ratio']:.3g}"
                                  if ctx.dtype in _LOW else "") + ")", metrics)
+
+
+def _slopes(pos: dict[str, Any], H: int) -> list[float]:
+    """ALiBi slopes: declared (``positions={"kind": "alibi", "slopes": [..]}``), measured by
+    detection when they fit H heads, else the paper's ``2^(−8h/H)``."""
+    from attncheck.dynamic.positions import alibi_slopes
+
+    for key in ("slopes", "measured_slopes"):
+        sl = pos.get(key)
+        if isinstance(sl, (list, tuple)) and len(sl) == H:
+            return [float(x) for x in sl]
+    return alibi_slopes(H)
+
+
+def _with_alibi(mask: torch.Tensor | None, pos: dict[str, Any], target: Target, ex: Example,
+                device: Any) -> torch.Tensor:
+    """The reference mask as an additive float64 ``(B, H, L_q, L_k)`` mask holding the ALiBi
+    bias (``−m_h·|i' − j|``, the target's alignment), ``-inf`` where ``mask`` blocks."""
+    from attncheck.dynamic.positions import alibi_bias
+
+    bias = alibi_bias(ex.H, ex.L_q, ex.L_k, target.alignment, _slopes(pos, ex.H),
+                      device=device).unsqueeze(0).expand(ex.B, ex.H, ex.L_q, ex.L_k)
+    if mask is None:
+        return bias
+    return bias.masked_fill(~mask, float("-inf"))
 
 
 def _inferred_causal(target: Target, ctx: RunContext) -> str | None:
@@ -316,8 +386,10 @@ def _rope(target: Target, ctx: RunContext) -> CheckResult:
     worst = {"diff": 0.0}
 
     def prop(ex: Example) -> Any:
-        if ex.d % 2:  # rotary embeddings rotate pairs of features: even head_dim
-            ex = target.fit_example(replace(ex, d=ex.d + 1))
+        if ex.d % 2 or ex.d < 4:
+            # rotary embeddings rotate pairs of features: an even head_dim, and at least two
+            # pairs, since with one pair the interleaved and split-half layouts coincide
+            ex = target.fit_example(replace(ex, d=max(4, ex.d + ex.d % 2)))
         inputs = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype)
         with torch.no_grad():
             base = target(inputs).out
@@ -419,27 +491,27 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
         elif r.kind == "softmax" and r.effective_scale and r.logits is not None \
                 and r.probs is not None and r.logits.dim() >= 2:
             exp = _expected_scale(target, r.head_dim) or r.effective_scale
-            lg = r.logits.detach().to(torch.float64)
+            lg = r.canonical(r.logits.detach().to(torch.float64))
             masked = ~torch.isfinite(lg) | (lg <= MASK_THRESHOLD)
             raw = torch.where(masked, torch.zeros_like(lg), lg / r.effective_scale)
             ref = torch.softmax((raw * exp).masked_fill(masked, float("-inf")), dim=-1)
             ref = ref.nan_to_num(nan=0.0)
-            probs = r.probs.detach()
+            probs = r.canonical(r.probs.detach())
             full = masked.all(dim=-1, keepdim=True).expand_as(masked)
             probs_c = torch.where(full, torch.zeros_like(probs), probs)
             ok, m = judge(probs_c, ref, r.dtype, *_tol(r.dtype, atol, rtol), None)
             entry = {"record": f"softmax#{r.index}",
                      "what": "captured probabilities vs softmax(q·kᵀ·scale) over the key axis",
                      "effective_scale": r.effective_scale, "expected_scale": exp,
-                     "softmax_dim": r.dim, "key_axis": lg.dim() - 1, **m}
+                     "softmax_dim": r.dim, "key_axis": r.key_axis, **m}
             compared.append(entry)
             if not ok:
                 why = []
                 if abs(r.effective_scale - exp) > SCALE_RTOL * exp:
                     why.append(f"logits scaled by {r.effective_scale:.4g}, reference "
                                f"{exp:.4g} = 1/√{r.head_dim}")
-                if r.dim != lg.dim() - 1:
-                    why.append(f"softmax over dim {r.dim}, not the key axis {lg.dim() - 1}")
+                if r.dim != r.key_axis:
+                    why.append(f"softmax over dim {r.dim}, not the key axis {r.key_axis}")
                 problems.append(f"softmax #{r.index}: attention weights differ from the "
                                 f"reference (max |Δ|={m['max_abs_diff']})"
                                 + (f": {'; '.join(why)}" if why else ""))

@@ -24,6 +24,11 @@ fail       ``saturated_share > 0.20`` or ``entropy_norm_mean < 0.60``
 warn       ``saturated_share > 0.05`` or ``entropy_norm_mean < 0.70``
 =========  ==========================================================
 
+Declared temperature (hint ``scale=<number>``, e.g. qk-norm attention whose logits are
+cosine similarities times a fixed 10, T5's unscaled ``scale=1.0``) is judged like a learned one:
+the temperature is a design choice, so the entropy thresholds do not apply and the verdict is the
+dead-gradient share below.
+
 Learned temperature (hint ``scale="learned"``, e.g. Swin V2 cosine attention, whose logits are
 cosine similarities times a learned ``logit_scale.exp()`` initialised at 10): the entropy and
 saturated-share thresholds above assume logits scaled by 1/√d_k to unit variance, a premise the
@@ -143,10 +148,11 @@ def _verdict(st: dict[str, Any]) -> str:
     return "pass"
 
 
-def _learned(target: Target) -> bool:
+def _declared(target: Target) -> Any:
+    """The declared temperature (``scale`` hint: a number or ``"learned"``), or None."""
     from attncheck.dynamic.checks.scale import declared_scale
 
-    return isinstance(declared_scale(target), str)
+    return declared_scale(target)
 
 
 def _learned_verdict(st: dict[str, Any]) -> str:
@@ -222,7 +228,8 @@ def check_saturation(target: Target, ctx: RunContext) -> CheckResult:
         return ctx.result("skip", f"not observable: {why}",
                           {"not_observable": list(probe.not_observable)})
     worst_name, worst = min(sources, key=lambda s: s[1]["entropy_norm_mean"])
-    learned = _learned(target)
+    decl = _declared(target)
+    learned = decl is not None
     if learned:
         worst_name, worst = max(sources, key=lambda s: s[1]["dead_gradient_share"])
         status = _learned_verdict(worst)
@@ -249,16 +256,22 @@ def check_saturation(target: Target, ctx: RunContext) -> CheckResult:
             f"(uniform {worst['jacobian_fro_uniform']:.3g})")
     where = f" in {worst_name}" if len(sources) > 1 else ""
     if learned:
-        metrics["scale"] = "learned"
+        metrics["scale"] = decl
         metrics["judged_by"] = "dead_gradient_share"
         dead = f"{worst['dead_gradient_share']:.0%} of rows with ‖J‖_F < {DEAD_JACOBIAN:g}"
-        if status == "pass":
-            msg = (f"learned temperature (scale='learned'): gradients reach the logits and the "
-                   f"temperature{where} ({dead}); entropy thresholds not applied: {desc}")
+        what = ("learned temperature (scale='learned')" if isinstance(decl, str) else
+                f"declared temperature (scale={decl:g})")
+        if isinstance(decl, str):
+            reach, none = "the logits and the temperature", "neither the logits nor the " \
+                "temperature get a gradient"
         else:
-            msg = (f"learned temperature (scale='learned'): {dead}{where} — the softmax "
-                   f"Jacobian is ~0 there, so neither the logits nor the temperature get a "
-                   f"gradient; {desc}")
+            reach, none = "the logits", "the logits get no gradient"
+        if status == "pass":
+            msg = (f"{what}: gradients reach {reach}{where} ({dead}); entropy thresholds "
+                   f"not applied: {desc}")
+        else:
+            msg = (f"{what}: {dead}{where} — the softmax Jacobian is ~0 there, so {none}; "
+                   f"{desc}")
         return ctx.result(status, msg, metrics, example=ex if status == "fail" else None)
     if status == "pass":
         msg = f"not saturated at init{where}: {desc}"

@@ -47,7 +47,7 @@ from attncheck.dynamic.probe import Probe
 from attncheck.dynamic.targets import Target
 from attncheck.results import CheckResult
 
-__all__ = ["SCALE_RTOL", "check_scale", "classify_scale", "declared_scale"]
+__all__ = ["SCALE_RTOL", "check_scale", "classify_scale", "declared_scale", "own_scale"]
 
 SCALE_RTOL = 0.02
 MIN_R2 = 0.999
@@ -114,6 +114,47 @@ def declared_scale(target: Target) -> Any:
     return v
 
 
+def own_scale(target: Target, inputs: Any) -> float | None:
+    """The logits scale ``s`` (``logits = s · q·kᵀ``) the target applies on ``inputs``, measured:
+    the first probe record with an effective scale, else (kernels) the log-probability fit on
+    V = identity weights (R² ≥ ``MIN_R2``); None when neither is observable.  Used where the
+    target declares ``scale="learned"`` and is judged at its own temperature."""
+    with torch.no_grad():
+        with Probe() as probe:
+            target(inputs)
+    for r in probe.records:
+        if r.effective_scale is not None:
+            return float(r.effective_scale)
+    if not target.is_kernel:
+        return None
+    from attncheck.dynamic.opaque import (
+        OpaqueKernelError,
+        fit_scale_from_probs,
+        target_probs_via_identity,
+    )
+    try:
+        with torch.no_grad():
+            fit = fit_scale_from_probs(target_probs_via_identity(target, inputs), inputs.q,
+                                       inputs.k)
+    except OpaqueKernelError:
+        return None
+    return float(fit[0]) if fit is not None and fit[1] >= MIN_R2 else None
+
+
+def _toeplitz_scale(lg: torch.Tensor, qk: torch.Tensor) -> float | None:
+    """Least-squares ``s`` in ``lg = s·qk + T(i − j)`` (diagonal means removed from both)."""
+    from attncheck.dynamic.positions import _diag_means
+    from attncheck.dynamic.probe import MASK_THRESHOLD
+
+    valid = torch.isfinite(lg) & (lg > MASK_THRESHOLD)
+    lg0 = torch.where(valid, lg, torch.zeros_like(lg))
+    a = torch.where(valid, lg0 - _diag_means(lg0, valid), torch.zeros_like(lg))
+    b = torch.where(valid, qk - _diag_means(qk, valid), torch.zeros_like(qk))
+    den = float((b * b).sum())
+    s = float((a * b).sum()) / den if den > 0 else 0.0
+    return s if s > 0 and math.isfinite(s) else None
+
+
 def _applies(target: Target) -> bool | str:
     return True
 
@@ -144,8 +185,24 @@ def check_scale(target: Target, ctx: RunContext) -> CheckResult:
     learned = isinstance(decl, str)
     expected = None if (decl is None or learned) else float(decl)
 
+    from attncheck.dynamic.positions import TOEPLITZ_RTOL, toeplitz_bias
+
     found: list[dict[str, Any]] = []
+    biased = 0
     for r in probe.records:
+        if r.effective_scale is None and isinstance(r.extra.get("qk_product"), torch.Tensor) \
+                and r.logits is not None:
+            # logits = s·q·kᵀ + T(i − j): an additive relative-position bias (T5, ALiBi)
+            got = toeplitz_bias(r.canonical(r.logits), r.canonical(r.extra["qk_product"]))
+            qk = r.canonical(r.extra["qk_product"]).double()
+            lg = r.canonical(r.logits).double()
+            if got is not None and got[1] <= TOEPLITZ_RTOL:
+                s_fit = _toeplitz_scale(lg, qk)
+                if s_fit:
+                    biased += 1
+                    r.effective_scale = s_fit * float(r.extra.get("qk_factor", 1.0))
+                    r.head_dim = int(r.extra.get("qk_contracted") or 0) or None
+                    r.scale_source = "matmul + relative position bias"
         if r.effective_scale is None or not r.head_dim:
             continue
         H = _heads_for(r, target, ex)
@@ -187,8 +244,14 @@ def check_scale(target: Target, ctx: RunContext) -> CheckResult:
     if not found:
         unfit = [r for r in probe.records if "qk_matmul" in r.extra and r.effective_scale is None]
         if unfit:
+            from attncheck.dynamic.positions import describe, position_kind
+
+            pos = position_kind(target)
+            cause = (f"the {describe(pos)} is added to them" if pos and pos["kind"] in (
+                "relative", "alibi") else "an additive position bias that is not a function "
+                "of i − j only, or a non-scalar scale?")
             why = (f"{len(unfit)} softmax(es) over a q·kᵀ product whose logits are not "
-                   "proportional to it (an additive position bias or a non-scalar scale?)")
+                   f"proportional to it ({cause})")
         else:
             why = ", ".join(probe.not_observable) or (
                 "no SDPA call and no softmax whose input is a scaled q·kᵀ product "
