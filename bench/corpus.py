@@ -53,6 +53,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -101,12 +102,19 @@ def _norm_dist(name: str) -> str:
 
 
 def _archive(dl: Path, name: str, version: str) -> Path | None:
-    stem = f"{_norm_dist(name)}-{version}"
+    """The wheel or sdist of ``name==version`` in ``dl`` (``NAME-VERSION-….whl`` or
+    ``NAME-VERSION.tar.gz``, the name in either spelling)."""
     for p in sorted(dl.iterdir()) if dl.is_dir() else ():
-        n = p.name.lower().replace("-", "_", 1) if p.is_file() else ""
-        if n.startswith(stem.lower() + "-") or n.startswith(stem.lower() + "."):
-            if p.suffix in (".whl", ".gz", ".zip"):
-                return p
+        if not p.is_file() or not p.name.endswith((".whl", ".tar.gz", ".zip")):
+            continue
+        stem = p.name[:-len(".tar.gz")] if p.name.endswith(".tar.gz") else p.name.rsplit(".", 1)[0]
+        # the version is the first dash-separated part that starts with a digit
+        parts = stem.split("-")
+        vi = next((i for i, x in enumerate(parts) if i and x[:1].isdigit()), None)
+        if vi is None:
+            continue
+        if _norm_dist("-".join(parts[:vi])) == _norm_dist(name) and parts[vi] == version:
+            return p
     return None
 
 
@@ -128,19 +136,23 @@ def fetch(name: str, version: str, extra: tuple[str, ...], cache: Path, offline:
         arch = _archive(dl, name, version)
         if arch is None:
             raise SystemExit(f"corpus: pip saved no archive of {name}=={version} in {dl}")
-    dest.mkdir(parents=True, exist_ok=True)
-    if arch.suffix == ".whl" or arch.suffix == ".zip":
+    tmp = dest.with_name(dest.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if arch.name.endswith((".whl", ".zip")):
         with zipfile.ZipFile(arch) as z:
-            z.extractall(dest)
+            z.extractall(tmp)
     else:
         with tarfile.open(arch) as t:
-            t.extractall(dest, filter="data")
+            t.extractall(tmp, filter="data")
         # an sdist unpacks to NAME-VERSION/...; drop that level so paths read as in a wheel
-        inner = [p for p in dest.iterdir()]
+        inner = list(tmp.iterdir())
         if len(inner) == 1 and inner[0].is_dir():
             for child in list(inner[0].iterdir()):
-                child.rename(dest / child.name)
+                child.rename(tmp / child.name)
             inner[0].rmdir()
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
     (dest / ".unpacked").write_text(arch.name + "\n")
     return dest
 
