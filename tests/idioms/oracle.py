@@ -91,6 +91,23 @@ def lint_codes(v: Variant) -> list[str]:
                    if f.severity != "info"})
 
 
+def region_and_whole(v: Variant) -> tuple[list[dict], list[dict]]:
+    """All enabled rules' findings from a region parse (every file size) and a whole-file parse."""
+    from attncheck.lint import regions
+    from attncheck.lint.engine import Layer, all_rules, lint_text, resolve_selection
+
+    registry = all_rules()
+    enabled = resolve_selection(registry, [Layer(select=("ALL",))])
+    saved = regions.MIN_LINES
+    regions.MIN_LINES = 0
+    try:
+        part, whole = (lint_text(v.source, f"idiom_{v.seed}.py", enabled, registry, regions=r).findings
+                       for r in (True, False))
+        return [f.to_dict() for f in part], [f.to_dict() for f in whole]
+    finally:
+        regions.MIN_LINES = saved
+
+
 @dataclass
 class Outcome:
     variant: Variant

@@ -196,6 +196,14 @@ class IndicesVal:
 
 
 @dataclass(frozen=True)
+class InstanceRef:
+    """``self`` of a method of ``cls``, also when passed to a function (Hugging Face
+    ``eager_attention_forward(self, ...)`` reads ``module.<buffer>``)."""
+
+    cls: Any
+
+
+@dataclass(frozen=True)
 class ModuleRef:
     """An ``nn.Module`` instance of a known class (``mha``, ``softmax`` or ``passthrough``:
     dropout / identity)."""
@@ -1667,6 +1675,8 @@ class _Analyzer:
         if t is _Name:
             if node.value in env:
                 return env[node.value]
+            if node.value == "self" and self.current is not None and self.current.cls is not None:
+                return InstanceRef(self.current.cls)
             if node.value in ("True", "False"):
                 return Fill("literal", 1.0 if node.value == "True" else 0.0, node, is_bool=True)
             if node.value in self.globals:
@@ -1725,6 +1735,11 @@ class _Analyzer:
                 return inner.with_pattern(p_transpose(inner.pattern))
         if attr == "data":
             return self._ev(node.value, env, node)
+        if type(node.value) is _Name and node.value.value != "self":
+            base = env.get(node.value.value)
+            if isinstance(base, InstanceRef):  # module.<attr> of a module passed in
+                v = self.class_attr(base.cls, attr)
+                return v if isinstance(v, (MaskVal, Fill)) else None
         return None
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:

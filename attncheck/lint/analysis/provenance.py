@@ -1054,6 +1054,8 @@ class _Frame:
         if t is cst.BooleanOperation:
             a = self.eval(node.left)
             b = self.eval(node.right)
+            if type(node.operator) is cst.Or and (a is NONE or self._defaults_to_none(a)):
+                return b  # scale = scale or d ** -0.5: the fallback is the default
             return _join(a, b)
         if t in (cst.GeneratorExp, cst.ListComp):
             return self.eval_comp(node)
@@ -1063,6 +1065,14 @@ class _Frame:
             self.eval(node.left)
             return UNK
         return UNK
+
+    def _defaults_to_none(self, v: Any) -> bool:
+        """``v`` is a parameter of the function being run whose default is ``None``."""
+        if not isinstance(v, _ParamRef) or v.glob or not self.an.stack:
+            return False
+        ps = self.an.stack[-1].params
+        return any(p.name.value == v.name and type(p.default) is cst.Name and p.default.value == "None"
+                   for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params))
 
     def eval_comp(self, node: Any) -> Any:
         comp = node.for_in
