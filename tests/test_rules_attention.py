@@ -607,3 +607,20 @@ def test_softmax_map_over_queries_never_used_with_values_is_not_attention():
     ''')
     assert only_codes(src.format(ret="soft")) == set()
     assert only_codes(src.format(ret="soft @ key")) == {"ATT301"}
+
+
+@pytest.mark.parametrize("read", ["q.size(-1)", "q.shape[-1]", "k.size(-1)", "key.shape[-1]"])
+@pytest.mark.parametrize("expr, expected", [
+    ("s = q @ k.transpose(-2, -1) / {d}", {"ATT103"}),
+    ("s = q @ k.transpose(-2, -1) * math.sqrt({d})", {"ATT105"}),
+    ("s = q @ k.transpose(-2, -1) * {d} ** -0.5", set()),
+    ("s = q @ k.transpose(-2, -1) / math.sqrt({d})", set()),
+])
+def test_head_dim_read_inline_off_q_or_k(read, expr, expected):
+    """The head dim written inline as the last axis of the kernel's own q or k (no local name)
+    is the contraction width: dividing by it is unrooted, multiplying by its root inverted."""
+    names = ("query", "key") if read.startswith("key") else ("q", "k")
+    body = expr.format(d=read).replace("q @ k", f"{names[0]} @ {names[1]}")
+    src = (f"import math\n\n\ndef attend({names[0]}, {names[1]}, v):\n    {body}\n"
+           f"    return s.softmax(dim=-1) @ v\n")
+    assert only_codes(src) == expected

@@ -131,7 +131,11 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
         return None
     d, e = total.pows[0]
     role = d.role
-    own = d == qlast or d == klast
+    # the contraction width of q·kᵀ read off q or k itself (q.size(-1), k.shape[-1] inline):
+    # whatever the layout, 1/√ of it is the dot-product scale (Vaswani et al. 2017, §3.2.1)
+    read_off = {f"{t.pname}.shape[-1]" for t in (q, k)
+                if t is not None and t.origin == "param" and t.pname}
+    own = d == qlast or d == klast or d.text in read_off
     if own or d.text in ("q.size(-1)",):
         role = "d"
     shown = f"{d.text}{_fmt(d.value)}"
