@@ -738,7 +738,10 @@ def _stop_workers(pool) -> None:
     else:
         for proc in list((getattr(pool, "_processes", None) or {}).values()):
             proc.kill()
-    pool.shutdown(wait=False, cancel_futures=True)
+    # No cancel_futures: the pool's manager thread fails the pending futures itself once it sees
+    # the killed workers, and on Python < 3.12 it raises InvalidStateError (a thread traceback on
+    # stderr) for a future that was cancelled meanwhile.  Waiting is short: the workers are dead.
+    pool.shutdown(wait=True)
 
 
 def _worker_init(parent: int) -> None:
@@ -890,12 +893,15 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
         can_block = hasattr(signal, "pthread_sigmask")
         mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if can_block else None
         try:
-            try:
-                results = pool.map(_run_work, work, chunksize=max(1, len(work) // (jobs * 8)))
+            size = max(1, len(work) // (jobs * 8))
+            try:  # submit, not Executor.map: on Ctrl-C map cancels the queued futures, which
+                # the pool's manager thread then fails to mark broken (InvalidStateError, < 3.12)
+                futures = [pool.submit(_run_chunk, work[i:i + size])
+                           for i in range(0, len(work), size)]
             finally:
                 if can_block:
                     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            reports = list(results)
+            reports = [rep for fut in futures for rep in fut.result()]
         except BaseException:  # Ctrl-C (or an error): stop now, not after the queued work
             _stop_workers(pool)
             raise
@@ -991,6 +997,12 @@ def _too_large(display: str, size: int, limit: int) -> Finding:
 
 def _is_notebook(src: Source) -> bool:
     return src.path is not None and src.path.suffix == NOTEBOOK_SUFFIX
+
+
+def _run_chunk(works: list) -> list:
+    """Lint a chunk of :class:`_Work` items in a worker process (one task per chunk keeps the
+    pool's overhead per file small)."""
+    return [_run_work(w) for w in works]
 
 
 def _run_work(w: _Work, registry=None) -> LintResult:
