@@ -255,3 +255,25 @@ def test_cli_internal_error_exits_2_with_a_report_request(monkeypatch):
     assert res.exit_code == 2
     assert "internal error in attncheck" in res.output and "please" in res.output
     assert "the target raised" not in res.output
+
+
+def test_state_check_catches_forward_that_rewrites_its_flag():
+    bad = _run("MaskFlagMutated", ["state"]).results[0]
+    assert bad.status == "fail" and "is_causal: True → False" in bad.message
+    assert bad.metrics["eval_output_max_abs_diff"] > 0.1
+    ok = _run("CachedMaskLayer", ["state"]).results[0]
+    assert ok.status == "pass" and ok.metrics["eval_output_max_abs_diff"] == 0.0
+
+
+def test_magnitude_sweep_catches_weak_fills_only():
+    mf = load("dynamic/mask_fills.py")
+    res = {}
+    for name, causal in (("good_fill", False), ("weak_fill", False), ("causal_weak", True)):
+        res[name] = attncheck.check(getattr(mf, name), checks=["magnitude"], device="cpu",
+                                    causal=causal, mask_convention="keep").results[0]
+    assert res["good_fill"].status == "pass"
+    assert {e["dtype"] for e in res["good_fill"].metrics["sweep"]} == {"float32", "float16"}
+    assert max(abs(e["magnitude"]) for e in res["good_fill"].metrics["sweep"]) == 1e5
+    assert res["weak_fill"].status == "fail" and "padded keys [4, 5]" in res["weak_fill"].message
+    assert res["causal_weak"].status == "fail" and "±10000 in float32" in \
+        res["causal_weak"].message
