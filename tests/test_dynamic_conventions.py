@@ -277,3 +277,17 @@ def test_magnitude_sweep_catches_weak_fills_only():
     assert res["weak_fill"].status == "fail" and "padded keys [4, 5]" in res["weak_fill"].message
     assert res["causal_weak"].status == "fail" and "±10000 in float32" in \
         res["causal_weak"].message
+
+
+def test_paths_check_compares_two_code_paths():
+    ok = _run("TwoPathAttention", ["paths"]).results[0]
+    assert ok.status == "pass" and ok.metrics["switch"] == "argument use_sdpa"
+    assert ok.metrics["max_abs_diff"] < 1e-5
+    bad = _run("TwoPathManualMisscaled", ["paths", "reference"])
+    paths, ref = bad.results
+    assert paths.status == "fail" and "attribute fused=True vs False" in paths.message
+    assert ref.status == "pass"  # the default (fused) path alone looks right
+    m = fx.TwoPathManualMisscaled()
+    attncheck.check(m, checks=["paths"], device="cpu", max_examples=2,
+                    **fx.BUGGY["TwoPathManualMisscaled"][0])
+    assert m.fused is True  # the switch is restored
