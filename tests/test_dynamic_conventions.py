@@ -291,3 +291,11 @@ def test_paths_check_compares_two_code_paths():
     attncheck.check(m, checks=["paths"], device="cpu", max_examples=2,
                     **fx.BUGGY["TwoPathManualMisscaled"][0])
     assert m.fused is True  # the switch is restored
+
+
+def test_kv_cache_with_a_padding_mask():
+    ok = _run("CachedCausalAttention", ["kv-cache"]).results[0]
+    assert ok.status == "pass" and ok.metrics["padded_run"] is True, ok.message
+    bad = _run("CachedAttentionDropsMaskOnDecode", ["kv-cache"]).results[0]
+    assert bad.status == "fail" and bad.metrics["padding_mask"] is True
+    assert "decode step at position 3" in bad.message and "key padding mask" in bad.message
