@@ -10,7 +10,24 @@ import click
 from attncheck._version import __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Exit status after Ctrl-C (SIGINT), as shells report a process killed by it: 128 + 2.
+EXIT_INTERRUPTED = 130
+
+
+class _Group(click.Group):
+    """The ``attncheck`` group: Ctrl-C ends any subcommand with one short line on stderr and
+    exit status 130 (click's default prints "Aborted!" and exits 1, which CI cannot tell from
+    a lint finding or a failed check)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("\nattncheck: interrupted", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="attncheck")
 def main() -> None:
     """attncheck: lint and test attention code."""

@@ -328,17 +328,15 @@ class AttncheckCollector(pytest.Collector):
                         default_checks = _default_checks()
                     checks = default_checks
                 label = tid or spec
-                for check in checks:
-                    for device in _resolve_devices(self.config, devices):
-                        nodeid = f"attncheck::{label}::{check}[{device}]"
-                        if nodeid in seen:
-                            continue
-                        seen.add(nodeid)
-                        yield CheckItem.from_parent(
-                            self, name=f"{label}::{check}[{device}]", nodeid=nodeid,
-                            path=_spec_file(spec, settings),
-                            spec=spec, label=label, check=check, device=device,
-                            hints=dict(hints), root=str(settings.root))
+                nodeid = f"attncheck::{label}"
+                if nodeid in seen:
+                    continue
+                seen.add(nodeid)
+                yield TargetCollector.from_parent(
+                    self, name=label, nodeid=nodeid, path=_spec_file(spec, settings),
+                    spec=spec, label=label, checks=list(checks),
+                    devices=_resolve_devices(self.config, devices), hints=dict(hints),
+                    settings=settings)
 
     def _lint_items(self, settings: PytestSettings) -> Iterator[pytest.Item]:
         from attncheck.lint import discovery
@@ -361,6 +359,41 @@ class AttncheckCollector(pytest.Collector):
                 yield LintItem.from_parent(self, name=f"lint::{rel}",
                                            nodeid=f"attncheck::lint::{rel}", path=src.path,
                                            display=rel, missing=False)
+
+
+#: target-table keys that are options of the run, not hints of the target
+_RUN_OPTIONS = ("dtype", "seed", "max_examples", "timeout", "train")
+
+
+class TargetCollector(pytest.Collector):
+    """One configured target: its spec is resolved once here (import, build, hints), so a spec
+    that cannot be resolved is one collection error naming the spec and the reason, not a
+    failing item per check.  Yields one :class:`CheckItem` per (check, device)."""
+
+    def __init__(self, *, spec: str, label: str, checks: list[str], devices: list[str],
+                 hints: dict, settings: PytestSettings, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.spec, self.label, self.checks, self.devices = spec, label, checks, devices
+        self.hints, self.settings = hints, settings
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from attncheck.dynamic.spec import SpecError, resolve
+        from attncheck.dynamic.targets import TargetError
+
+        hints = {k: v for k, v in self.hints.items() if k not in _RUN_OPTIONS}
+        try:
+            resolve(resolve_spec(self.spec, self.settings.root), **hints)
+        except (SpecError, TargetError) as exc:
+            where = f" ({self.settings.source})" if self.settings.source else ""
+            raise self.CollectError(
+                f"attncheck: cannot resolve target {self.spec!r}{where}: {exc}") from None
+        for check in self.checks:
+            for device in self.devices:
+                yield CheckItem.from_parent(
+                    self, name=f"{check}[{device}]",
+                    nodeid=f"attncheck::{self.label}::{check}[{device}]", path=self.path,
+                    spec=self.spec, label=self.label, check=check, device=device,
+                    hints=dict(self.hints), root=str(self.settings.root))
 
 
 def _spec_file(spec: str, settings: PytestSettings) -> Path:

@@ -14,6 +14,8 @@ import sys
 
 import click
 
+from attncheck.dynamic.cli import OUTPUT_FORMATS, SEED
+
 __all__ = ["COMMANDS", "audit_cmd", "demo_specs"]
 
 
@@ -29,6 +31,34 @@ def demo_specs() -> list[str]:
     raise click.UsageError("the bundled demo layers were not found; pass a SPEC")
 
 
+def _model_description(rep) -> str:
+    model = rep.extra.get("model", {})
+    return ", ".join(f"{k}={v}" for k, v in model.items()
+                     if k in ("class", "kind", "num_heads", "num_kv_heads", "head_dim",
+                              "sliding_window") and v is not None)
+
+
+def _lint_location(f) -> str:
+    rel = os.path.relpath(f["path"])
+    return f"{rel if len(rel) < len(f['path']) else f['path']}:{f['line']}"
+
+
+def _render_plain(reports) -> None:
+    """Width-independent lines (:func:`attncheck.report.terminal.plain_lines`) per model, with
+    its lint findings indented under a ``lint findings:`` line."""
+    from attncheck.report.terminal import plain_lines
+
+    for rep in reports:
+        lines = plain_lines(rep, title=f"attncheck audit {rep.target} ({rep.device}; "
+                                       f"{_model_description(rep)})")
+        findings = (rep.extra.get("lint") or {}).get("findings") or []
+        if findings:
+            lines[-1:-1] = ["lint findings:"] + [
+                f"    {_lint_location(f)}: {f['code']} {' '.join(f['message'].split())}"
+                for f in findings]
+        click.echo("\n".join(lines) + "\n")
+
+
 def _render_text(reports, console) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -36,10 +66,7 @@ def _render_text(reports, console) -> None:
     from attncheck.report.terminal import STATUS_STYLE, report_table, summary_line
 
     for rep in reports:
-        model = rep.extra.get("model", {})
-        desc = ", ".join(f"{k}={v}" for k, v in model.items()
-                         if k in ("class", "kind", "num_heads", "num_kv_heads", "head_dim", "sliding_window")
-                         and v is not None)
+        desc = _model_description(rep)
         console.print(report_table(rep, title=f"attncheck audit {rep.target}  [dim]({rep.device}; {desc})[/dim]"))
         lint = rep.extra.get("lint") or {}
         if lint.get("findings"):
@@ -48,9 +75,7 @@ def _render_text(reports, console) -> None:
             t.add_column("code")
             t.add_column("message", overflow="fold")
             for f in lint["findings"][:30]:
-                rel = os.path.relpath(f["path"])
-                where = rel if len(rel) < len(f["path"]) else f["path"]
-                t.add_row(escape(f"{where}:{f['line']}"), f["code"], escape(f["message"]))
+                t.add_row(escape(_lint_location(f)), f["code"], escape(f["message"]))
             console.print(t)
         for r in rep.results:
             if r.status in ("fail", "error"):
@@ -62,12 +87,14 @@ def _render_text(reports, console) -> None:
 
 @click.command("audit")
 @click.argument("specs", nargs=-1, metavar="[SPEC ...]")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="text: tables for people; json: versioned JSON on stdout.")
+@click.option("--output-format", "--format", "fmt", type=click.Choice(OUTPUT_FORMATS),
+              default="text", show_default=True,
+              help="text: full on a terminal, concise otherwise (logs, CI); full: tables; "
+                   "concise: one line per check (status check: message); json: versioned JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a self-contained HTML report (heatmaps, leak maps) to this file.")
 @click.option("--device", default="cpu", show_default=True, help="cpu, cuda, or auto.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for inputs and perturbations.")
+@click.option("--seed", type=SEED, default=0, show_default=True, help="Seed for inputs and perturbations.")
 @click.option("--checks", default=None, metavar="A,B",
               help="Comma-separated subset of: lint, causality, padding, batch-independence, kv-cache, "
                    "backend-agreement, normalization, saturation, scale, mask-pattern, gqa.")
@@ -161,12 +188,20 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
         # strict JSON, as attncheck check: NaN / inf written as strings
         click.echo(json.dumps(_clean(reports_to_dict(reports)), indent=2, allow_nan=False))
     else:
-        _render_text(reports, Console())
+        from attncheck.report.terminal import resolve_text_format
+
+        if resolve_text_format(fmt, Console()) == "full":
+            _render_text(reports, Console())
+        else:
+            _render_plain(reports)
     if html_path:
         from attncheck.report.html import write_html
 
         write_html(reports, html_path)
-        (err if fmt == "json" else Console()).print(f"HTML report written to {html_path}")
+        if fmt == "json":
+            err.print(f"HTML report written to {html_path}", soft_wrap=True)
+        else:
+            click.echo(f"HTML report written to {html_path}")
     sys.exit(0 if all(r.ok for r in reports) else 1)
 
 

@@ -11,7 +11,22 @@ import sys
 
 import click
 
-__all__ = ["check_cmd", "COMMANDS"]
+__all__ = ["check_cmd", "COMMANDS", "SEED", "OUTPUT_FORMATS"]
+
+#: ``--output-format`` / ``--format`` of ``check`` and ``audit``: ``text`` = ``full`` on a
+#: terminal, ``concise`` otherwise; ``full``: rich tables; ``concise``: one plain line per check
+#: (:func:`attncheck.report.terminal.plain_lines`); ``json``: versioned JSON.
+OUTPUT_FORMATS = ("text", "full", "concise", "json")
+
+#: ``--seed``: any integer torch's and hypothesis' seeding accept (``torch.manual_seed`` takes
+#: 64-bit values); anything else is a usage error (exit 2), not an error in the middle of a run.
+SEED = click.IntRange(-(2**63), 2**63 - 1)
+
+
+def _timeout(ctx, param, value):
+    if value is not None and value != value:  # NaN passes FloatRange's comparisons
+        raise click.BadParameter("not a number", ctx=ctx, param=param)
+    return value
 
 
 def _parse_hint(values: tuple[str, ...]) -> dict:
@@ -57,17 +72,20 @@ def _hint_value(v: str) -> object:
 @click.option("--device", default="auto", show_default=True,
               help="auto (CUDA when available), cpu, cuda, cuda:1, ...")
 @click.option("--dtype", default=None, help="float32 (default), float64, float16, bfloat16.")
-@click.option("--seed", type=int, default=0, show_default=True,
+@click.option("--seed", type=SEED, default=0, show_default=True,
               help="Seed for torch and the hypothesis search (the same seed replays a failure).")
 @click.option("--max-examples", type=click.IntRange(1, 10000), default=None,
               help="Hypothesis examples per property (default 8).")
-@click.option("--timeout", type=float, default=60.0, show_default=True,
-              help="Seconds per check; 0 = unlimited.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              callback=_timeout, help="Seconds per check (>= 0); 0 = unlimited.")
 @click.option("--train", is_flag=True, help="Run the module in training mode (default: eval).")
 @click.option("--hint", "hints", multiple=True, metavar="KEY=VALUE",
               help="Calling-convention hint, e.g. --hint layout=BLHd --hint num_heads=4.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
-              show_default=True, help="text: a table for people; json: versioned JSON.")
+@click.option("--output-format", "--format", "fmt",
+              type=click.Choice(OUTPUT_FORMATS), default="text",
+              show_default=True,
+              help="text: full on a terminal, concise otherwise (logs, CI); full: a table; "
+                   "concise: one line per check (status check: message); json: versioned JSON.")
 def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout, train, hints,
               fmt):
     """Run dynamic checks on TARGET (PATH.py:NAME or package.module:NAME).
@@ -108,9 +126,13 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
     else:
         from rich.console import Console
 
-        from attncheck.report.terminal import render_report
+        from attncheck.report.terminal import plain_lines, render_report, resolve_text_format
 
-        render_report(report, Console(highlight=False, soft_wrap=False))
+        console = Console(highlight=False, soft_wrap=False)
+        if resolve_text_format(fmt, console) == "full":
+            render_report(report, console)
+        else:
+            click.echo("\n".join(plain_lines(report)))
     internal = [r.check for r in report.results if r.metrics.get("internal_error")]
     if internal:
         click.echo(f"attncheck check: error: internal error in attncheck while running "

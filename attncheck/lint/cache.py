@@ -71,7 +71,7 @@ def _finding_from_json(d: dict, path: str) -> Finding:
     if fix is not None:
         fix = Fix(fix["message"], tuple(Edit(**e) for e in fix["edits"]), fix["applicability"])
     return Finding(path, d["line"], d["col"], d["end_line"], d["end_col"], d["code"], d["name"],
-                   d["severity"], d["message"], fix)
+                   d["severity"], d["message"], fix, cell=d.get("cell"))
 
 
 class Cache:

@@ -47,8 +47,11 @@ from typing import TYPE_CHECKING
 
 from attncheck.config import Config, ConfigError, find_config, load_config, validate_selectors
 from attncheck.lint import regions as _regions
+from attncheck.lint import screen as _screen
 from attncheck.lint import suppression
-from attncheck.lint.discovery import STDIN, PathNotFound, Source, discover, matches
+from attncheck.lint.discovery import (
+    NOTEBOOK_SUFFIX, STDIN, FileTooLarge, PathError, Source, check_path, discover,
+    is_force_excluded, matches, os_reason, read_regular)
 from attncheck.lint.finding import Finding
 from attncheck.lint.fixes import applicable, apply_fixes
 
@@ -252,11 +255,26 @@ def _syntax_error(text: str, display: str, exc: Exception) -> Finding:
     return _engine_finding(display, "ATT000", f"cannot parse: {type(exc).__name__}: {exc}")
 
 
+def _libcst_accepts(text: str) -> bool:
+    try:
+        cst.parse_module(text)
+        return True
+    except _parse_errors():
+        return False
+
+
 def _syntax_check(text: str, display: str) -> Finding | None:
     """ATT000 when ``text`` is not valid Python, whatever the prefilter and region selection
     would parse.  CPython's own parser (``ast``, about 10× faster than libcst) screens every file;
     only when it refuses is libcst asked too, so that syntax newer than the running interpreter
     (which libcst accepts) is not reported as a parse error."""
+    if len(text) > _screen.PIECEWISE_ABOVE:  # bounded memory (:mod:`attncheck.lint.screen`)
+        err = _screen.check(text, refused=_libcst_accepts)
+        if err is None:
+            return None
+        line, col = text.count("\n", 0, err.offset) + 1, err.offset - (
+            text.rfind("\n", 0, err.offset) + 1)
+        return _engine_finding(display, "ATT000", f"cannot parse: {err.kind}: {err.msg}", line, col)
     try:
         # bytecode compilation is about a third cheaper than building the ``ast`` objects; it
         # also refuses a few valid parses (``return`` outside a function, ...), which libcst
@@ -414,22 +432,25 @@ def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]],
 
 def prefilter(text: str, rules: Iterable[type[Rule]]) -> list[type[Rule]]:
     """The rules that can fire on ``text``: those without a trigger, and those whose trigger
-    (``pattern``, else ``tokens``; :func:`attncheck.lint.regions.trigger_of`) matches."""
+    (``pattern``, else ``tokens``; :func:`attncheck.lint.regions.trigger_of`) matches, and
+    its ``requires`` too where it has one."""
     out = []
     seen: dict[str, bool] = {}
+
+    def any_match(patterns) -> bool:
+        for p in patterns:
+            found = seen.get(p.pattern)
+            if found is None:
+                found = seen[p.pattern] = p.search(text) is not None
+            if found:
+                return True
+        return False
+
     for r in rules:
         t = _regions.trigger_of(r)
-        if t is not None:
-            hit = False
-            for p in t.patterns:
-                found = seen.get(p.pattern)
-                if found is None:
-                    found = seen[p.pattern] = p.search(text) is not None
-                if found:
-                    hit = True
-                    break
-            if not hit:
-                continue
+        if t is not None and not (any_match(t.patterns)
+                                  and (t.requires is None or any_match(t.requires))):
+            continue
         out.append(r)
     return out
 
@@ -474,6 +495,7 @@ def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = 
                           walk=_regions.triggers_of(walking) or ())
     if sel is None:
         return None
+    _check_parse_size(len(sel.text) - sel.text.count("\n"))
     try:
         module = cst.parse_module(sel.text)
     except _parse_errors():
@@ -484,6 +506,24 @@ def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = 
         defs = [s for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))]
         skip.update(id(d) for d, w in zip(defs, sel.walk_defs) if not w)
     return module
+
+
+#: The most characters of code (blank lines aside) handed to libcst in one file.  libcst's tree
+#: takes several hundred bytes per character; a file whose kept regions are larger is reported
+#: as ATT000 ("file too large to analyse") instead of exhausting memory.  Hand-written attention
+#: modules are far below it (the largest transformers modeling file: about 0.3 MB).
+MAX_PARSE_CHARS = 5_000_000
+
+
+class _TooLargeToParse(Exception):
+    def __init__(self, size: int) -> None:
+        super().__init__(size)
+        self.size = size
+
+
+def _check_parse_size(n: int) -> None:
+    if n > MAX_PARSE_CHARS:
+        raise _TooLargeToParse(n)
 
 
 def lint_text(text: str, display: str, enabled: frozenset[str],
@@ -522,7 +562,16 @@ RECURSION_LIMIT = 10_000
 def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[type[Rule]],
                  settings, use_regions: bool) -> FileOutcome:
     skip: set[int] = set()
-    module = _parse_regions(text, active, skip) if use_regions else None
+    try:
+        module = _parse_regions(text, active, skip) if use_regions else None
+        if module is None:
+            _check_parse_size(len(text))
+    except _TooLargeToParse as big:
+        found = [_engine_finding(
+            display, "ATT000", f"file too large to analyse: {big.size / 1e6:.1f} MB of code to "
+            f"parse > {MAX_PARSE_CHARS / 1e6:g} MB (libcst needs several hundred bytes of memory "
+            "per byte); exclude it, or split it")]
+        return FileOutcome([f for f in found if f.code in enabled], False, text)
     if module is None:
         skip = set()
         try:
@@ -583,11 +632,14 @@ def lint_source(source: str, path: str = "<string>", select: Iterable[str] | Non
 class LintResult:
     """Outcome of :func:`lint_paths`.
 
-    ``findings`` sorted by (path, line, column, code); ``files`` every file checked (display
-    paths, in discovery order); ``errors`` messages for paths that do not exist or cannot be
-    read; ``parsed`` how many files passed the prefilter and were parsed; ``fixed`` fixes
-    applied; ``diffs`` path → (old, new) text for files a fix would change (``diff=True`` or
-    after ``fix=True``); ``sources`` text of files with findings (for rendering).
+    ``findings`` sorted by (path, cell, line, column, code); ``files`` every file checked (display
+    paths, in discovery order); ``errors`` messages (``"PATH: reason"``) for paths that do not
+    exist or cannot be read or written; ``parsed`` how many files passed the prefilter and were
+    parsed; ``fixed`` fixes applied (written, or for stdin in ``diffs``); ``diffs`` key →
+    (old, new) text for what a fix would change (``diff=True`` or after ``fix=True``; the key is
+    the path, ``path:cell N`` for a notebook cell); ``sources`` text of files with findings (for
+    rendering; ``path:cell N`` for a notebook cell); ``noqa_added`` lines given a ``# noqa``
+    and ``noqa_unplaced`` the findings no comment could be placed for (``add_noqa=True``).
     """
 
     findings: list[Finding] = field(default_factory=list)
@@ -597,10 +649,22 @@ class LintResult:
     fixed: int = 0
     diffs: dict[str, tuple[str, str]] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    noqa_added: int = 0
+    noqa_unplaced: list[Finding] = field(default_factory=list)
+    #: with ``fix=True``: the bytes of stdin after its fixes (unchanged when none applied)
+    stdin_output: bytes | None = None
+    #: display path → (file, new bytes, fixes or noqa lines): written by the parent process only
+    writes: dict[str, tuple[Path, bytes, int]] = field(default_factory=dict)
 
     @property
     def internal_errors(self) -> list[Finding]:
         return [f for f in self.findings if f.code == "ATT001"]
+
+    @property
+    def diff_files(self) -> int:
+        """How many files ``diffs`` changes (notebook cells counted once per notebook)."""
+        return len({k.rsplit(":cell ", 1)[0] if k.endswith(tuple("0123456789")) and ":cell " in k
+                    else k for k in self.diffs})
 
     def exit_code(self, exit_zero: bool = False) -> int:
         """0 clean, 1 findings, 2 errors (missing paths, unreadable files, ATT001)."""
@@ -656,6 +720,41 @@ def _selection_registry(cache_dir) -> dict:
 #: Below this many files a process pool costs more than it saves.
 MIN_FILES_PER_JOB = 8
 
+#: Default per-file size limit in bytes (``--max-file-size``, in MB): a larger file is reported as
+#: ATT000 ("file too large to analyse") without being read.  Below it, a large file costs about
+#: one ``compile()`` in time and a bounded amount of memory when it has no attention code (the
+#: syntax screen compiles it in pieces, :mod:`attncheck.lint.screen`); what libcst parses is
+#: bounded by :data:`MAX_PARSE_CHARS`.
+DEFAULT_MAX_FILE_SIZE = 50_000_000
+
+
+def _worker_init(parent: int) -> None:
+    """In each worker process: die with the parent.  Linux's ``PR_SET_PDEATHSIG`` delivers
+    SIGKILL when the parent dies; elsewhere (and for the race before it is set) a daemon thread
+    polls ``os.getppid()``.  Workers never write files (the parent does, after all results are
+    in), so a killed parent leaves every file as it was."""
+    import signal
+    import threading
+    import time
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.25)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="attncheck-parent-watch").start()
+
 
 def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = None,
                ignore: Iterable[str] | None = None, extend_select: Iterable[str] | None = None,
@@ -664,25 +763,38 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
                unsafe_fixes: bool = False, diff: bool = False,
                stdin: str | bytes | None = None, jobs: int = 1,
                regions: bool | None = None,
-               cache_dir: str | Path | None = None) -> LintResult:
-    """Lint files and directories.
+               cache_dir: str | Path | None = None, add_noqa: bool = False,
+               max_file_size: int | None = DEFAULT_MAX_FILE_SIZE,
+               force_exclude: bool = False) -> LintResult:
+    """Lint files, notebooks and directories.
 
-    ``paths``: files, directories (walked for ``*.py``/``*.pyi``) or ``"-"`` (stdin; ``stdin``
-    supplies its text instead of reading ``sys.stdin``).  ``select``/``ignore``/
+    ``paths``: files, directories (walked for ``*.py``/``*.pyi``/``*.ipynb``) or ``"-"`` (stdin;
+    ``stdin`` supplies its text instead of reading ``sys.stdin``).  ``select``/``ignore``/
     ``extend_select``: codes, prefixes or ``ALL`` (a comma-separated string also works); they
     override the config as a second selection layer.  ``config``: a :class:`Config`, a path to a
     config file, or ``None`` = the nearest ``pyproject.toml`` with ``[tool.attncheck]`` above
     each path (``isolated=True``: none).  ``exclude``: extra globs relative to the current
     directory.  ``fix``: write fixes back (``unsafe_fixes`` includes unsafe ones); ``diff``:
-    compute fixed text without writing (``result.diffs``).  ``cache_dir``: a result cache
-    directory (:mod:`attncheck.lint.cache`; ``None`` = no cache; never used with ``fix``/``diff``
-    or stdin); a cached run returns the same result.  ``regions``: ``False`` parses whole files
-    (the findings are the same; for tests and benchmarks).  ``jobs``: worker processes
-    (``0`` = all usable cores; a pool is only started for at least
-    ``MIN_FILES_PER_JOB`` files per job); the result does not depend on it.
+    compute fixed text without writing (``result.diffs``); stdin is never written: its fixed
+    text is in ``result.diffs["-"]``.  ``add_noqa``: write a ``# noqa: CODE`` for every finding
+    (``result.noqa_added``, ``result.noqa_unplaced``).  Files are written by this process only,
+    after every file is linted, each to a temporary file in its directory and then
+    ``os.replace``d over it (encoding, BOM, line endings and permissions kept).
+    ``cache_dir``: a result cache directory (:mod:`attncheck.lint.cache`; ``None`` = no cache;
+    never used with ``fix``/``diff``/``add_noqa`` or stdin); a cached run returns the same
+    result.  ``regions``: ``False`` parses whole files (the findings are the same; for tests and
+    benchmarks).  ``jobs``: worker processes (``0`` = all usable cores; a pool is only started
+    for at least ``MIN_FILES_PER_JOB`` files per job); the result does not depend on it.
+    ``max_file_size``: bytes; a larger file is reported as ATT000 and not read (``None``: no
+    limit).
+    ``force_exclude``: apply the exclude globs (and the default excluded directories) to paths
+    named explicitly too, as ruff's ``--force-exclude`` does (pre-commit names every file).
+    A file reached by several spellings (``a.py``, ``./a.py``, an absolute path, through a
+    directory) is linted and reported once, under the first spelling.
 
-    Raises :class:`ConfigError` for invalid configuration or selectors.  Missing paths and
-    unreadable files are reported in ``result.errors``; the other paths are still linted.
+    Raises :class:`ConfigError` for invalid configuration or selectors.  Paths that cannot be
+    linted and files that cannot be read or written are reported in ``result.errors``; the
+    other paths are still linted.
     """
     registry = _selection_registry(cache_dir)
     cli_layer = Layer(_as_tuple(select, "--select"), _as_tuple(extend_select, "--extend-select")
@@ -702,6 +814,12 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     work: list[_Work] = []
     for arg in paths:
         arg = str(arg)
+        if arg != STDIN:
+            try:  # before the config lookup, which resolves the path
+                check_path(arg)
+            except PathError as exc:
+                result.errors.append(str(exc))
+                continue
         if explicit is not None:
             cfg = explicit
         else:
@@ -712,24 +830,30 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
                             tuple(cfg.extend_select), tuple(cfg.ignore)), cli_layer]
             selection_cache[key] = resolve_selection(registry, layers)
         enabled = selection_cache[key]
+        if force_exclude and arg != STDIN and (
+                is_force_excluded(Path(arg), list(cfg.exclude), cfg.root)
+                or (extra_exclude and is_force_excluded(Path(arg), extra_exclude, Path.cwd()))):
+            continue
         try:
-            sources = discover(arg, list(cfg.exclude), cfg.root)
+            sources = discover(arg, list(cfg.exclude), cfg.root, result.errors)
             if extra_exclude and arg != STDIN and Path(arg).is_dir():
                 sources = [s for s in sources if not matches(s.path, extra_exclude, Path.cwd())]
-        except PathNotFound:
-            result.errors.append(f"{arg}: no such file or directory")
+        except PathError as exc:
+            result.errors.append(str(exc))
             continue
         for src in sources:
-            if src.display in seen:
+            identity = src.display if src.path is None else os.path.realpath(src.path)
+            if identity in seen:
                 continue
-            seen.add(src.display)
+            seen.add(identity)
             file_enabled = _apply_file_ignores(
                 enabled, _per_file_ignored(src.display, src.path, cfg))
             data = None
             if src.path is None:
                 data = _read(src, stdin)
             work.append(_Work(src, cfg, file_enabled, data, fix, unsafe_fixes, diff, regions,
-                              None if cache_dir is None else str(cache_dir)))
+                              None if cache_dir is None else str(cache_dir), add_noqa,
+                              max_file_size))
 
     jobs = default_jobs() if jobs <= 0 else jobs
     jobs = min(jobs, len(work) // MIN_FILES_PER_JOB)
@@ -739,7 +863,8 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
 
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
+                                 initargs=(os.getpid(),)) as pool:
             reports = list(pool.map(_run_work, work, chunksize=max(1, len(work) // (jobs * 8))))
     else:
         reports = [_run_work(w) for w in work]
@@ -751,8 +876,31 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
         result.diffs.update(rep.diffs)
         result.sources.update(rep.sources)
         result.findings.extend(rep.findings)
+        result.noqa_added += rep.noqa_added
+        result.noqa_unplaced.extend(rep.noqa_unplaced)
+        result.writes.update(rep.writes)
+        if rep.stdin_output is not None:
+            result.stdin_output = rep.stdin_output
+    _write_all(result, fix=fix and not diff)
     result.findings.sort(key=lambda f: f.sort_key)
     return result
+
+
+def _write_all(result: LintResult, fix: bool) -> None:
+    """Write the files of ``result.writes`` (this process only; see :func:`atomic_write`)."""
+    from attncheck.lint.fixes import atomic_write
+
+    for display, (path, data, n) in sorted(result.writes.items()):
+        try:
+            atomic_write(path, data)
+        except OSError as exc:
+            result.errors.append(f"{display}: cannot write: {os_reason(exc)}; the file is "
+                                 "unchanged")
+            if fix:
+                result.fixed -= n
+            else:
+                result.noqa_added -= n
+    result.writes.clear()
 
 
 @dataclass
@@ -766,13 +914,16 @@ class _Work:
     diff: bool
     regions: bool | None = None
     cache_dir: str | None = None
+    add_noqa: bool = False
+    max_file_size: int | None = DEFAULT_MAX_FILE_SIZE
 
 
 _CACHES: dict[str, "Cache"] = {}
 
 
 def _cache_for(w: _Work):
-    if w.cache_dir is None or w.fix or w.diff or w.src.path is None or w.regions is False:
+    if w.cache_dir is None or w.fix or w.diff or w.add_noqa or w.src.path is None \
+            or w.regions is False:
         return None  # --no-regions verifies the region parse: it must not read or write the cache
     c = _CACHES.get(w.cache_dir)
     if c is None:
@@ -789,23 +940,45 @@ def _display_text(data: bytes) -> str:
         return data.decode("utf-8", "replace")
 
 
-def _read(src: Source, stdin: str | bytes | None) -> bytes:
+def _read(src: Source, stdin: str | bytes | None, limit: int | None = None) -> bytes:
     if src.path is None:
         if stdin is None:
             return sys.stdin.buffer.read()
         return stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-    return src.path.read_bytes()
+    return read_regular(src.path, limit)
+
+
+def _too_large(display: str, size: int, limit: int) -> Finding:
+    mb = size / 1e6
+    return _engine_finding(
+        display, "ATT000", f"file too large to analyse: {mb:.1f} MB > {limit / 1e6:g} MB limit "
+        f"(not read); pass --max-file-size {int(mb) + 1} to lint it, or exclude it")
+
+
+def _is_notebook(src: Source) -> bool:
+    return src.path is not None and src.path.suffix == NOTEBOOK_SUFFIX
 
 
 def _run_work(w: _Work, registry=None) -> LintResult:
-    """Lint one file (in this process or a worker); return a one-file :class:`LintResult`.
-    ``registry``: the rule classes (default :func:`all_rules`, imported only on a cache miss)."""
+    """Lint one file (in this process or a worker); return a one-file :class:`LintResult`
+    (files to write in ``writes``: only the parent writes).  ``registry``: the rule classes
+    (default :func:`all_rules`, imported only on a cache miss)."""
     rep = LintResult()
     src, file_enabled, cfg, unsafe = w.src, w.enabled, w.cfg, w.unsafe
     try:
-        data = w.data if w.data is not None else _read(src, None)
+        data = w.data if w.data is not None else _read(src, None, w.max_file_size)
+    except FileTooLarge as big:
+        rep.files.append(src.display)
+        if "ATT000" in file_enabled:
+            rep.findings.append(_too_large(src.display, big.size, big.limit))
+        return rep
     except OSError as exc:
-        rep.errors.append(f"{src.display}: cannot read: {exc.strerror or exc}")
+        rep.errors.append(f"{src.display}: cannot read: {os_reason(exc)}")
+        return rep
+    if w.data is not None and w.max_file_size is not None and len(data) > w.max_file_size:
+        rep.files.append(src.display)
+        if "ATT000" in file_enabled:
+            rep.findings.append(_too_large(src.display, len(data), w.max_file_size))
         return rep
     rep.files.append(src.display)
     cache = _cache_for(w)
@@ -817,42 +990,155 @@ def _run_work(w: _Work, registry=None) -> LintResult:
             findings, parsed = hit
             rep.parsed += parsed
             if findings:
-                rep.sources[src.display] = _display_text(data)
+                if _is_notebook(src):
+                    _notebook_sources(rep, src.display, data)
+                else:
+                    rep.sources[src.display] = _display_text(data)
             rep.findings.extend(findings)
             return rep
     registry = registry if registry is not None else all_rules()
     try:
-        out = lint_bytes(data, src.display, file_enabled, registry, cfg, w.regions)
+        if _is_notebook(src):
+            _lint_notebook(w, data, registry, rep)
+        else:
+            _lint_file(w, data, registry, rep)
     except Exception as exc:  # noqa: BLE001 - an engine bug must not end the run
         if os.environ.get("ATTNCHECK_RAISE"):
             raise
         rep.findings.append(_engine_finding(
             src.display, "ATT001", f"attncheck raised {type(exc).__name__}: {exc}{_where(exc)} "
             f"while linting this file (a bug in attncheck: please report it)"))
+        rep.writes.clear()
         return rep
+    if key is not None and not any(f.code == "ATT001" for f in rep.findings):
+        cache.put(key, rep.findings, bool(rep.parsed))
+    return rep
+
+
+def _lint_file(w: _Work, data: bytes, registry, rep: LintResult) -> None:
+    src, file_enabled, cfg, unsafe = w.src, w.enabled, w.cfg, w.unsafe
+    out = lint_bytes(data, src.display, file_enabled, registry, cfg, w.regions)
     rep.parsed += out.parsed
     findings = out.findings
-    if key is not None and not any(f.code == "ATT001" for f in findings):
-        cache.put(key, findings, out.parsed)
     if (w.fix or w.diff) and out.text is not None and any(applicable(f, unsafe) for f in findings):
         text = out.text
+        fixed = 0
         for _ in range(MAX_FIX_PASSES):
             new, n = apply_fixes(text, [f.fix for f in findings if applicable(f, unsafe)])
             if n == 0 or new == text:
                 break
             text = new
-            rep.fixed += n
+            fixed += n
             findings = lint_text(text, src.display, file_enabled, registry, cfg, w.regions).findings
             if not any(applicable(f, unsafe) for f in findings):
                 break
         if text != out.text:
-            rep.diffs[src.display] = (out.text, text)
-            if w.fix and not w.diff and src.path is not None:
-                with open(src.path, "w", encoding=out.encoding, newline="") as fh:
-                    fh.write(text)
-            out.text = text
+            if src.path is not None and w.fix and not w.diff:
+                try:
+                    rep.writes[src.display] = (src.path, text.encode(out.encoding), fixed)
+                except UnicodeEncodeError as exc:
+                    rep.errors.append(f"{src.display}: cannot write fixes: the fixed text has "
+                                      f"{exc.object[exc.start]!r}, which {out.encoding} cannot "
+                                      "encode; the file is unchanged")
+                    text, findings, fixed = out.text, out.findings, 0
+            if text != out.text:
+                rep.diffs[src.display] = (out.text, text)
+                rep.fixed += fixed
+                out.text = text
+                if src.path is None and w.fix:
+                    try:
+                        rep.stdin_output = text.encode(out.encoding)
+                    except UnicodeEncodeError:
+                        rep.errors.append("-: cannot encode the fixed text as "
+                                          f"{out.encoding}; stdin is written back unchanged")
+                        rep.fixed -= fixed
+    if src.path is None and w.fix and rep.stdin_output is None:
+        rep.stdin_output = data
+    if w.add_noqa and out.text is not None and src.path is not None and findings:
+        from attncheck.lint.suppression import add_noqa_report
+
+        new, n, unplaced = add_noqa_report(out.text, findings)
+        rep.noqa_unplaced.extend(unplaced)
+        if n:
+            try:
+                rep.writes[src.display] = (src.path, new.encode(out.encoding), n)
+                rep.noqa_added += n
+            except UnicodeEncodeError:  # noqa comments are ASCII: cannot happen
+                rep.errors.append(f"{src.display}: cannot encode the noqa comments")
     if findings:
         rep.sources[src.display] = out.text if out.text is not None else \
             data.decode("utf-8", "replace")
     rep.findings.extend(findings)
-    return rep
+
+
+def _notebook_sources(rep: LintResult, display: str, data: bytes) -> None:
+    from attncheck.lint import notebook
+
+    try:
+        nb = notebook.load(data)
+    except notebook.NotebookError:
+        return
+    for c in nb.cells:
+        rep.sources[f"{display}:cell {c.index}"] = c.source
+
+
+def _lint_notebook(w: _Work, data: bytes, registry, rep: LintResult) -> None:
+    """Lint the code cells of a notebook (:mod:`attncheck.lint.notebook`)."""
+    from attncheck.lint import notebook
+
+    src, file_enabled, cfg, unsafe = w.src, w.enabled, w.cfg, w.unsafe
+    try:
+        nb = notebook.load(data)
+    except notebook.NotebookError as exc:
+        if "ATT000" in file_enabled:
+            rep.findings.append(_engine_finding(
+                src.display, "ATT000", f"cannot read notebook: {exc.message}", exc.line, exc.col))
+        return
+    if not nb.python or not nb.cells:
+        return
+    out = lint_text(nb.module, src.display, file_enabled, registry, cfg, w.regions)
+    rep.parsed += out.parsed
+    findings = out.findings
+    first = nb
+    if (w.fix or w.diff) and any(applicable(f, unsafe) for f in findings):
+        fixed = 0
+        for _ in range(MAX_FIX_PASSES):
+            changed: dict[int, str] = {}
+            for pos, fs in notebook.cell_findings(
+                    nb, [f for f in findings if applicable(f, unsafe)]).items():
+                new, n = apply_fixes(nb.cells[pos].source, [f.fix for f in fs])
+                if n and new != nb.cells[pos].source:
+                    changed[pos] = new
+                    fixed += n
+            if not changed:
+                break
+            nb = notebook.load(notebook.dump(nb, changed))
+            findings = lint_text(nb.module, src.display, file_enabled, registry, cfg,
+                                 w.regions).findings
+            if not any(applicable(f, unsafe) for f in findings):
+                break
+        if nb is not first:
+            for old, new in zip(first.cells, nb.cells):
+                if old.source != new.source:
+                    rep.diffs[f"{src.display}:cell {old.index}"] = (old.source, new.source)
+            rep.fixed += fixed
+            if w.fix and not w.diff:
+                rep.writes[src.display] = (src.path, notebook.dump(nb, {}), fixed)
+    if w.add_noqa and findings:
+        from attncheck.lint.suppression import add_noqa_report
+
+        changed = {}
+        added = 0
+        for pos, fs in notebook.cell_findings(nb, findings).items():
+            cell = nb.cells[pos]
+            new, n, unplaced = add_noqa_report(cell.text, fs)
+            rep.noqa_unplaced.extend(unplaced)
+            if n:
+                changed[pos] = notebook.restore_magics(cell, new)
+                added += n
+        if changed:
+            rep.writes[src.display] = (src.path, notebook.dump(nb, changed), added)
+            rep.noqa_added += added
+    for c in nb.cells:
+        rep.sources[f"{src.display}:cell {c.index}"] = c.source
+    rep.findings.extend(notebook.to_cells(nb, f) for f in findings)

@@ -38,7 +38,9 @@ class Finding:
     """One rule violation.
 
     ``path`` is the file as given on the command line (``"-"`` for stdin), ``line``/``end_line``
-    are 1-based, ``col``/``end_col`` 0-based.  Findings sort by (path, line, col, code).
+    are 1-based, ``col``/``end_col`` 0-based.  In a Jupyter notebook ``cell`` is the 1-based cell
+    number (among all cells) and lines count from the cell's first line; ``None`` elsewhere.
+    Findings sort by (path, cell, line, col, code).
     """
 
     path: str
@@ -51,13 +53,22 @@ class Finding:
     severity: Severity
     message: str
     fix: Fix | None = field(default=None, compare=False)
+    cell: int | None = None
 
     @property
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.col, self.code, self.message)
+        return (self.path, self.cell or 0, self.line, self.col, self.code, self.message)
+
+    @property
+    def location(self) -> str:
+        """``path:line:col`` (1-based column), ``path:cell N:line:col`` in a notebook."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.col + 1}"
 
     def to_dict(self) -> dict:
         d = asdict(self)
         if self.fix is None:
             d["fix"] = None
+        if self.cell is None:
+            del d["cell"]
         return d

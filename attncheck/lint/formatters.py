@@ -41,14 +41,28 @@ def finding_to_json(f: Finding) -> dict:
                        "end_column": e.end_col + 1, "content": e.content}
                       for e in f.fix.edits],
         }
-    return {"path": f.path, "line": f.line, "column": f.col + 1, "end_line": f.end_line,
-            "end_column": f.end_col + 1, "code": f.code, "name": f.name,
-            "severity": f.severity, "message": f.message, "fix": fix}
+    out = {"path": f.path, "line": f.line, "column": f.col + 1, "end_line": f.end_line,
+           "end_column": f.end_col + 1, "code": f.code, "name": f.name,
+           "severity": f.severity, "message": f.message, "fix": fix}
+    if f.cell is not None:  # a notebook: lines count from the cell's first line
+        out = {"path": f.path, "cell": f.cell, **{k: v for k, v in out.items() if k != "path"}}
+    return out
+
+
+def source_key(f: Finding) -> str:
+    """The key of ``f``'s text in ``LintResult.sources``: the path, or ``path:cell N`` for a
+    notebook cell."""
+    return f.path if f.cell is None else f"{f.path}:cell {f.cell}"
+
+
+def _cell_prefix(f: Finding) -> str:
+    return "" if f.cell is None else f"cell {f.cell}: "
 
 
 def concise_line(f: Finding) -> str:
-    """``path:line:col: CODE message`` (1-based column), as ruff's concise format."""
-    return f"{f.path}:{f.line}:{f.col + 1}: {f.code} {f.message}"
+    """``path:line:col: CODE message`` (1-based column), as ruff's concise format; in a notebook
+    ``path:cell N:line:col: CODE message``, as ruff reports notebooks."""
+    return f"{f.location}: {f.code} {f.message}"
 
 
 def format_concise(findings: list[Finding]) -> str:
@@ -94,7 +108,7 @@ def sarif_log(findings: list[Finding], rules: dict | None = None) -> dict:
         res = {
             "ruleId": f.code,
             "level": SARIF_LEVEL.get(f.severity, "warning"),
-            "message": {"text": f.message},
+            "message": {"text": _cell_prefix(f) + f.message},
             "locations": [{
                 "physicalLocation": {
                     "artifactLocation": {"uri": _uri(f.path)},
@@ -137,7 +151,7 @@ def github_line(f: Finding) -> str:
     level = GITHUB_LEVEL.get(f.severity, "warning")
     props = (f"file={_gh_prop(f.path)},line={f.line},col={f.col + 1},endLine={f.end_line},"
              f"endColumn={f.end_col + 1},title={_gh_prop(f'{f.code} {f.name}')}")
-    return f"::{level} {props}::{_gh_data(f.message)}"
+    return f"::{level} {props}::{_gh_data(_cell_prefix(f) + f.message)}"
 
 
 def format_github(findings: list[Finding]) -> str:
@@ -160,12 +174,12 @@ def render_full(findings: list[Finding], sources: dict[str, str], console) -> No
     style = {"error": "bold red", "warning": "bold yellow", "info": "bold blue"}
     for f in findings:
         head = Text()
-        head.append(f"{f.path}:{f.line}:{f.col + 1}: ", style="bold")
+        head.append(f"{f.location}: ", style="bold")
         head.append(f.code, style=style.get(f.severity, "bold"))
         head.append(f" [{f.severity}] ", style="dim")
         head.append(f.message)
         console.print(head)
-        lines = (sources.get(f.path) or "").splitlines()
+        lines = (sources.get(source_key(f)) or "").splitlines()
         first, last = f.line, min(f.end_line, f.line + 4)
         width = len(str(last))
         for ln in range(max(first - 1, 1), last + 1):

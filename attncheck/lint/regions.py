@@ -111,7 +111,10 @@ class Trigger:
     #: mask analysis): matches inside comments, docstrings (triple-quoted strings), the parameter
     #: lists of ``def`` statements and class bodies outside methods do not count
     code_only: bool = False
-
+    #: also required anywhere in the file (the prefilter skips the rule otherwise): what the
+    #: rule's analysis cannot report without (ATT204's fill must be applied by code that reads
+    #: a name), so a file of big literals alone — a generated data module — is not parsed
+    requires: tuple[re.Pattern, ...] | None = None
 
 
 def trigger_of(rule) -> Trigger | None:
@@ -132,17 +135,22 @@ def trigger_of(rule) -> Trigger | None:
         ctx = getattr(rule, "context", None)
         if isinstance(ctx, str):
             ctx = (ctx,)
+        req = getattr(rule, "requires", None)
+        if isinstance(req, str):
+            req = (req,)
         trig = Trigger(tuple(re.compile(s) for s in src), frozenset(names) if names else None,
                        tuple(re.compile(c) for c in ctx) if ctx else None,
                        getattr(rule, "context_scope", "class") == "unit",
-                       bool(getattr(rule, "pattern_in_code", False)))
+                       bool(getattr(rule, "pattern_in_code", False)),
+                       tuple(re.compile(r) for r in req) if req else None)
     rule._trigger_cache = trig or False
     return trig
 
 
 def _key(t: Trigger) -> tuple:
     return (tuple(p.pattern for p in t.patterns), t.methods,
-            tuple(c.pattern for c in t.context) if t.context else None, t.context_unit, t.code_only)
+            tuple(c.pattern for c in t.context) if t.context else None, t.context_unit, t.code_only,
+            tuple(r.pattern for r in t.requires) if t.requires else None)
 
 
 def triggers_of(rules: Iterable) -> tuple[Trigger, ...] | None:

@@ -11,7 +11,10 @@ Recognised comments (case of the keywords does not matter, codes are upper-cased
 
 A line comment applies to findings that start on that line, and to findings anywhere inside a
 statement whose *first* line carries it (the innermost statement containing the finding's start
-line; for a compound statement such as ``def``/``if`` that is its header, not its body).
+line; for a compound statement such as ``def``/``if`` that is its header, not its body).  A line
+that cannot hold a comment — it ends in a backslash continuation, or inside a triple-quoted
+string — is covered by the comment of the first line after it that can (where its logical line
+goes on: ``x = a + \\`` then ``b  # noqa``; a string's closing line), as ruff does.
 
 Comments are found with :mod:`tokenize` (so ``"# noqa"`` inside a string is not a comment) and
 statement spans with :mod:`ast`; both run only for files that have findings and contain
@@ -67,28 +70,59 @@ class Directives:
     lines: dict[int, frozenset[str] | None] = field(default_factory=dict)
     file: frozenset[str] | None = frozenset()
     stmt_start: dict[int, int] = field(default_factory=dict)
+    #: a line that cannot hold a comment → the line whose comment covers it
+    carry: dict[int, int] = field(default_factory=dict)
 
     def suppressed(self, line: int, code: str) -> bool:
         if code in UNSUPPRESSIBLE:
             return False
         if covers(self.file, code):
             return True
-        for ln in {line, self.stmt_start.get(line, line)}:
+        for ln in covers_lines(line, self.stmt_start, self.carry):
             if ln in self.lines and covers(self.lines[ln], code):
                 return True
         return False
 
 
+def covers_lines(line: int, stmt_start: dict[int, int], carry: dict[int, int]) -> list[int]:
+    """The lines whose comments cover a finding on ``line``, in the order ``--add-noqa`` tries
+    them: the line, its statement's first line, and for each that cannot hold a comment the
+    line that holds it for them."""
+    out = [line]
+    first = stmt_start.get(line, line)
+    if first != line:
+        out.append(first)
+    for ln in list(out):
+        c = carry.get(ln)
+        if c is not None and c not in out:
+            out.append(c)
+    return out
+
+
 def comments(source: str) -> list[tuple[int, int, str]]:
     """``(line, col, text)`` of every comment token; tolerant of tokenize errors at the end."""
+    return _scan_comments(source)[0]
+
+
+def _scan_comments(source: str) -> tuple[list[tuple[int, int, str]], dict[int, int]]:
+    """Comments (see :func:`comments`) and the carry map: each line that cannot hold a comment
+    (no NEWLINE/NL token ends on it: a backslash continuation, or inside a multi-line string)
+    → the next line that can, within the same logical line."""
     out = []
+    carry: dict[int, int] = {}
+    last_end = 0  # last line that ends in a NEWLINE/NL token
     try:
         for tok in tokenize.generate_tokens(io.StringIO(source).readline):
             if tok.type == tokenize.COMMENT:
                 out.append((tok.start[0], tok.start[1], tok.string))
+            elif tok.type in (tokenize.NEWLINE, tokenize.NL):
+                ln = tok.start[0]
+                for skipped in range(last_end + 1, ln):
+                    carry[skipped] = ln
+                last_end = ln
     except (tokenize.TokenError, SyntaxError, IndentationError):
         pass
-    return out
+    return out, carry
 
 
 def statement_starts(source: str) -> dict[int, int]:
@@ -124,7 +158,8 @@ def statement_starts(source: str) -> dict[int, int]:
 
 def parse_directives(source: str) -> Directives:
     d = Directives()
-    for line, _col, text in comments(source):
+    found, carry = _scan_comments(source)
+    for line, _col, text in found:
         for m in IGNORE_RE.finditer(text):
             codes = _codes(m.group("codes"))
             if m.group("kind").lower() == "file-ignore":
@@ -136,6 +171,7 @@ def parse_directives(source: str) -> Directives:
             d.lines[line] = _merge(d.lines.get(line), codes, line in d.lines)
     if d.lines:
         d.stmt_start = statement_starts(source)
+        d.carry = carry
     return d
 
 
@@ -167,21 +203,33 @@ def _commentable_lines(source: str) -> dict[int, int | None]:
 
 
 def add_noqa(source: str, findings: list) -> tuple[str, int]:
+    """:func:`add_noqa_report` without the list of findings it could not place."""
+    new, n, _ = add_noqa_report(source, findings)
+    return new, n
+
+
+def add_noqa_report(source: str, findings: list) -> tuple[str, int, list]:
     """Append ``# noqa: CODE[, CODE]`` to the lines of ``findings`` (not ATT000/ATT001) so that
     they are suppressed; existing ``# noqa: …`` lists are extended.  A finding on a line that
-    cannot take a comment (inside a multi-line string, before a backslash continuation) gets it
-    on the first line of its statement.  Returns (new source, number of lines changed)."""
+    cannot take a comment gets it where :class:`Directives` honours it: the first line of its
+    statement, else the line its logical line goes on to (after a backslash continuation, the
+    closing line of a multi-line string).  Returns (new source, number of lines changed, the
+    findings no line could take a comment for — e.g. the source does not tokenize)."""
     todo = [f for f in findings if f.code not in UNSUPPRESSIBLE]
     if not todo:
-        return source, 0
+        return source, 0, []
     ok = _commentable_lines(source)
     starts = statement_starts(source)
+    carry = _scan_comments(source)[1]
     wanted: dict[int, set[str]] = {}
+    unplaced = []
     for f in todo:
-        for ln in (f.line, starts.get(f.line, f.line)):
+        for ln in covers_lines(f.line, starts, carry):
             if ln in ok:
                 wanted.setdefault(ln, set()).add(f.code)
                 break
+        else:
+            unplaced.append(f)
     lines = source.splitlines(keepends=True)
     changed = 0
     for ln, codes in wanted.items():
@@ -206,4 +254,4 @@ def add_noqa(source: str, findings: list) -> tuple[str, int]:
             body = body.rstrip() + "  # noqa: " + ", ".join(sorted(codes))
         lines[ln - 1] = body + eol
         changed += 1
-    return "".join(lines), changed
+    return "".join(lines), changed, unplaced

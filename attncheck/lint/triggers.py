@@ -64,3 +64,9 @@ EXP = (r"exp_?\s*\(", r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)\bexp_?\b")
 GROUP_CONTEXT = (r"n_?rep\b|num_rep|rep_?kv|kv_?rep|group|per_kv|gqa|//",)
 #: ``is_causal=True`` written in an SDPA call (ATT203 reports the literal)
 IS_CAUSAL_TRUE = (r"is_causal\s*=\s*True",)
+#: code that reads a name: an identifier outside comments that is not only the target of an
+#: assignment (``X = …``) nor ``True``/``False``/``None``, and not part of a numeric literal
+#: (``1e9``, ``0xff``, ``1_000``, ``2j``).  A mask fill is reported where a mask is applied (a
+#: call, an operator or a subscript on a name), so a file without one — a generated data module,
+#: ``DATA = [12345678, …]`` — cannot hold an ATT204 finding however big its literals are
+NAME_READ = (r"(?m)^[^#\n]*?(?<![\w.])(?!(?:True|False|None)\b)[^\W\d]\w*(?!\w)(?![ \t]*=(?!=))",)

@@ -167,7 +167,7 @@ def _heatmaps(plt, label: str, maps, max_layers: int = 6, max_heads: int = 8) ->
             if h == 0:
                 ax.set_ylabel(f"layer {idx}\n{kind}", fontsize=8)
     fig.suptitle(f"{label}: attention weights (sample 0; rows = queries, columns = keys; "
-                 "colour ∝ √weight, black = exactly 0)", fontsize=9)
+                 "colour ∝ √weight, viridis: dark purple = exactly 0, yellow = 1)", fontsize=9)
     return f'<img alt="attention heatmaps {html.escape(label)}" src="{_png(fig)}">'
 
 

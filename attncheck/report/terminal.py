@@ -4,6 +4,10 @@ check`` and ``attncheck audit``).
 :func:`render_report` prints a table — check, status, message, key numbers — followed by the
 details (smallest failing example, reproduction line) of every failed / errored check and a
 summary line.  :func:`report_table` returns just the ``rich.table.Table``.
+
+:func:`plain_lines` is the width-independent text for logs (stdout not a terminal, e.g. CI): one
+line per check, ``status check: message [numbers]``, never wrapped or boxed, with the details of
+failed / errored checks indented under their line, then the summary line.
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from rich.table import Table
 
 from attncheck.results import CheckResult, Report
 
-__all__ = ["render_report", "report_table", "STATUS_STYLE", "summary_line", "format_metrics"]
+__all__ = ["render_report", "report_table", "STATUS_STYLE", "summary_line", "format_metrics",
+           "plain_lines", "resolve_text_format"]
 
 STATUS_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold magenta",
                 "warn": "bold yellow", "skip": "dim"}
@@ -46,6 +51,43 @@ def summary_line(report: Report) -> str:
     bits = [f"{n} {s}" for s, n in counts.items() if n]
     verdict = "OK" if report.ok else "FAILED"
     return f"{verdict}: {', '.join(bits) or 'no checks run'}"
+
+
+def resolve_text_format(fmt: str, console: Console) -> str:
+    """``text`` → ``full`` when ``console`` writes to a terminal, else ``concise``; other
+    formats unchanged."""
+    if fmt != "text":
+        return fmt
+    return "full" if console.is_terminal else "concise"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def plain_lines(report: Report, title: str | None = None, *,
+                show_details: bool = True) -> list[str]:
+    """The report as plain lines that do not depend on the terminal width: ``title`` (default
+    ``attncheck check <target> (device, dtype, mode mode)``), one ``status check: message
+    [numbers]`` line per check (status padded to 5 characters; a message's own line breaks
+    become spaces), the details of each failed / errored check indented by 4 spaces under its
+    line, then :func:`summary_line`."""
+    mode = report.extra.get("mode", "eval")
+    lines = [title or f"attncheck check {report.target} ({report.device}, {report.dtype}, "
+                      f"{mode} mode)"]
+    for r in report.results:
+        line = f"{r.status:<5} {r.check}: {_one_line(r.message)}"
+        numbers = format_metrics(r.metrics)
+        if numbers:
+            line += f" [{numbers}]"
+        lines.append(line)
+        if show_details and r.status in ("fail", "error") and _details(r):
+            lines.extend("    " + d for d in _details(r).splitlines())
+    mc = report.extra.get("mask_convention")
+    if isinstance(mc, dict) and mc.get("source") in ("detected", "failed"):
+        lines.append(f"mask convention: {_one_line(mc.get('message'))}")
+    lines.append(summary_line(report))
+    return lines
 
 
 def report_table(report: Report, title: str | None = None) -> Table:

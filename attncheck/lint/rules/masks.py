@@ -234,6 +234,9 @@ class MaskValueOverflow(Rule):
     summary = "literal mask fill beyond the fp16 range (-1e9, -1e10, …): use torch.finfo(x.dtype).min"
     tokens = ("e5", "e6", "e7", "e8", "e9", "e1", "e2", "e3", "00000")
     pattern = T.BIG_LITERAL
+    # the fill is reported where a mask is applied, which reads a name: a file of literals alone
+    # (a generated data module) is not parsed
+    requires = T.NAME_READ
     # a fill is a literal in a function body or module code (or float("...")): not in a
     # docstring, a comment, a parameter default or a class-body statement, none of which the
     # mask analysis reads
