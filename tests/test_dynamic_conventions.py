@@ -299,3 +299,15 @@ def test_kv_cache_with_a_padding_mask():
     bad = _run("CachedAttentionDropsMaskOnDecode", ["kv-cache"]).results[0]
     assert bad.status == "fail" and bad.metrics["padding_mask"] is True
     assert "decode step at position 3" in bad.message and "key padding mask" in bad.message
+
+
+def test_parameter_free_layer_is_not_judged_at_initialisation():
+    r = _run("ParameterFreeAttention", ["saturation"], embed_dim=512).results[0]
+    assert r.status == "skip" and "no parameters" in r.message
+    assert r.metrics["saturated_share"] > 0.9  # the figures are still reported
+
+
+def test_qk_norm_gradient_flow_at_head_dim_1():
+    r = _run("qk_norm_sdpa", ["gradient-flow"], head_dim=1).results[0]
+    assert r.status == "pass", r.message
+    assert set(r.metrics["no_effect"]) >= {"input q"}
