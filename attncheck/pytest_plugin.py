@@ -50,8 +50,6 @@ __all__ = ["AttncheckFixture", "AttncheckWarning", "PytestSettings", "format_rep
 MARKER = "attncheck"
 #: keys of a target's inline table that the plugin consumes itself (the rest are hints)
 _TARGET_KEYS = ("spec", "checks", "devices", "id")
-#: run options a target's inline table may set besides hints (passed to attncheck.check())
-_RUN_KEYS = ("dtype", "seed", "max_examples")
 
 
 class AttncheckWarning(UserWarning):
@@ -155,13 +153,8 @@ def _normalize_targets(raw: Any, where: str) -> list[tuple]:
                 f"\"path/to/file.py:Name\") or an inline table with a 'spec' string, got "
                 f"{entry!r}")
         hints = {k: v for k, v in entry.items() if k not in _TARGET_KEYS + ("device",)}
-        from attncheck.dynamic.hints import HintError, validate_hints
-
-        try:  # a misspelt or invalid hint stops the session before any target is imported
-            validate_hints({k: v for k, v in hints.items() if k not in _RUN_KEYS})
-        except HintError as exc:
-            raise AttncheckConfigError(f"{where} targets[{i}] ({entry['spec']}): {exc}") \
-                from None
+        # hints are validated when the target is resolved at collection, before it is imported:
+        # a misspelt or invalid hint is that target's one collection error (with a did-you-mean)
         checks = entry.get("checks")
         devices = entry.get("devices")
         if devices is None and isinstance(entry.get("device"), str):
@@ -347,13 +340,20 @@ class AttncheckCollector(pytest.Collector):
             p = Path(entry)
             if not p.is_absolute():
                 p = settings.root / p
+            errors: list[str] = []
             try:
-                sources = discovery.discover(str(p), exclude, settings.root)
+                sources = discovery.discover(str(p), exclude, settings.root, errors)
             except discovery.PathNotFound:
                 yield LintItem.from_parent(self, name=f"lint::{entry}",
                                            nodeid=f"attncheck::lint::{entry}", path=p,
                                            display=entry, missing=True)
                 continue
+            except discovery.PathError as exc:  # a symlink loop, an unreadable directory, a FIFO
+                errors, sources = [str(exc)], []
+            for i, err in enumerate(errors):  # reported, never silently skipped
+                yield LintItem.from_parent(self, name=f"lint::{entry}::error{i}",
+                                           nodeid=f"attncheck::lint::{entry}::error{i}", path=p,
+                                           display=entry, missing=True, reason=err)
             for src in sources:
                 rel = _relpath(Path(src.display), settings.root)
                 yield LintItem.from_parent(self, name=f"lint::{rel}",
@@ -381,7 +381,7 @@ class TargetCollector(pytest.Collector):
         from attncheck.dynamic.targets import TargetError
 
         hints = {k: v for k, v in self.hints.items() if k not in _RUN_OPTIONS}
-        try:
+        try:  # hints are checked first: a misspelt one imports nothing
             resolve(resolve_spec(self.spec, self.settings.root), **hints)
         except (SpecError, TargetError) as exc:
             where = f" ({self.settings.source})" if self.settings.source else ""
@@ -424,13 +424,18 @@ class AttncheckFailure(Exception):
 class LintItem(pytest.Item):
     """Lint one file; fails with the findings in ``attncheck lint``'s concise format."""
 
-    def __init__(self, *, display: str, missing: bool, **kw: Any) -> None:
+    def __init__(self, *, display: str, missing: bool, reason: str | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
         self.display = display
         self.missing = missing
+        self.reason = reason
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
+        if self.missing and self.reason:
+            raise AttncheckFailure(f"attncheck: cannot lint {self.reason} (from [tool.attncheck] "
+                                   "lint)")
         if self.missing:
             raise AttncheckFailure(f"attncheck: lint path not found: {self.display} "
                                    f"(from [tool.attncheck] lint)")

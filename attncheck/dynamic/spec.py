@@ -163,10 +163,16 @@ def build(obj: Any, spec: str = "<object>", kind: str | None = None) -> Any:
 def resolve(spec: str, **hints: Any):
     """Spec → :class:`~attncheck.dynamic.targets.Target` (``hints`` override detection).
 
-    Raises :class:`SpecError` for every problem, including invalid hints.
+    Raises :class:`SpecError` for every problem, including invalid hints (checked first: a
+    misspelt hint imports nothing).
     """
+    from attncheck.dynamic.hints import HintError, validate_hints
     from attncheck.dynamic.targets import TargetError, target
 
+    try:  # before the target is imported: a misspelt hint must not run the user's code
+        validate_hints({k: v for k, v in hints.items() if v is not None})
+    except HintError as exc:
+        raise SpecError(f"{spec}: {exc}") from None
     made = build(load_object(spec), spec, kind=hints.get("kind"))
     try:
         return target(made, spec=spec, **hints)
