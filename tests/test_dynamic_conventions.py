@@ -16,7 +16,7 @@ def _run(name, checks, **extra):
     hints = dict(fx.CORRECT.get(name) or fx.BUGGY[name][0])
     hints.update(extra)
     obj = build(getattr(fx, name), name)
-    return attncheck.check(obj, checks=checks, device="cpu", max_examples=3, timeout=60,
+    return attncheck.check(obj, checks=checks, device="cpu", max_examples=2, timeout=60,
                            **hints)
 
 
@@ -220,10 +220,7 @@ def test_eager_outputs_are_canonical():
     torch.testing.assert_close(out.out, ref, atol=1e-6, rtol=1e-5)
 
 
-def test_cli_kind_kernel_hint(tmp_path):
-    import subprocess
-    import sys
-
+def test_cli_kind_kernel_hint():
     from click.testing import CliRunner
 
     from attncheck.cli import main
@@ -234,6 +231,14 @@ def test_cli_kind_kernel_hint(tmp_path):
     res = CliRunner().invoke(main, ["check", spec, "--hint", "kind=kernel", "--checks",
                                     "shapes,reference", "--max-examples", "2", "--no-causal"])
     assert res.exit_code == 0, res.output
+
+
+@pytest.mark.slow
+def test_cli_kind_kernel_hint_subprocess():
+    import subprocess
+    import sys
+
+    spec = "fixtures/dynamic/conventions.py:attend"
     proc = subprocess.run([sys.executable, "-m", "attncheck", "check", spec, "--hint",
                            "kind=kernel", "--checks", "shapes", "--max-examples", "2",
                            "--format", "json"], capture_output=True, text=True, cwd=fx.__file__
