@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import signal
 import sys
 import tokenize
 import traceback
@@ -752,6 +753,8 @@ def _worker_init(parent: int) -> None:
     import time
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # forked with SIGINT blocked (see lint_paths)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     try:
         import ctypes
@@ -881,8 +884,18 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
         ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
                                    initargs=(os.getpid(),))
+        # The workers are forked while the work is submitted: with Ctrl-C blocked until then, a
+        # worker cannot see SIGINT before it ignores it (no worker traceback), and the parent's
+        # interrupt is not swallowed inside fork's handlers; a pending one arrives on unblocking.
+        can_block = hasattr(signal, "pthread_sigmask")
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if can_block else None
         try:
-            reports = list(pool.map(_run_work, work, chunksize=max(1, len(work) // (jobs * 8))))
+            try:
+                results = pool.map(_run_work, work, chunksize=max(1, len(work) // (jobs * 8)))
+            finally:
+                if can_block:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            reports = list(results)
         except BaseException:  # Ctrl-C (or an error): stop now, not after the queued work
             _stop_workers(pool)
             raise
