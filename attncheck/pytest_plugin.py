@@ -50,8 +50,6 @@ __all__ = ["AttncheckFixture", "AttncheckWarning", "PytestSettings", "format_rep
 MARKER = "attncheck"
 #: keys of a target's inline table that the plugin consumes itself (the rest are hints)
 _TARGET_KEYS = ("spec", "checks", "devices", "id")
-#: run options a target's inline table may set besides hints (passed to attncheck.check())
-_RUN_KEYS = ("dtype", "seed", "max_examples")
 
 
 class AttncheckWarning(UserWarning):
@@ -383,7 +381,7 @@ class TargetCollector(pytest.Collector):
         from attncheck.dynamic.targets import TargetError
 
         hints = {k: v for k, v in self.hints.items() if k not in _RUN_OPTIONS}
-        try:
+        try:  # hints are checked first: a misspelt one imports nothing
             resolve(resolve_spec(self.spec, self.settings.root), **hints)
         except (SpecError, TargetError) as exc:
             where = f" ({self.settings.source})" if self.settings.source else ""

@@ -66,6 +66,9 @@ def test_unknown_hint_is_a_usage_error_with_did_you_mean_in_the_api():
     with pytest.raises(SpecError, match=r"unknown hint 'paddding_side' \(did you mean "
                                         r"'padding_side'\?\)"):
         attncheck.check(SDPA_SPEC, checks=["shapes"], paddding_side="left")
+    # a spec string: checked before the file is imported
+    with pytest.raises(SpecError, match=r"hint window=0: expected an integer > 0"):
+        attncheck.check("no/such/file.py:attention", window=0)
     with pytest.raises(TargetError, match=r"unknown hint 'zzz'; known: alignment, batch_first"):
         attncheck.target(kernel, zzz=1)
 
@@ -187,18 +190,31 @@ def test_cli_unknown_hint_exits_2_before_importing_the_target(tmp_path):
     assert p.stdout == "" and not marker.exists()
 
 
-def test_plugin_config_with_a_misspelt_hint_is_a_collection_error(pytester, tmp_path):
+def test_plugin_target_with_a_misspelt_hint_is_a_collection_error(pytester, tmp_path):
     target, marker = _marker_target(tmp_path)
     pytester.makepyprojecttoml(f"""
         [tool.attncheck]
-        targets = [{{ spec = "{target}", causl = true, checks = ["shapes"] }}]
+        targets = [{{ spec = "{target}", id = "typo", causl = true, checks = ["shapes"] }}]
     """)
     pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
-    res = pytester.runpytest("--attncheck")
+    res = pytester.runpytest("--attncheck", "-q")
     assert res.ret == pytest.ExitCode.INTERRUPTED
     res.assert_outcomes(errors=1)
-    assert "unknown hint 'causl' (did you mean 'causal'?)" in res.stdout.str()
-    assert not marker.exists()
+    res.stdout.fnmatch_lines([f"attncheck: cannot resolve target '{target}' (*pyproject.toml): "
+                              "*: unknown hint 'causl' (did you mean 'causal'?)",
+                              "ERROR attncheck::typo"])
+    assert "Traceback" not in res.stdout.str() and not marker.exists()
+
+
+def test_plugin_config_accepts_hints_and_run_options(pytester, tmp_path):
+    target, marker = _marker_target(tmp_path)
+    pytester.makepyprojecttoml(f"""
+        [tool.attncheck]
+        targets = [{{ spec = "{target}", causal = true, padding_side = "left", seed = 1, timeout = 30, train = false, max_examples = 2, checks = ["shapes"] }}]
+    """)  # noqa: E501 - a TOML inline table is one line
+    res = pytester.runpytest("--attncheck", "--collect-only", "-q")
+    assert res.ret == pytest.ExitCode.OK
+    assert any("::shapes[" in line for line in res.stdout.lines), res.stdout.str()
 
 
 def test_fixture_rejects_a_misspelt_hint(pytestconfig):
@@ -273,6 +289,21 @@ def test_check_leaves_torch_globals_and_module_containers_bit_identical():
     assert torch.backends.cuda.flash_sdp_enabled() == g0["settings"]["sdp.flash_sdp_enabled"]
 
 
+def _moves_default_device(q, k, v, attn_mask=None, is_causal=False):
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+    torch.set_default_device("meta")
+    return out
+
+
+def test_check_restores_the_default_device():
+    g0 = global_state().as_comparable()
+    report = attncheck.check(_moves_default_device, checks=["shapes"], device="cpu",
+                             max_examples=2)
+    assert len(report.results) == 1  # whatever the verdict: the caller's state is intact
+    assert global_state().as_comparable() == g0
+    assert torch.zeros(1).device.type == "cpu" and torch._C._len_torch_function_stack() == 0
+
+
 # ------------------------------------------------------------------------------- audit parity
 def _by_check(report):
     return {r.check: r for r in report.results}
@@ -290,6 +321,14 @@ def test_audit_timeout_turns_a_hanging_forward_into_an_error_and_goes_on():
     assert not rep.ok and elapsed < 30
 
 
+def test_audit_timeout_also_bounds_the_build():
+    rep = audit(spec("never_built"), checks="causality", timeout=0.5)
+    (r,) = rep.results
+    assert (r.check, r.status) == ("build", "error")
+    assert r.message == ("timed out after 0.5 s: the model hung or is too slow for building the "
+                         "model (raise the limit with --timeout / timeout=)")
+
+
 def test_audit_cli_timeout_exits_1_with_the_reason():
     r = CliRunner().invoke(main, ["audit", spec("hangs"), "--checks", "causality", "--timeout",
                                   "0.5", "--format", "json"])
@@ -297,6 +336,9 @@ def test_audit_cli_timeout_exits_1_with_the_reason():
     (r,) = json.loads(r.output)["results"]
     assert r["check"] == "causality" and r["status"] == "error"
     assert r["message"].startswith("timed out after 0.5 s")
+    for bad in ("-1", "nan"):  # validated like check's --timeout
+        r = CliRunner().invoke(main, ["audit", spec("hangs"), "--timeout", bad])
+        assert r.exit_code == 2 and "Invalid value for '--timeout'" in r.output
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
@@ -357,6 +399,34 @@ def test_audit_infers_causality_like_check_and_takes_causal_and_hints():
     rep = audit(spec("correct"), checks="scale", hints={"scale": 1.0})
     assert _by_check(rep)["scale"].status == "fail"
     assert rep.extra["model"].get("hints") == {"scale": 1.0}
+
+
+class _FullAttention(torch.nn.Module):
+    """Bidirectional self-attention on (B, L, 8); ``config`` set by the test."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed_dim, self.num_heads = 8, 2
+        self.qkv = torch.nn.Linear(8, 24)
+
+    def forward(self, x):
+        B, L, E = x.shape
+        q, k, v = (t.view(B, L, 2, 4).transpose(1, 2) for t in self.qkv(x).split(E, -1))
+        return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(B, L, E)
+
+
+def test_audit_causality_from_config_and_skip_without_evidence():
+    from types import SimpleNamespace
+
+    m = _FullAttention()
+    r = audit(m, checks="causality")["causality"]
+    assert r.status == "skip" and r.message.startswith("not declared causal (observed pattern: "
+                                                       "full)")
+    m.config = SimpleNamespace(is_decoder=True)
+    before = module_state(m)
+    r = audit(m, checks="causality")["causality"]
+    assert r.status == "fail" and "(causal detected: config.is_decoder = True)" in r.message
+    assert module_state_equal(module_state(m), before) and m.config.is_decoder is True
 
 
 def test_audit_cli_causal_and_hint_options():

@@ -279,18 +279,15 @@ def dependency_pattern(depends: torch.Tensor) -> str:
 
 def causal_evidence(m: AuditModel, ctx: AuditContext) -> str | None:
     """Why a module of undeclared causality looks causal (None: no evidence), as ``check``
-    infers it: ``config.is_causal`` / ``config.is_decoder``, a submodule with ``is_causal =
-    True`` (transformers attention modules), SDPA called with ``is_causal=True`` or a triangular
-    mask of exactly-zero weights seen by the probe (cached per variant)."""
+    infers it: the module's ``config.is_causal`` / ``config.is_decoder``, SDPA called with
+    ``is_causal=True`` or a triangular mask of exactly-zero weights seen by the probe (cached per
+    variant; :func:`attncheck.dynamic.checks.causality._probe_says_causal`)."""
     if m.causal is False or m.input_kind == "pixels":
         return None
     cfg = getattr(m.module, "config", None)
     for attr in ("is_causal", "is_decoder"):
         if getattr(cfg, attr, None) is True:
             return f"config.{attr} = True"
-    for name, sub in m.module.named_modules():
-        if getattr(sub, "is_causal", None) is True or getattr(sub, "causal", None) is True:
-            return f"{name or type(sub).__name__}.is_causal = True"
     try:
         probe_layers(m, ctx)
     except Exception:  # noqa: BLE001 - a forward that raises is reported by the dispatch paths

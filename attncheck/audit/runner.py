@@ -279,8 +279,8 @@ def audit(spec: str, checks: Iterable[str] | str | None = None, device: str = "c
             on.
         causal: declare the checked self-attention causal (True) or bidirectional (False),
             overriding the family / module; None = as declared, else inferred like ``check``
-            (config, ``is_causal`` attributes, SDPA ``is_causal=True`` or a triangular mask seen
-            by the probe, a causal dependency pattern).
+            (``config.is_causal`` / ``is_decoder``, SDPA ``is_causal=True`` or a triangular mask
+            seen by the probe, a causal dependency pattern).
         hints: :data:`AUDIT_HINTS` from the hint registry (``num_kv_heads``, ``scale``,
             ``window``, ...), overriding the declared facts.
 

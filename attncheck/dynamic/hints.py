@@ -11,8 +11,8 @@ call at the bottom of this module.
 
 An unknown hint name or an invalid value is a usage error: :class:`HintError` here,
 :class:`~attncheck.dynamic.targets.TargetError` from ``attncheck.target()`` / ``attncheck.check()``,
-exit code 2 on the command line, a ``pytest.UsageError`` for a plugin configuration.  The
-message names the closest known hint (``difflib.get_close_matches``).
+exit code 2 on the command line, a collection error of the target for ``pytest --attncheck``.
+The message names the closest known hint (``difflib.get_close_matches``).
 """
 from __future__ import annotations
 

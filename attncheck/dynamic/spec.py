@@ -163,7 +163,8 @@ def build(obj: Any, spec: str = "<object>", kind: str | None = None) -> Any:
 def resolve(spec: str, **hints: Any):
     """Spec → :class:`~attncheck.dynamic.targets.Target` (``hints`` override detection).
 
-    Raises :class:`SpecError` for every problem, including invalid hints.
+    Raises :class:`SpecError` for every problem, including invalid hints (checked first: a
+    misspelt hint imports nothing).
     """
     from attncheck.dynamic.hints import HintError, validate_hints
     from attncheck.dynamic.targets import TargetError, target

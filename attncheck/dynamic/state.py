@@ -19,7 +19,7 @@
   ``fp32_precision`` settings behind them), the reduced-precision reduction flags, cuDNN's
   ``enabled`` / ``benchmark`` / ``deterministic``, the SDPA backend switches
   (``torch.backends.cuda.enable_flash_sdp`` ...) and the print options
-  (``torch.set_printoptions``).
+  (``torch.set_printoptions``), and the default device (``torch.set_default_device``).
 
 Usage::
 
@@ -320,9 +320,15 @@ class GlobalState:
     fn_stack: list[Any]
     dispatch_stack: list[Any]
     settings: dict[str, Any] = field(default_factory=dict)
+    #: ``torch.set_default_device``'s context (a function mode, restored with the mode stack;
+    #: its global reference must follow, or a later ``set_default_device`` pops a wrong mode)
+    device_context: Any = None
 
     def restore(self) -> None:
         _restore_mode_stacks(self.fn_stack, self.dispatch_stack)
+        holder = getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None)
+        if holder is not None and getattr(holder, "device_context", None) is not self.device_context:
+            holder.device_context = self.device_context
         if self.settings:
             _restore_torch_settings(self.settings)
         torch.set_rng_state(self.cpu_rng)
@@ -354,6 +360,8 @@ class GlobalState:
             "fn_stack": [id(m) for m in self.fn_stack],
             "dispatch_stack": [id(m) for m in self.dispatch_stack],
             "settings": dict(self.settings),
+            "device_context": id(self.device_context) if self.device_context is not None else None,
+            "default_device": str(torch.get_default_device()),
         }
 
 
@@ -368,7 +376,9 @@ def global_state() -> GlobalState:
                        torch.is_grad_enabled(), torch.get_default_dtype(),
                        torch.is_anomaly_enabled(), torch.are_deterministic_algorithms_enabled(),
                        torch.is_deterministic_algorithms_warn_only_enabled(), fn, disp,
-                       _torch_settings())
+                       _torch_settings(),
+                       getattr(getattr(torch, "_GLOBAL_DEVICE_CONTEXT", None), "device_context",
+                               None))
 
 
 @dataclass
