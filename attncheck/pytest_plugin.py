@@ -340,13 +340,20 @@ class AttncheckCollector(pytest.Collector):
             p = Path(entry)
             if not p.is_absolute():
                 p = settings.root / p
+            errors: list[str] = []
             try:
-                sources = discovery.discover(str(p), exclude, settings.root)
+                sources = discovery.discover(str(p), exclude, settings.root, errors)
             except discovery.PathNotFound:
                 yield LintItem.from_parent(self, name=f"lint::{entry}",
                                            nodeid=f"attncheck::lint::{entry}", path=p,
                                            display=entry, missing=True)
                 continue
+            except discovery.PathError as exc:  # a symlink loop, an unreadable directory, a FIFO
+                errors, sources = [str(exc)], []
+            for i, err in enumerate(errors):  # reported, never silently skipped
+                yield LintItem.from_parent(self, name=f"lint::{entry}::error{i}",
+                                           nodeid=f"attncheck::lint::{entry}::error{i}", path=p,
+                                           display=entry, missing=True, reason=err)
             for src in sources:
                 rel = _relpath(Path(src.display), settings.root)
                 yield LintItem.from_parent(self, name=f"lint::{rel}",
@@ -417,13 +424,18 @@ class AttncheckFailure(Exception):
 class LintItem(pytest.Item):
     """Lint one file; fails with the findings in ``attncheck lint``'s concise format."""
 
-    def __init__(self, *, display: str, missing: bool, **kw: Any) -> None:
+    def __init__(self, *, display: str, missing: bool, reason: str | None = None,
+                 **kw: Any) -> None:
         super().__init__(**kw)
         self.display = display
         self.missing = missing
+        self.reason = reason
         self.add_marker(MARKER)
 
     def runtest(self) -> None:
+        if self.missing and self.reason:
+            raise AttncheckFailure(f"attncheck: cannot lint {self.reason} (from [tool.attncheck] "
+                                   "lint)")
         if self.missing:
             raise AttncheckFailure(f"attncheck: lint path not found: {self.display} "
                                    f"(from [tool.attncheck] lint)")

@@ -116,3 +116,48 @@ def test_sigint_exits_130_without_traceback(tmp_path):
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
+                    reason="needs Linux /proc/<pid>/task/<pid>/children")
+def test_sigint_during_a_parallel_lint_stops_the_workers_at_once(tmp_path):
+    """Ctrl-C while worker processes lint: exit 130 at once (not after the queued files), no
+    worker traceback, no worker left running."""
+    src = (Path(__file__).resolve().parents[1] / "fixtures" / "lint" / "correct" /
+           "textbook_mha.py").read_text(encoding="utf-8")
+    for i in range(600):
+        (tmp_path / f"attn_{i:03d}.py").write_text(src, encoding="utf-8")
+    proc = subprocess.Popen(_script() + ["lint", "--no-cache", "--isolated", "-j", "2", "."],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env=dict(os.environ, NO_COLOR="1"))
+    try:
+        _wait(lambda: len(_children(proc.pid)) >= 2, proc, "lint workers")
+        workers = _children(proc.pid)
+        os.killpg(proc.pid, signal.SIGINT)
+        t0 = time.monotonic()
+        out, err = proc.communicate(timeout=120)
+        waited = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (out, err)
+    assert err.strip() == "attncheck: interrupted" and out == ""
+    assert waited < 10, f"took {waited:.1f} s to stop"
+    time.sleep(0.5)
+    assert not [w for w in workers if _alive(w)]

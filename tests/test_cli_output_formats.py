@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from rich.console import Console
 
 from attncheck.cli import main
 from attncheck.dynamic.cli import OUTPUT_FORMATS
@@ -77,12 +76,22 @@ def test_check_text_is_concise_when_not_a_terminal_and_full_is_a_table(buggy_jso
     assert not any(line.startswith("pass  ") for line in full.output.splitlines())
 
 
-def test_text_resolves_to_full_on_a_terminal():
-    assert resolve_text_format("text", Console(force_terminal=True)) == "full"
-    assert resolve_text_format("text", Console(file=open(os.devnull, "w"))) == "concise"
-    for fmt in ("full", "concise", "json"):
-        assert resolve_text_format(fmt, Console(force_terminal=True)) == fmt
+def test_text_resolves_to_full_on_a_terminal_only():
+    main_fd, tty_fd = os.openpty()
+    with open(tty_fd, "w") as tty, open(os.devnull, "w") as null:
+        assert resolve_text_format("text", tty) == "full"
+        assert resolve_text_format("text", null) == "concise"
+        for fmt in ("full", "concise", "json"):
+            assert resolve_text_format(fmt, tty) == resolve_text_format(fmt, null) == fmt
+    os.close(main_fd)
     assert OUTPUT_FORMATS == ("text", "full", "concise", "json")
+
+
+def test_force_color_does_not_bring_back_tables(monkeypatch):
+    """CI systems set FORCE_COLOR for coloured logs; the log still gets one line per check."""
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    r = _invoke("check", BUGGY, *FAST)
+    assert _check_lines(r.output) and "┏" not in r.output
 
 
 def test_audit_concise_lists_each_check_and_the_lint_findings():
@@ -127,6 +136,9 @@ def test_lint_accepts_format_as_an_alias(tmp_path):
     b = _invoke("lint", "--no-cache", "--isolated", "--output-format", "json", str(src))
     assert a.exit_code == b.exit_code == 1
     assert a.output == b.output and json.loads(a.output)[0]["code"] == "ATT101"
+    rules = [_invoke("rules", spelling, "json") for spelling in ("--format", "--output-format")]
+    assert rules[0].exit_code == rules[1].exit_code == 0
+    assert rules[0].output == rules[1].output and json.loads(rules[0].output)[0]["code"] == "ATT000"
 
 
 @pytest.mark.parametrize("args, option", [
@@ -135,6 +147,8 @@ def test_lint_accepts_format_as_an_alias(tmp_path):
     (["check", BUGGY, "--max-examples", "0"], "--max-examples"),
     (["check", BUGGY, "--seed", str(2**64)], "--seed"),
     (["audit", "--seed", str(-(2**63) - 1)], "--seed"),
+    (["audit", "--timeout", "-1"], "--timeout"),
+    (["audit", "--timeout", "nan"], "--timeout"),
     (["check", BUGGY, "--format", "xml"], "--output-format"),
     (["audit", "--output-format", "xml"], "--output-format"),
     (["lint", "--jobs", "-1"], "--jobs"),

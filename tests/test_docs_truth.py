@@ -42,25 +42,25 @@ def _registry_hint_names() -> set[str]:
     return {h if isinstance(h, str) else h.name for h in HINTS}
 
 
-def _table_hints(text: str, header: str) -> set[str]:
-    """Names in the first column of the markdown table whose header row starts with
-    ``header``: the leading identifier of every `code` span (`scale=<float>` → scale)."""
+def _table_rows(text: str, header: str) -> list[set[str]]:
+    """Per row of the markdown table whose header row starts with ``header``, the hint names in
+    its first column: the leading identifier of every `code` span (`scale=<float>` → scale)."""
     lines = text.splitlines()
     start = next(i for i, ln in enumerate(lines) if ln.startswith(header))
-    names: set[str] = set()
+    rows: list[set[str]] = []
     for ln in lines[start + 2:]:
         if not ln.startswith("|"):
             break
         first = ln.split("|")[1]
-        for span in re.findall(r"`([^`]+)`", first):
-            m = re.match(r"[a-z_]+", span)
-            if m:
-                names.add(m.group(0))
-    return names
+        rows.append({m.group(0) for span in re.findall(r"`([^`]+)`", first)
+                     if (m := re.match(r"[a-z_]+", span))})
+    return rows
 
 
-TARGET_HINTS = _table_hints(CHECKS_MD, "| hint | meaning |")
-CHECK_HINTS = _table_hints(CHECKS_MD, "| hint | used by | meaning |")
+TARGET_ROWS = _table_rows(CHECKS_MD, "| hint | meaning |")
+CHECK_ROWS = _table_rows(CHECKS_MD, "| hint | used by | meaning |")
+TARGET_HINTS = set().union(*TARGET_ROWS)
+CHECK_HINTS = set().union(*CHECK_ROWS)
 
 
 def test_hint_tables_are_parsed():
@@ -71,6 +71,13 @@ def test_hint_tables_are_parsed():
 def test_every_registered_hint_is_documented():
     undocumented = _registry_hint_names() - TARGET_HINTS - CHECK_HINTS
     assert not undocumented, f"hints missing from docs/checks.md: {sorted(undocumented)}"
+
+
+def test_each_hint_is_documented_once():
+    from collections import Counter
+
+    counts = Counter(name for row in TARGET_ROWS + CHECK_ROWS for name in row)
+    assert not [n for n, c in counts.items() if c > 1], counts.most_common(3)
 
 
 def test_every_documented_hint_exists():
@@ -95,8 +102,8 @@ def test_readme_hint_list_names_real_hints():
 # --------------------------------------------------------------------------------------------
 # configuration example
 
-def _config_example() -> tuple[dict, dict[str, str]]:
-    block = README.split("<!-- config-example")[1].split("```toml\n")[1].split("```")[0]
+def _config_example(text: str) -> tuple[dict, dict[str, str]]:
+    block = text.split("<!-- config-example")[1].split("```toml\n")[1].split("```")[0]
     import tomllib
 
     table = tomllib.loads(block)["tool"]["attncheck"]
@@ -114,8 +121,9 @@ def _selected(select=None, extend_select=(), ignore=()) -> frozenset[str]:
                                               tuple(extend_select), tuple(ignore))])
 
 
-def test_config_example_is_valid_and_selects_what_its_comments_say():
-    table, comments = _config_example()
+@pytest.mark.parametrize("doc", ["README.md", "docs/lint.md"])
+def test_config_example_is_valid_and_selects_what_its_comments_say(doc):
+    table, comments = _config_example((ROOT / doc).read_text(encoding="utf-8"))
     cfg = parse_table(table, "README.md", ROOT)   # valid: no unknown key, valid selectors
     default = _selected()
     info = {c for c, r in all_rules().items() if r.severity == "info"}
@@ -164,8 +172,8 @@ def test_pre_commit_snippets_use_the_shipped_hooks():
                     n_local += 1
                     for hook in repo["hooks"]:
                         # the local hook runs what the shipped one runs
-                        assert hook["entry"] == shipped[hook["id"]]["entry"], path.name
-                        assert hook.get("types_or", hook.get("types")) == shipped[hook["id"]].get("types_or", shipped[hook["id"]].get("types"))
+                        for key in ("entry", "types", "types_or"):
+                            assert hook.get(key) == shipped[hook["id"]].get(key), (path.name, key)
                 else:
                     n_remote += 1
                     remote_urls.add(repo["repo"])

@@ -25,6 +25,8 @@ from attncheck.lint import discovery, engine, notebook
 from attncheck.lint.engine import lint_paths
 from attncheck.lint.rule import all_rules
 
+pytest_plugins = ["pytester"]
+
 #: q·kᵀ → softmax with no scale (ATT101, no fix) and a -1e9 fill (ATT204, unsafe fix)
 ATTN = ("import torch\n\n\n"
         "def attn(q, k, v, mask):\n"
@@ -533,3 +535,16 @@ def test_engine_writes_only_in_the_parent(tmp_path, monkeypatch):
     assert res.fixed == 1 and list(writes[0]) == [str(p)]
     assert writes[0][str(p)][1] == ATTN.replace("    s = s.masked_fill(mask, -1e9)\n",
                                                 FIXED_FILL).encode()
+
+
+def test_pytest_plugin_reports_unlintable_paths(pytester):
+    """``pytest --attncheck`` with ``lint = ["src"]``: a symlink loop inside fails as an item."""
+    pytester.makefile(".toml", pyproject='[tool.attncheck]\nlint = ["src"]\n')
+    src = pytester.path / "src"
+    src.mkdir()
+    (src / "ok.py").write_text("x = 1\n")
+    (src / "l.py").symlink_to(src / "l.py")
+    result = pytester.runpytest("--attncheck", "-m", "attncheck", "-k", "lint", "-rf")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*attncheck: cannot lint *l.py: symlink loop*"])
+    assert "Traceback" not in result.stdout.str()

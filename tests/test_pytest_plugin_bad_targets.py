@@ -14,11 +14,17 @@ BAD_TARGETS = PYPROJECT.replace(
     '"attnpkg.layers:make_leaky",',
     '"attnpkg/missing.py:Attention",\n'
     '  "attnpkg.layers:NoSuchLayer",\n'
-    '  { spec = "attnpkg.layers:CausalSelfAttention", id = "badhint", kind = "telepathy" },')
+    '  { spec = "attnpkg/needs_flash.py:FlashAttention", id = "flash", causal = true },')
+NEEDS_FLASH = 'raise ImportError("No module named \'flash_attn\'")\n'
+
+
+def _bad_project(project):
+    project.makefile(".toml", pyproject=BAD_TARGETS)
+    (project.path / "attnpkg" / "needs_flash.py").write_text(NEEDS_FLASH)
 
 
 def test_unresolvable_targets_are_one_collection_error_each(project):  # noqa: F811
-    project.makefile(".toml", pyproject=BAD_TARGETS)
+    _bad_project(project)
     result = project.runpytest("--attncheck", "--collect-only", "-q")
     result.assert_outcomes(errors=3)
     out = result.stdout.str()
@@ -33,24 +39,26 @@ def test_unresolvable_targets_are_one_collection_error_each(project):  # noqa: F
         "attnpkg.layers has no attribute 'NoSuchLayer' (available: *CausalSelfAttention*",
     ])
     result.stdout.fnmatch_lines([
-        "attncheck: cannot resolve target 'attnpkg.layers:CausalSelfAttention' "
-        "(*pyproject.toml): *hint kind='telepathy': expected one of*",
+        "attncheck: cannot resolve target 'attnpkg/needs_flash.py:FlashAttention' "
+        "(*pyproject.toml): importing */attnpkg/needs_flash.py failed: "
+        "ImportError: No module named 'flash_attn'",
     ])
     result.stdout.fnmatch_lines(["ERROR attncheck::attnpkg/missing.py:Attention",
                                  "ERROR attncheck::attnpkg.layers:NoSuchLayer",
-                                 "ERROR attncheck::badhint"])
+                                 "ERROR attncheck::flash"])
     # no per-check items for the bad targets; the good target and the lint items remain
     ids = [ln for ln in result.outlines if ln.startswith("attncheck::")]
     assert ids == ["attncheck::lint::attnpkg/__init__.py",
                    "attncheck::lint::attnpkg/buggy_scores.py",
                    "attncheck::lint::attnpkg/layers.py",
+                   "attncheck::lint::attnpkg/needs_flash.py",
                    "attncheck::attnpkg/layers.py:CausalSelfAttention::shapes[cpu]",
                    "attncheck::attnpkg/layers.py:CausalSelfAttention::causality[cpu]"]
     assert "Traceback" not in out
 
 
 def test_a_run_with_a_bad_target_stops_at_collection_like_pytest(project):  # noqa: F811
-    project.makefile(".toml", pyproject=BAD_TARGETS)
+    _bad_project(project)
     result = project.runpytest("--attncheck", "-q")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.assert_outcomes(errors=3)

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from attncheck.dynamic.cli import OUTPUT_FORMATS, SEED, _timeout
+from attncheck.dynamic.cli import OUTPUT_FORMATS, SEED, TIMEOUT, reject_nan
 
 __all__ = ["COMMANDS", "audit_cmd", "demo_specs"]
 
@@ -101,10 +101,9 @@ def _render_text(reports, console) -> None:
 @click.option("--config", "config_items", multiple=True, metavar="KEY=VALUE",
               help="transformers config override for hf: specs, e.g. --config sliding_window=8 "
                    "(values parsed as JSON when possible).")
-@click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
-              callback=_timeout,
-              help="Seconds per check and per model build (>= 0); 0 = unlimited. A model that "
-                   "hangs gives an error result and the audit goes on.")
+@click.option("--timeout", type=TIMEOUT, default=60.0, show_default=True, callback=reject_nan,
+              help="Seconds per check and per model build (>= 0); 0 = unlimited. A model that hangs "
+                   "gives an error result and the audit goes on.")
 @click.option("--causal/--no-causal", default=None,
               help="Declare the checked self-attention causal (or bidirectional); default: as "
                    "the family / module declares it, else inferred like attncheck check.")
@@ -191,7 +190,7 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
     else:
         from attncheck.report.terminal import resolve_text_format
 
-        if resolve_text_format(fmt, Console()) == "full":
+        if resolve_text_format(fmt) == "full":
             _render_text(reports, Console())
         else:
             _render_plain(reports)

@@ -11,7 +11,7 @@ import sys
 
 import click
 
-__all__ = ["check_cmd", "COMMANDS", "SEED", "OUTPUT_FORMATS"]
+__all__ = ["check_cmd", "COMMANDS", "SEED", "OUTPUT_FORMATS", "TIMEOUT", "reject_nan"]
 
 #: ``--output-format`` / ``--format`` of ``check`` and ``audit``: ``text`` = ``full`` on a
 #: terminal, ``concise`` otherwise; ``full``: rich tables; ``concise``: one plain line per check
@@ -23,8 +23,13 @@ OUTPUT_FORMATS = ("text", "full", "concise", "json")
 SEED = click.IntRange(-(2**63), 2**63 - 1)
 
 
-def _timeout(ctx, param, value):
-    if value is not None and value != value:  # NaN passes FloatRange's comparisons
+#: ``--timeout``: seconds >= 0 (0 = unlimited); with :func:`reject_nan` as the callback.
+TIMEOUT = click.FloatRange(min=0)
+
+
+def reject_nan(ctx, param, value):
+    """Click callback: NaN passes ``FloatRange``'s comparisons; make it a usage error too."""
+    if value is not None and value != value:
         raise click.BadParameter("not a number", ctx=ctx, param=param)
     return value
 
@@ -76,8 +81,8 @@ def _hint_value(v: str) -> object:
               help="Seed for torch and the hypothesis search (the same seed replays a failure).")
 @click.option("--max-examples", type=click.IntRange(1, 10000), default=None,
               help="Hypothesis examples per property (default 8).")
-@click.option("--timeout", type=click.FloatRange(min=0), default=60.0, show_default=True,
-              callback=_timeout, help="Seconds per check (>= 0); 0 = unlimited.")
+@click.option("--timeout", type=TIMEOUT, default=60.0, show_default=True,
+              callback=reject_nan, help="Seconds per check (>= 0); 0 = unlimited.")
 @click.option("--train", is_flag=True, help="Run the module in training mode (default: eval).")
 @click.option("--hint", "hints", multiple=True, metavar="KEY=VALUE",
               help="Calling-convention hint, e.g. --hint layout=BLHd --hint num_heads=4.")
@@ -128,9 +133,8 @@ def check_cmd(target, causal, checks, device, dtype, seed, max_examples, timeout
 
         from attncheck.report.terminal import plain_lines, render_report, resolve_text_format
 
-        console = Console(highlight=False, soft_wrap=False)
-        if resolve_text_format(fmt, console) == "full":
-            render_report(report, console)
+        if resolve_text_format(fmt) == "full":
+            render_report(report, Console(highlight=False, soft_wrap=False))
         else:
             click.echo("\n".join(plain_lines(report)))
     internal = [r.check for r in report.results if r.metrics.get("internal_error")]

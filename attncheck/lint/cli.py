@@ -196,8 +196,8 @@ def _add_noqa(result) -> int:
 
 
 @click.command("rules")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
+@click.option("--output-format", "--format", "fmt", type=click.Choice(["table", "json"]),
+              default="table", show_default=True)
 def rules_cmd(fmt):
     """List the rule catalog: code, name, severity, default on/off, fix."""
     from attncheck.lint import catalog

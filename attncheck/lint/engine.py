@@ -728,14 +728,30 @@ MIN_FILES_PER_JOB = 8
 DEFAULT_MAX_FILE_SIZE = 50_000_000
 
 
+def _stop_workers(pool) -> None:
+    """Cancel the queued work and kill the workers of ``pool`` without waiting for the chunks
+    they are running (they never write files: the parent does, after all results are in)."""
+    kill = getattr(pool, "kill_workers", None)  # Python >= 3.14
+    if kill is not None:
+        kill()
+    else:
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            proc.kill()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
 def _worker_init(parent: int) -> None:
     """In each worker process: die with the parent.  Linux's ``PR_SET_PDEATHSIG`` delivers
     SIGKILL when the parent dies; elsewhere (and for the race before it is set) a daemon thread
     polls ``os.getppid()``.  Workers never write files (the parent does, after all results are
-    in), so a killed parent leaves every file as it was."""
+    in), so a killed parent leaves every file as it was.  Ctrl-C is the parent's to handle: a
+    worker ignores SIGINT (the terminal sends it to the whole process group) and is killed by
+    the parent instead, so no worker prints a traceback."""
     import signal
     import threading
     import time
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     try:
         import ctypes
@@ -863,9 +879,14 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
 
         methods = multiprocessing.get_all_start_methods()
         ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
-                                 initargs=(os.getpid(),)) as pool:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
+                                   initargs=(os.getpid(),))
+        try:
             reports = list(pool.map(_run_work, work, chunksize=max(1, len(work) // (jobs * 8))))
+        except BaseException:  # Ctrl-C (or an error): stop now, not after the queued work
+            _stop_workers(pool)
+            raise
+        pool.shutdown()
     else:
         reports = [_run_work(w) for w in work]
     for rep in reports:

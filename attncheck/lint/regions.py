@@ -142,7 +142,8 @@ def trigger_of(rule) -> Trigger | None:
                        tuple(re.compile(c) for c in ctx) if ctx else None,
                        getattr(rule, "context_scope", "class") == "unit",
                        bool(getattr(rule, "pattern_in_code", False)),
-                       tuple(re.compile(r) for r in req) if req else None)
+                       tuple(re.compile(r) if isinstance(r, str) else r for r in req)
+                       if req else None)
     rule._trigger_cache = trig or False
     return trig
 

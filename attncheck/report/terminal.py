@@ -53,12 +53,20 @@ def summary_line(report: Report) -> str:
     return f"{verdict}: {', '.join(bits) or 'no checks run'}"
 
 
-def resolve_text_format(fmt: str, console: Console) -> str:
-    """``text`` → ``full`` when ``console`` writes to a terminal, else ``concise``; other
-    formats unchanged."""
+def resolve_text_format(fmt: str, stream: Any = None) -> str:
+    """``text`` → ``full`` when ``stream`` (default ``sys.stdout``) is a terminal, else
+    ``concise``; other formats unchanged.  Decided by ``isatty()`` alone: ``FORCE_COLOR``,
+    which CI systems set for colour, must not bring back 80-column tables in their logs."""
     if fmt != "text":
         return fmt
-    return "full" if console.is_terminal else "concise"
+    import sys
+
+    stream = sys.stdout if stream is None else stream
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        tty = False
+    return "full" if tty else "concise"
 
 
 def _one_line(text: str) -> str:
