@@ -23,6 +23,8 @@ and the expected type; the CLI turns it into exit status 2.  TOML is read with :
 """
 from __future__ import annotations
 
+import difflib
+
 import re
 import sys
 from dataclasses import dataclass, field
@@ -106,8 +108,9 @@ def parse_table(table: Any, source: str, root: Path, path: Path | None = None) -
         if key not in _SCHEMA:
             known = ", ".join(sorted(_SCHEMA))
             hint = ""
-            if key.replace("_", "-") in _SCHEMA:
-                hint = f" (did you mean {key.replace('_', '-')!r}?)"
+            close = difflib.get_close_matches(key.replace("_", "-"), list(_SCHEMA), n=1)
+            if close:
+                hint = f" (did you mean {close[0]!r}?)"
             raise ConfigError(f"{source}: unknown key {key!r} in [tool.attncheck]{hint}; "
                               f"known keys: {known}")
         if key == "per-file-ignores":

@@ -171,7 +171,8 @@ def test_att301_nn_softmax_without_dim_and_ambiguous_attribute():
 
 def test_att501_no_fix_without_a_training_flag():
     # a free function without a `module` parameter: nothing to read the flag from
-    src = _HEAD + "def attn(w, p):\n    return F.dropout(w, p=p, training=True)\n"
+    src = _HEAD + ("def attn(q, k, p):\n    w = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, -1)\n"
+                   "    return F.dropout(w, p=p, training=True)\n")
     fs = lint_source(src, "t.py", select=["ATT501"])
     assert len(fs) == 1 and fs[0].fix is None
     # a literal probability is gated as written

@@ -100,3 +100,15 @@ def test_pytest_keys_accepted(tmp_path):
     _tree(tmp_path, {"pyproject.toml": '[tool.attncheck]\nlint = ["src"]\n'
                                        'targets = ["pkg.mod:factory"]\n'})
     assert find_config(tmp_path).extra == {"lint": ["src"], "targets": ["pkg.mod:factory"]}
+
+
+@pytest.mark.parametrize("key, suggestion", [
+    ("selct", "select"), ("ignor", "ignore"), ("per_file_ignores", "per-file-ignores"),
+    ("exclud", "exclude"),
+])
+def test_misspelt_config_key_suggests_the_closest_known_key(tmp_path, key, suggestion):
+    from attncheck.config import ConfigError, load_config
+
+    (tmp_path / "pyproject.toml").write_text(f'[tool.attncheck]\n{key} = []\n')
+    with pytest.raises(ConfigError, match=rf"unknown key '{key}'.*did you mean '{suggestion}'\?"):
+        load_config(tmp_path / "pyproject.toml")

@@ -331,8 +331,9 @@ def test_walk_skips_definitions_without_a_visiting_seed(monkeypatch):
     monkeypatch.setattr(regions, "MIN_LINES", 0)
     text = _attn_module(3) + (
         "\n\nclass Drop(nn.Module):\n"
-        "    def forward(self, x):\n"
-        "        return F.dropout(x, p=0.1)\n")
+        "    def forward(self, q, k):\n"
+        "        w = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1)\n"
+        "        return F.dropout(w, p=0.1)\n")
     active = engine.prefilter(text, [REGISTRY[c] for c in sorted(DEFAULT)
                                      if not getattr(REGISTRY[c], "engine_only", False)])
     skip: set[int] = set()

@@ -222,6 +222,7 @@ def test_head_layouts(op, expected):
 
 
 DROP = '''
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -232,7 +233,8 @@ class A(nn.Module):
         self.p = p
         self.drop = nn.Dropout(p)
 
-    def forward(self, q, k, v, w, dropout_p=0.1):
+    def forward(self, q, k, v, dropout_p=0.1):
+        w = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1)
         {pre}
         return {call}
 '''
@@ -256,6 +258,40 @@ D_CASES = [
 @pytest.mark.parametrize("pre,call,expected", D_CASES, ids=range(len(D_CASES)))
 def test_dropout_gating(pre, call, expected):
     assert only_codes(DROP.format(pre=pre, call=call)) == expected
+
+
+NOT_ATTENTION_DROPOUT = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Prenet(nn.Module):
+    """Always-on dropout on activations (a speech decoder prenet): a design choice."""
+
+    def __init__(self, d=8, p=0.5):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(d, d) for _ in range(2)])
+        self.p = p
+
+    def forward(self, x, q, k):
+        for layer in self.layers:
+            x = F.dropout(F.relu(layer(x)), p=self.p{train})
+        feats = F.dropout(x, p=self.p)
+        {attn}
+        return feats
+'''
+
+
+@pytest.mark.parametrize("train", [", training=True", ""])
+def test_dropout_of_tensors_that_are_not_attention_weights_is_not_flagged(train):
+    """Dropout on activations or features (prenet, Monte-Carlo dropout) is not attention dropout,
+    with training=True written out or left to its default; the same call on softmax(q·kᵀ) is."""
+    assert only_codes(NOT_ATTENTION_DROPOUT.format(train=train, attn="")) == set()
+    buggy = NOT_ATTENTION_DROPOUT.format(
+        train=train, attn="a = F.dropout(torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1), "
+                          "p=self.p" + train + ")")
+    assert [c for _, c in codes(buggy)] == ["ATT501"]
 
 
 def test_dropout_outside_module_is_not_flagged():
@@ -502,3 +538,89 @@ def test_dropout_training_true_outside_module_methods():
     assert codes(src.format(t="True")) == [(8, "ATT501")]
     assert codes(src.format(t="module.training")) == []
     assert codes(src.format(t="False")) == []
+
+
+QUERY_AXIS = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def l1norm(t, dim=-1, eps=1e-8):
+    return F.normalize(t + eps, p=1, dim=dim)
+
+
+class Slots(nn.Module):
+    """Queries (slots) compete for every input over dim 1, then each slot averages its inputs."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.scale = d ** -0.5
+        self.to_q = nn.Linear(d, d)
+        self.to_k = nn.Linear(d, d)
+        self.to_v = nn.Linear(d, d)
+
+    def forward(self, slots, x):
+        q, k, v = self.to_q(slots), self.to_k(x), self.to_v(x)
+        dots = torch.einsum("bid,bjd->bij", q, k) * self.scale
+        attn = dots.softmax(dim=1)
+        attn = {renorm}
+        return torch.einsum("bjd,bij->bid", v, attn)
+'''
+
+
+@pytest.mark.parametrize("renorm, expected", [
+    ("l1norm(attn)", set()),                                    # helper, default dim=-1
+    ("attn / attn.sum(dim=-1, keepdim=True)", set()),
+    ("attn / (attn.sum(-1, keepdim=True) + 1e-8)", set()),
+    ("F.normalize(attn, p=1, dim=2)", set()),
+    ("attn", {"ATT301"}),                                       # no renormalisation
+    ("l1norm(attn, dim=1)", {"ATT301"}),                         # over the queries again
+    ("attn / attn.sum(dim=1, keepdim=True)", {"ATT301"}),
+    ("F.normalize(attn, dim=-1)", {"ATT301"}),                   # p=2: not a sum
+])
+def test_softmax_over_queries_renormalised_over_keys(renorm, expected):
+    """Slot attention (Locatello et al. 2020): softmax over the queries, then renormalised over
+    the keys, is a deliberate design; without the renormalisation over the keys it is ATT301."""
+    assert only_codes(QUERY_AXIS.format(renorm=renorm)) == expected
+
+
+def test_softmax_map_over_queries_never_used_with_values_is_not_attention():
+    """A soft assignment map over the group tokens, returned for a loss or a plot, is not attention
+    weights over keys; the same softmax multiplied with the values is ATT301."""
+    src = textwrap.dedent('''
+        import torch
+        from torch import nn
+
+
+        class Assign(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.scale = d ** -0.5
+                self.q_proj = nn.Linear(d, d)
+                self.k_proj = nn.Linear(d, d)
+
+            def forward(self, query, key):
+                raw = self.q_proj(query) @ self.k_proj(key).transpose(-2, -1) * self.scale
+                soft = nn.functional.softmax(raw, dim=-2)
+                return {ret}
+    ''')
+    assert only_codes(src.format(ret="soft")) == set()
+    assert only_codes(src.format(ret="soft @ key")) == {"ATT301"}
+
+
+@pytest.mark.parametrize("read", ["q.size(-1)", "q.shape[-1]", "k.size(-1)", "key.shape[-1]"])
+@pytest.mark.parametrize("expr, expected", [
+    ("s = q @ k.transpose(-2, -1) / {d}", {"ATT103"}),
+    ("s = q @ k.transpose(-2, -1) * math.sqrt({d})", {"ATT105"}),
+    ("s = q @ k.transpose(-2, -1) * {d} ** -0.5", set()),
+    ("s = q @ k.transpose(-2, -1) / math.sqrt({d})", set()),
+])
+def test_head_dim_read_inline_off_q_or_k(read, expr, expected):
+    """The head dim written inline as the last axis of the kernel's own q or k (no local name)
+    is the contraction width: dividing by it is unrooted, multiplying by its root inverted."""
+    names = ("query", "key") if read.startswith("key") else ("q", "k")
+    body = expr.format(d=read).replace("q @ k", f"{names[0]} @ {names[1]}")
+    src = (f"import math\n\n\ndef attend({names[0]}, {names[1]}, v):\n    {body}\n"
+           f"    return s.softmax(dim=-1) @ v\n")
+    assert only_codes(src) == expected

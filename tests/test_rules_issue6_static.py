@@ -312,3 +312,31 @@ def test_att403_tile_message_names_the_call_and_parenthesizes_the_group():
     assert len(msgs) == 1
     assert msgs[0].startswith("torch.tile(k, ...) tiles the key/value heads by num_heads // num_kv_heads")
     assert "maps it to h // (num_heads // num_kv_heads)" in msgs[0]
+
+
+_LATCH = '''
+import torch.nn as nn
+
+
+class Layer(nn.Module):
+    def __init__(self, causal=False):
+        super().__init__()
+        self.ever_training = False
+        self.causal = causal
+
+    def forward(self, x, mask=None):
+        {body}
+        return x
+'''
+
+
+@pytest.mark.parametrize("body, expected", [
+    ("if self.training:\n            self.ever_training = True", []),     # a sticky record of the mode
+    ("if not self.training and self.causal:\n            self.ever_training = True", []),
+    ("self.ever_training = True", [12]),                                    # unconditional
+    ("if mask is None:\n            self.causal = True", [13]),            # an input decides it
+    ("if self.causal:\n            self.training = False", [13]),          # self.training: always
+])
+def test_one_way_flag_set_from_the_modules_own_state(body, expected):
+    fs = lint_source(_LATCH.format(body=body), "t.py", select=["ATT502"])
+    assert [f.line for f in fs] == expected

@@ -343,3 +343,102 @@ def f(scores, attention_mask):
     return scores.softmax(-1)
 """
     assert pairs(src) == {(5, "ATT208")}
+
+
+_BEAM = '''
+import torch
+
+
+def attend(q, k):
+    s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    bias = torch.triu(torch.full((s.shape[-1], s.shape[-1]), -1e9{dtype}), 1)
+    return torch.softmax(s + bias, dim=-1)
+'''
+
+
+@pytest.mark.parametrize("dtype, expected", [
+    (", dtype=torch.float", []),       # torch.float is float32: -1e9 fits
+    (", dtype=torch.bfloat16", []),    # bfloat16 has float32's exponent range
+    (", dtype=torch.float16", [7]),
+    ("", [7]),                         # the model's dtype may be float16
+])
+def test_fill_in_a_tensor_of_explicit_wide_dtype(dtype, expected):
+    """A literal fill is safe in a tensor created as float32 / bfloat16 (as beam-search scores
+    built with dtype=torch.float are); without an explicit wide dtype it may be float16."""
+    fs = lint_source(_BEAM.format(dtype=dtype), "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == expected
+
+
+_STEP = '''
+import torch
+
+
+def read_step(q, k, p_choose, step, finished, src_len):
+    read = (p_choose < 0.5).type_as(step).masked_fill(finished, 0)
+    step = step + read
+    beyond = torch.arange(src_len).gt(step).unsqueeze(1)
+    energy = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    {energy}
+    return torch.softmax(energy.masked_fill(beyond, -float("inf")), dim=-1)
+'''
+
+
+@pytest.mark.parametrize("energy, expected", [
+    ("", []),                                           # the 0-fill is a read/stay count
+    ("energy = energy.masked_fill(finished, 0)", [10]),  # the scores themselves filled with 0
+])
+def test_a_count_that_reaches_softmax_only_as_a_mask_is_not_scores(energy, expected):
+    """A monotonic-attention step count, compared into a mask of other scores, is no logit: its
+    0 fill is not ATT205; filling the scores with 0 before the softmax is."""
+    fs = lint_source(_STEP.format(energy=energy), "t.py", select=["ATT205"])
+    assert [f.line for f in fs] == expected
+
+
+_THRESHOLD = '''
+import torch
+
+
+def early_stop(running, finished, beam_scores):
+    worst = torch.where(finished, torch.min(beam_scores, dim=1, keepdim=True)[0], -1.0e9)
+    {use}
+'''
+
+
+@pytest.mark.parametrize("use, expected", [
+    ("return torch.any(running > worst, dim=-1)", []),     # only compared: a threshold
+    ("return int((worst > running.min()).sum())", []),      # counted through a comparison
+    ("return worst", [6]),                                  # the caller may add it to logits
+    ("return torch.softmax(running + worst, dim=-1)", [6]),
+])
+def test_a_fill_that_only_meets_comparisons_is_not_an_attention_mask(use, expected):
+    """Beam-search bookkeeping fills scores with -1e9 and only compares or ranks them: no
+    attention logits; the same fill returned or fed to a softmax is reported."""
+    fs = lint_source(_THRESHOLD.format(use=use), "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == expected
+
+
+_PROMOTED = '''
+import torch
+import torch.nn.functional as F
+
+
+def attend(q, k, v, keep):
+    s = torch.matmul(q, k.transpose(2, 3)) * q.size(-1) ** -0.5
+    bias = torch.where(keep.logical_not(), -2.3819763e38, 0)
+    {combine}
+    return torch.matmul(F.softmax(s.float(), dim=-1).type_as(q), v)
+'''
+
+
+@pytest.mark.parametrize("combine, expected", [
+    ("s = s + bias", []),                  # float16 + float32 → float32: the fill survives
+    ("s = (s + bias).float()", []),
+    ("s += bias", [8]),                    # in place: the scores' dtype, maybe float16
+    ("s = s + bias.to(s.dtype)", [8]),     # cast to the scores' dtype
+    ("s = s + bias.half()", [8]),
+])
+def test_fill_kept_float32_by_type_promotion(combine, expected):
+    """torch.where of two Python scalars is float32 (the default dtype); added out of place it
+    promotes float16 scores to float32, so the fill never meets float16 (torchtune's Gemma 2)."""
+    fs = lint_source(_PROMOTED.format(combine=combine), "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == expected

@@ -58,7 +58,8 @@ CHECK_MODULES: tuple[str, ...] = tuple(
 #: Checks of issue 6 (each module registers itself; ``default=`` in its ``register_check``
 #: decides whether it joins the default suite).
 EXTRA_CHECKS: tuple[str, ...] = ("padding", "batch-independence", "permutation-equivariance",
-                                 "reference", "mask-pattern", "kv-cache", "dtype")
+                                 "reference", "mask-pattern", "kv-cache", "dtype", "state",
+                                 "magnitude", "paths")
 CHECK_MODULES += tuple("attncheck.dynamic.checks." + n.replace("-", "_") for n in EXTRA_CHECKS)
 
 

@@ -372,3 +372,15 @@ register_hint("convention", "'sdpa' | 'hf_eager' | 'varlen' | 'weights'",
               validate=_choice("sdpa", "hf_eager", "varlen", "weights",
                                aliases={"hf": "hf_eager", "eager": "hf_eager",
                                         "packed": "varlen"}))
+def _two_values(v: Any) -> list:
+    if not isinstance(v, (list, tuple)) or len(v) != 2:
+        raise HintError("expected a list of two values")
+    return list(v)
+
+
+register_hint("paths", "{arg, values} or {attr, values}",
+              "two code paths of one target: a call argument or a module attribute (dotted, "
+              "e.g. config._attn_implementation) and its two values (default [true, false])",
+              validate=_table({"arg": _name_or_empty, "attr": _text,
+                               "values": _two_values}),
+              used_by=("paths",))

@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import io
 import os
+import signal
 import sys
 import tokenize
 import traceback
@@ -737,7 +738,10 @@ def _stop_workers(pool) -> None:
     else:
         for proc in list((getattr(pool, "_processes", None) or {}).values()):
             proc.kill()
-    pool.shutdown(wait=False, cancel_futures=True)
+    # No cancel_futures: the pool's manager thread fails the pending futures itself once it sees
+    # the killed workers, and on Python < 3.12 it raises InvalidStateError (a thread traceback on
+    # stderr) for a future that was cancelled meanwhile.  Waiting is short: the workers are dead.
+    pool.shutdown(wait=True)
 
 
 def _worker_init(parent: int) -> None:
@@ -752,6 +756,8 @@ def _worker_init(parent: int) -> None:
     import time
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # forked with SIGINT blocked (see lint_paths)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
     try:
         import ctypes
@@ -881,8 +887,21 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
         ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init,
                                    initargs=(os.getpid(),))
+        # The workers are forked while the work is submitted: with Ctrl-C blocked until then, a
+        # worker cannot see SIGINT before it ignores it (no worker traceback), and the parent's
+        # interrupt is not swallowed inside fork's handlers; a pending one arrives on unblocking.
+        can_block = hasattr(signal, "pthread_sigmask")
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if can_block else None
         try:
-            reports = list(pool.map(_run_work, work, chunksize=max(1, len(work) // (jobs * 8))))
+            size = max(1, len(work) // (jobs * 8))
+            try:  # submit, not Executor.map: on Ctrl-C map cancels the queued futures, which
+                # the pool's manager thread then fails to mark broken (InvalidStateError, < 3.12)
+                futures = [pool.submit(_run_chunk, work[i:i + size])
+                           for i in range(0, len(work), size)]
+            finally:
+                if can_block:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            reports = [rep for fut in futures for rep in fut.result()]
         except BaseException:  # Ctrl-C (or an error): stop now, not after the queued work
             _stop_workers(pool)
             raise
@@ -978,6 +997,12 @@ def _too_large(display: str, size: int, limit: int) -> Finding:
 
 def _is_notebook(src: Source) -> bool:
     return src.path is not None and src.path.suffix == NOTEBOOK_SUFFIX
+
+
+def _run_chunk(works: list) -> list:
+    """Lint a chunk of :class:`_Work` items in a worker process (one task per chunk keeps the
+    pool's overhead per file small)."""
+    return [_run_work(w) for w in works]
 
 
 def _run_work(w: _Work, registry=None) -> LintResult:

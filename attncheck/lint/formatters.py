@@ -125,7 +125,7 @@ def sarif_log(findings: list[Finding], rules: dict | None = None) -> dict:
         "version": "2.1.0",
         "runs": [{
             "tool": {"driver": {"name": "attncheck", "version": __version__,
-                                "informationUri": "https://pypi.org/project/attncheck/",
+                                "informationUri": "https://github.com/attncheck/attncheck",
                                 "rules": descriptors}},
             "columnKind": "unicodeCodePoints",
             "results": results,

@@ -10,7 +10,7 @@ class Attn(nn.Module):
 
     def forward(self, q, k, v):
         s = torch.matmul(q, k.transpose(-2, -1)) * self.head_dim ** -0.5
-        return self.act(s)
+        return self.act(s) @ v
 
     def make_act(self):
         return nn.Softmax(dim=-2)

@@ -1,3 +1,4 @@
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -8,4 +9,5 @@ class Attn(nn.Module):
         self.p = p
 
     def forward(self, x):
-        return F.dropout (x, self.p)
+        w = torch.softmax(x @ x.transpose(-2, -1) * x.size(-1) ** -0.5, dim=-1)
+        return F.dropout (w, self.p)

@@ -1,3 +1,4 @@
+import torch
 import torch.nn as nn
 from torch.nn.functional import dropout as drop
 
@@ -8,4 +9,5 @@ class Attn(nn.Module):
         self.p = p
 
     def forward(self, x):
-        return drop(x, self.p)
+        w = torch.softmax(x @ x.transpose(-2, -1) * x.size(-1) ** -0.5, dim=-1)
+        return drop(w, self.p)

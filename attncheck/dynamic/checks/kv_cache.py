@@ -15,6 +15,10 @@ Calling conventions (hints):
 For ``L = 8``, ``B = 2`` the check runs the full causal forward, then a prefill of 3 tokens and
 single-token decode steps (and, for kernels, a chunked step of 2 queries), and compares every
 position with the full forward within the dtype tolerance (fp32 atol 1e-5, rtol 1e-4; DESIGN §3).
+Targets that take a mask run the sequence twice: without a mask, and with a key padding mask
+(sample 0's key 1 padded) passed to the full forward and, sliced to the cached keys with the
+bottom-right causal part folded in, to every step — a mask dropped only on decode steps shows.
+A failure names the positional term (``positions`` hint or detected) when the target has one.
 A mismatch names the first wrong step.  Catches ``is_causal=True`` kept on decode steps where
 ``L_q ≠ L_k`` (SDPA's top-left alignment lets a 1-token query see only the first cached key),
 caches that drop or duplicate tokens, and position offsets ignored on decode.
@@ -73,53 +77,25 @@ def check_kv_cache(target: Target, ctx: RunContext) -> CheckResult:
     L = L_CACHE
     ex = ctx.example(target, B=2, L_q=L, L_k=L)
     ex = replace(ex, B=2, L_q=L, L_k=L)
-    full_in = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype, causal=True)
     metrics: dict[str, Any] = {"L": L, "prefill": PREFILL, "convention": conv,
                                "example": ex.as_dict()}
     steps_diff: list[Any] = []
     bad: list[str] = []
     top_left_like = False
-    with torch.no_grad():
-        full = target(full_in).out
-        if target.is_kernel:
-            steps = _steps(L) + [(L - 2, L)]
-            kt = replace(target, alignment="bottom_right")
-            for t0, t1 in steps:
-                ctx.check_time()
-                q = full_in.q[:, :, t0:t1]
-                k, v = full_in.k[:, :, :t1], full_in.v[:, :, :t1]
-                one = Inputs(replace(ex, L_q=t1 - t0, L_k=t1), q, k, v, causal=True)
-                out = kt(one).out
-                cmp = compare(out, full[:, :, t0:t1], atol, rtol)
-                steps_diff.append([t0, t1, cmp.max_abs if cmp.max_abs != float("inf") else "inf"])
-                if not cmp.ok and not bad:
-                    _, _, tl = sdpa_reference(q, k, v, None, True, None, False)
-                    top_left_like = bool(compare(out, tl, atol * 10, rtol * 10).ok)
-                    bad.append(f"decode step queries {t0}..{t1 - 1} over {t1} cached keys "
-                               f"(L_q={t1 - t0} < L_k={t1}) differs from the full forward "
-                               f"(max |Δ|={cmp.max_abs:.3g})")
-        else:
-            m = target.obj
-            past = None
-            outs = []
-            for t0, t1 in _steps(L):
-                ctx.check_time()
-                x = target._to_native(full_in.q[:, t0:t1])
-                raw = m(x, **{conv["arg"]: past, **({conv["flag"]: True} if conv["flag"]
-                                                    else {})})
-                if not isinstance(raw, (tuple, list)) or len(raw) < 2:
-                    return ctx.result("fail", f"with {conv['flag']}=True the target returned "
-                                              f"{type(raw).__name__}, expected (output, cache)",
-                                      metrics)
-                out, past = raw[0], raw[1]
-                out = target._from_native(out)
-                outs.append(out)
-                cmp = compare(out, full[:, t0:t1], atol, rtol)
-                steps_diff.append([t0, t1, cmp.max_abs if cmp.max_abs != float("inf") else "inf"])
-                if not cmp.ok and not bad:
-                    what = "prefill" if t0 == 0 else f"decode step at position {t0}"
-                    bad.append(f"{what} (L_q={t1 - t0}, {t1} keys with the cache) differs from "
-                               f"the full forward (max |Δ|={cmp.max_abs:.3g})")
+    keep_pad = _padding_keep(target, ex, ctx.device)
+    for keep in ([None] + ([keep_pad] if keep_pad is not None else [])):
+        tl, sd, bd = _run_steps(target, conv, ex, ctx, keep, atol, rtol)
+        if isinstance(bd, str):  # the target returned no cache
+            return ctx.result("fail", bd, metrics)
+        top_left_like |= tl
+        steps_diff += sd
+        if bd and not bad:
+            bad.append(bd[0] + (" with a key padding mask (sample 0: key 1 padded) — the "
+                                "mask is dropped or misaligned on decode steps"
+                                if keep is not None else ""))
+            if keep is not None:
+                metrics["padding_mask"] = True
+    metrics["padded_run"] = keep_pad is not None
     metrics["steps"] = steps_diff
     worst = max((s[2] if s[2] != "inf" else float("inf")) for s in steps_diff)
     metrics["max_abs_diff"] = worst if worst != float("inf") else "inf"
@@ -127,7 +103,9 @@ def check_kv_cache(target: Target, ctx: RunContext) -> CheckResult:
         from attncheck.dynamic.positions import describe, position_kind
 
         pos = position_kind(target)
-        if target.is_kernel and top_left_like:
+        if metrics.get("padding_mask"):
+            why = ""
+        elif target.is_kernel and top_left_like:
             why = (" — the decode step matches SDPA's top-left causal alignment: with L_q < L_k "
                    "the causal mask must be aligned bottom-right (pass an explicit mask or "
                    "is_causal=False for 1-token steps)")
@@ -143,3 +121,80 @@ def check_kv_cache(target: Target, ctx: RunContext) -> CheckResult:
         return ctx.result("fail", bad[0] + why, metrics, example=ex)
     return ctx.result("pass", f"prefill {PREFILL} + {L - PREFILL} decode steps reproduce the "
                               f"full forward (max |Δ|={worst:.3g})", metrics)
+
+
+def _padding_keep(target: Target, ex: Any, device: Any) -> torch.Tensor | None:
+    """A key padding keep-mask ``(B, 1, 1, L)`` hiding key 1 of sample 0, or None when the
+    target takes no mask."""
+    if not target.accepts_mask or target.mask_shape == "QK":
+        return None
+    keep = torch.ones(ex.B, 1, 1, ex.L_k, dtype=torch.bool, device=device)
+    keep[0, ..., 1] = False
+    return keep
+
+
+def _step_mask(target: Target, keep: torch.Tensor, ex: Any, t0: int, t1: int,
+               dtype: torch.dtype) -> Any:
+    """Native mask for queries t0..t1-1 over keys 0..t1-1 (causal, bottom-right)."""
+    from attncheck.dynamic.targets import causal_blocked
+
+    k = keep[..., :t1]
+    sub = replace(ex, L_q=t1 - t0, L_k=t1)
+    if not target.key_only_mask:
+        k = k.expand(ex.B, 1, t1 - t0, t1) & ~causal_blocked(t1 - t0, t1, "bottom_right",
+                                                              k.device)
+    return target._mask_value(target.native_mask(k, sub), dtype)
+
+
+def _run_steps(target: Target, conv: dict[str, Any], ex: Any, ctx: RunContext,
+               keep: torch.Tensor | None, atol: float, rtol: float):
+    """Full causal forward vs prefill + decode steps (optionally with a key padding mask).
+    Returns (top_left_like, steps_diff, bad) — ``bad`` a list of messages, or a str when the
+    target returned no cache."""
+    full_in = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype, causal=True, keep=keep)
+    steps_diff: list[Any] = []
+    bad: list[str] = []
+    top_left_like = False
+    L = ex.L_q
+    with torch.no_grad():
+        full = target(full_in).out
+        if target.is_kernel:
+            kt = replace(target, alignment="bottom_right")
+            for t0, t1 in _steps(L) + [(L - 2, L)]:
+                ctx.check_time()
+                q = full_in.q[:, :, t0:t1]
+                k, v = full_in.k[:, :, :t1], full_in.v[:, :, :t1]
+                one = Inputs(replace(ex, L_q=t1 - t0, L_k=t1), q, k, v, causal=True,
+                             keep=None if keep is None else keep[..., :t1])
+                out = kt(one).out
+                cmp = compare(out, full[:, :, t0:t1], atol, rtol)
+                steps_diff.append([t0, t1, cmp.max_abs if cmp.max_abs != float("inf") else "inf"])
+                if not cmp.ok and not bad:
+                    if keep is None:
+                        _, _, tl = sdpa_reference(q, k, v, None, True, None, False)
+                        top_left_like = bool(compare(out, tl, atol * 10, rtol * 10).ok)
+                    bad.append(f"decode step queries {t0}..{t1 - 1} over {t1} cached keys "
+                               f"(L_q={t1 - t0} < L_k={t1}) differs from the full forward "
+                               f"(max |Δ|={cmp.max_abs:.3g})")
+        else:
+            m = target.obj
+            past = None
+            for t0, t1 in _steps(L):
+                ctx.check_time()
+                x = target._to_native(full_in.q[:, t0:t1])
+                kwargs = {conv["arg"]: past, **({conv["flag"]: True} if conv["flag"] else {})}
+                if keep is not None:
+                    kwargs[target.mask_arg] = _step_mask(target, keep, ex, t0, t1, ctx.dtype)
+                raw = m(x, **kwargs)
+                if not isinstance(raw, (tuple, list)) or len(raw) < 2:
+                    return False, steps_diff, (f"with {conv['flag']}=True the target returned "
+                                               f"{type(raw).__name__}, expected (output, cache)")
+                out, past = raw[0], raw[1]
+                out = target._from_native(out)
+                cmp = compare(out, full[:, t0:t1], atol, rtol)
+                steps_diff.append([t0, t1, cmp.max_abs if cmp.max_abs != float("inf") else "inf"])
+                if not cmp.ok and not bad:
+                    what = "prefill" if t0 == 0 else f"decode step at position {t0}"
+                    bad.append(f"{what} (L_q={t1 - t0}, {t1} keys with the cache) differs from "
+                               f"the full forward (max |Δ|={cmp.max_abs:.3g})")
+    return top_left_like, steps_diff, bad

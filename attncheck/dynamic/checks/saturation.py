@@ -24,6 +24,9 @@ fail       ``saturated_share > 0.20`` or ``entropy_norm_mean < 0.60``
 warn       ``saturated_share > 0.05`` or ``entropy_norm_mean < 0.70``
 =========  ==========================================================
 
+A layer without parameters has no initialisation: its result is ``skip`` with the figures
+(parameter-free self-attention compares x with itself, so the diagonal dominates by design).
+
 Declared temperature (hint ``scale=<number>``, e.g. qk-norm attention whose logits are
 cosine similarities times a fixed 10, T5's unscaled ``scale=1.0``) is judged like a learned one:
 the temperature is a design choice, so the entropy thresholds do not apply and the verdict is the
@@ -273,6 +276,15 @@ def check_saturation(target: Target, ctx: RunContext) -> CheckResult:
             msg = (f"{what}: {dead}{where} — the softmax Jacobian is ~0 there, so {none}; "
                    f"{desc}")
         return ctx.result(status, msg, metrics, example=ex if status == "fail" else None)
+    m = target.module
+    if status != "pass" and m is not None and not target.is_kernel and \
+            not any(True for _ in m.parameters()):
+        # nothing is initialised: a parameter-free self-attention layer compares x with itself,
+        # whose logit |x_i|²/√E ≈ √E dominates its row by design — a property of the inputs
+        metrics["parameters"] = 0
+        return ctx.result("skip", f"not applicable: the layer has no parameters, so there is no "
+                                  f"initialisation to judge (q = k = x: each token's logit with "
+                                  f"itself, |x|²/√E ≈ √E, dominates by design); {desc}", metrics)
     if status == "pass":
         msg = f"not saturated at init{where}: {desc}"
     else:

@@ -66,6 +66,9 @@ MHA_CLASSES = frozenset({
     "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
 })
 SOFTMAX_CLASSES = frozenset({"torch.nn.Softmax", "torch.nn.LogSoftmax"})
+#: modules that pass their input through unchanged in shape and meaning (dropout, identity)
+PASSTHROUGH_CLASSES = frozenset({"torch.nn.Dropout", "torch.nn.Identity", "torch.nn.Dropout1d",
+                                 "torch.nn.Dropout2d"})
 #: keyword arguments of nn.MultiheadAttention / nn.Transformer* that take masks (True = blocked)
 MHA_MASK_KWARGS = frozenset({
     "attn_mask", "key_padding_mask", "mask", "src_mask", "tgt_mask", "memory_mask",
@@ -165,6 +168,9 @@ class MaskVal:
     summed_min: bool = False
     #: every positive entry is exactly 1 (True / ones), so ``1 - m`` flips P and Z
     unit: bool = True
+    #: a fill written into a float mask that blocks nothing (``zeros(L, L).masked_fill(m, 0)``,
+    #: ``+inf``, ``-1e-9``): the additive mask it builds is ineffective
+    weak_fill: Fill | None = field(default=None, compare=False)
 
     def with_pattern(self, p: Pattern | None, **kw: Any) -> MaskVal:
         return replace(self, pattern=p, **kw)
@@ -190,8 +196,17 @@ class IndicesVal:
 
 
 @dataclass(frozen=True)
+class InstanceRef:
+    """``self`` of a method of ``cls``, also when passed to a function (Hugging Face
+    ``eager_attention_forward(self, ...)`` reads ``module.<buffer>``)."""
+
+    cls: Any
+
+
+@dataclass(frozen=True)
 class ModuleRef:
-    """An ``nn.Module`` instance of a known class (``mha`` or ``softmax``)."""
+    """An ``nn.Module`` instance of a known class (``mha``, ``softmax`` or ``passthrough``:
+    dropout / identity)."""
 
     kind: str
 
@@ -441,7 +456,7 @@ class MaskUse:
     """One place where a mask is applied to attention scores (or passed to an attention op).
 
     ``consumer``: ``masked_fill`` | ``where`` | ``index_assign`` | ``sdpa`` | ``mha`` |
-    ``additive``.  ``convention``: see :func:`blocked_set`.  ``node``: what to report (the mask
+    ``additive`` | ``multiply`` (a keep mask multiplied into probabilities).  ``convention``: see :func:`blocked_set`.  ``node``: what to report (the mask
     argument).  ``target``: the filled / added-to tensor (``None`` for sdpa/mha).
     """
 
@@ -458,6 +473,10 @@ class MaskUse:
     keyword: str | None = None
     #: the masked tensor then meets the values in a matmul / einsum / bmm (same function)
     reaches_matmul: bool = False
+    #: the filled value may reach attention: a softmax, a return, a store on self, or a call
+    #: other than a torch op (``False``: it only meets comparisons / top-k in this function,
+    #: e.g. beam-search scores)
+    escapes: bool = True
 
     @property
     def blocked(self) -> Blocked | None:
@@ -484,6 +503,11 @@ class FillSite:
     node: cst.CSTNode
     context: str
     base: cst.CSTNode | None = None
+    #: the tensor holding the fill is created with an explicit ``dtype=`` whose range holds it
+    #: (float32, float64, bfloat16: max ≈ 3.4e38), whatever the model's dtype
+    wide: bool = False
+    #: see :attr:`MaskUse.escapes`
+    escapes: bool = True
 
 
 @dataclass
@@ -539,6 +563,16 @@ def _kwarg(call: cst.Call, kw: str) -> cst.BaseExpression | None:
         if a.keyword is not None and a.keyword.value == kw:
             return a.value
     return None
+
+
+_WIDE_DTYPES = frozenset({"torch.float", "torch.float32", "torch.float64", "torch.double",
+                          "torch.bfloat16"})
+
+
+def wide_dtype(node: cst.BaseExpression | None, ctx) -> bool:
+    """Whether a ``dtype=`` argument names a float type with float32's exponent range or wider
+    (``torch.float`` is float32; bfloat16 keeps float32's 8 exponent bits)."""
+    return node is not None and (ctx.qualname(node) or "") in _WIDE_DTYPES
 
 
 def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
@@ -704,6 +738,42 @@ def _names_in(node: cst.CSTNode) -> set[str]:
             if d is not None and d.startswith("self."):
                 out.add(d)
     _NAMES[id(node)] = (node, out)
+    return out
+
+
+_BOOL_METHODS = frozenset({"gt", "lt", "ge", "le", "eq", "ne", "logical_not", "logical_and",
+                           "logical_or", "bool", "isinf", "isnan", "isfinite"})
+
+
+def _data_names(node: cst.CSTNode, qualname) -> set[str]:
+    """The names whose *values* ``node`` carries: not those only used to choose positions (the
+    mask of ``x.masked_fill(mask, v)``, the condition of ``torch.where(c, a, b)``, a comparison
+    or another boolean result).  A tensor that reaches a softmax only as such a mask is not the
+    scores (a monotonic-attention step count compared into a mask is no logit)."""
+    t = type(node)
+    if t is _Name:
+        return {node.value}
+    if t is _Attribute:
+        d = dotted_name(node)
+        if d is not None:
+            return {d} if d.startswith("self.") else {d.split(".", 1)[0]}
+    if t is cst.Comparison or (t is cst.UnaryOperation and type(node.operator) is cst.BitInvert):
+        return set()
+    if t is _Call:
+        f = node.func
+        if type(f) is _Attribute:
+            if f.attr.value in _BOOL_METHODS:
+                return set()
+            if f.attr.value in ("masked_fill", "masked_fill_"):
+                return _data_names(f.value, qualname)
+        if (qualname(f) or "") == "torch.where":
+            out: set[str] = set()
+            for a in node.args[1:3]:
+                out |= _data_names(a.value, qualname)
+            return out
+    out = set()
+    for c in node.children:
+        out |= _data_names(c, qualname)
     return out
 
 
@@ -1122,6 +1192,8 @@ class _Analyzer:
             return "probs"
         names = _names_in(expr)
         tags = {state.tags.get(n) for n in names}
+        if "scores" in tags and _normalised(expr):
+            return "probs"  # exp(s - max) / exp(s - max).sum(dim): a softmax written out
         if has_mm:
             return "out" if "probs" in tags else "scores"
         if "scores" in tags:
@@ -1155,6 +1227,8 @@ class _Analyzer:
                 self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
             elif type(n) is _BinaryOperation and type(n.operator) is _Add:
                 self._additive(n, n.left, n.right, state, assign_targets, id(n) in in_softmax)
+            elif type(n) is _BinaryOperation and type(n.operator) is cst.Multiply:
+                self._multiplicative(n, state)
 
     def _callsite(self, call: cst.Call, state: _State) -> None:
         q = self.qualname(call.func)
@@ -1200,17 +1274,19 @@ class _Analyzer:
         if start is None:
             return False
         tainted = set(names)
+        # toward a softmax only values count (not masks that select positions of other scores)
+        names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else _names_in
         for s, _ in stmts[start + 1:]:
             for n in _ops_list(s):  # _operands is empty for every other node
                 argnodes = self._operands(n, state, want)
-                if argnodes and any(_names_in(a) & tainted for a in argnodes):
+                if argnodes and any(names_of(a) & tainted for a in argnodes):
                     return True
             if type(s) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
                 value = s.value
                 if value is None:
                     continue
                 tgts = [t.target for t in s.targets] if type(s) is cst.Assign else [s.target]
-                hit = bool(_names_in(value) & tainted) and not self._opaque_call(value)
+                hit = bool(names_of(value) & tainted) and not self._opaque_call(value)
                 for t in tgts:
                     d = dotted_name(t) if type(t) in (cst.Name, cst.Attribute) else None
                     if d is None:
@@ -1224,6 +1300,8 @@ class _Analyzer:
     def _operands(self, n: cst.CSTNode, state, want: str) -> list:
         """The tensors a softmax (``want="softmax"``) or a matmul (``"matmul"``) consumes."""
         if want == "softmax":
+            if type(n) is _BinaryOperation and _normalised(n):
+                return [n.left]  # e / e.sum(dim, keepdim=True): a softmax written out
             if not self.is_softmax_call(n, state):
                 return []
             out = [a.value for a in n.args[:1]]
@@ -1251,6 +1329,9 @@ class _Analyzer:
             if type(n.func) is _Name and not q.startswith("torch."):
                 return True
             if q.startswith("self.") and q.count(".") == 1:
+                v = self.class_attr(self.current.cls, q[5:]) if self.current is not None else None
+                if isinstance(v, ModuleRef) and v.kind == "passthrough":
+                    continue  # dropout keeps the tensor what it was
                 return True
         return False
 
@@ -1299,8 +1380,129 @@ class _Analyzer:
             return None
         return self.tag_of(target, state)
 
+    _ATTENTION_OPS = ("scaled_dot_product_attention", "multi_head_attention_forward")
+
+    def escapes(self, node: cst.CSTNode) -> bool:
+        """Whether the value of the statement holding ``node`` may reach attention: it (or what
+        is computed from its values, not from masks it selects) meets a softmax, an attention
+        op, a ``return``, a store on ``self`` or a call other than a torch op later in the
+        function.  Unknown structure counts as escaping; only a value that provably stays in
+        comparisons, top-k and other torch ops (beam-search bookkeeping) does not."""
+        f = self.current
+        if f is None:
+            return True
+        stmts = self._linear(f)
+        i = self._stmt_index(f).get(id(node))
+        if i is None:
+            return True
+        st = stmts[i][0]
+        t = type(st)
+        if t in (cst.Assign, cst.AugAssign, cst.AnnAssign):
+            tgts = [x.target for x in st.targets] if t is cst.Assign else [st.target]
+        elif t is cst.Expr and type(st.value) is _Call and type(st.value.func) is _Attribute \
+                and st.value.func.attr.value.endswith("_"):
+            tgts = [st.value.func.value]  # an in-place fill
+        else:
+            return True
+        names = {dotted_name(x) for x in tgts if type(x) in (_Name, _Attribute)}
+        if None in names or not names or any(n.startswith("self.") for n in names):
+            return True
+        data = lambda n: _data_names(n, self.qualname)  # noqa: E731
+        tainted = set(names)
+        for j, (s2, _) in enumerate(stmts[i:]):
+            if j and type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
+                return True
+            for n in _ops_list(s2):
+                if type(n) is not _Call:
+                    continue
+                if self.is_softmax_call(n):
+                    if any(data(a.value) & tainted for a in n.args[:1]) or (
+                            type(n.func) is _Attribute and data(n.func.value) & tainted):
+                        return True
+                    continue
+                q = self.qualname(n.func) or ""
+                if type(n.func) is _Attribute and data(n.func.value) & tainted and not q.startswith("torch."):
+                    continue  # a method of the tensor itself: its result is assigned below
+                if q.startswith("torch.") and not q.endswith(self._ATTENTION_OPS):
+                    continue
+                if any(data(a.value) & tainted for a in n.args):
+                    return True
+            if j and type(s2) in (cst.Assign, cst.AugAssign, cst.AnnAssign) and s2.value is not None:
+                tg = [x.target for x in s2.targets] if type(s2) is cst.Assign else [s2.target]
+                hit = bool(data(s2.value) & tainted)
+                for x in tg:
+                    d = dotted_name(x) if type(x) in (_Name, _Attribute) else None
+                    if d is None:
+                        if hit:
+                            return True  # stored into a container or a subscript: unknown
+                        continue
+                    if hit:  # (a reassignment does not clear it: it may be another branch)
+                        if d.startswith("self."):
+                            return True
+                        tainted.add(d)
+        return False
+
+    _NARROWING = frozenset({"to", "type", "type_as", "half", "bfloat16", "copy_", "add_", "sub_",
+                            "masked_fill_", "__setitem__"})
+
+    def stays_wide(self, node: cst.CSTNode) -> bool:
+        """Whether the float32 value assigned by the statement holding ``node`` keeps float32's
+        range in this function: it is only combined out of place (``scores + mask`` promotes
+        float16 scores to float32), never cast (``.to(x.dtype)``, ``.type_as``, ``.half()``),
+        added in place (``scores += mask`` keeps the target's dtype), stored, returned or passed
+        to a call other than a torch op."""
+        f = self.current
+        if f is None:
+            return False
+        stmts = self._linear(f)
+        i = self._stmt_index(f).get(id(node))
+        if i is None:
+            return False
+        st = stmts[i][0]
+        if type(st) is not cst.Assign:
+            return False
+        names = {dotted_name(x.target) for x in st.targets if type(x.target) is _Name}
+        if not names or None in names or len(names) != len(st.targets):
+            return False
+        data = lambda n: _data_names(n, self.qualname)  # noqa: E731
+        tainted = set(names)
+        for j, (s2, _) in enumerate(stmts[i:]):
+            for n in _ops_list(s2):
+                if self.is_softmax_call(n) and (
+                        any(data(a.value) & tainted for a in n.args[:1])
+                        or type(n.func) is _Attribute and data(n.func.value) & tainted):
+                    return True  # the masked scores reach their softmax in float32
+            if type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
+                return False
+            for n in _ops_list(s2):
+                if type(n) is not _Call:
+                    continue
+                q = self.qualname(n.func) or ""
+                if type(n.func) is _Attribute and n.func.attr.value in self._NARROWING and (
+                        data(n.func.value) & tainted or any(data(a.value) & tainted for a in n.args)):
+                    return False
+                if any(data(a.value) & tainted for a in n.args) and not q.startswith("torch.") \
+                        and not self.is_softmax_call(n):
+                    return False
+            if type(s2) is cst.AugAssign and data(s2.value) & tainted:
+                tg = dotted_name(s2.target) if type(s2.target) in (_Name, _Attribute) else None
+                if tg not in tainted:
+                    return False  # in place: the target's dtype, maybe float16
+            if j and type(s2) in (cst.Assign, cst.AnnAssign) and s2.value is not None \
+                    and data(s2.value) & tainted:
+                tg = [x.target for x in s2.targets] if type(s2) is cst.Assign else [s2.target]
+                for x in tg:
+                    d = dotted_name(x) if type(x) is _Name else None
+                    if d is None:
+                        return False  # stored on self, into a container or a slice
+                    tainted.add(d)
+        return False  # never reaches a softmax here: the caller may narrow it
+
     def _record(self, **kw) -> None:
         kw.setdefault("function", self.current.qual if self.current else "<module>")
+        fill = kw.get("fill")
+        if fill is not None and fill.overflows_fp16:
+            kw["escapes"] = self.escapes(kw["call"])
         if kw.get("target_tag") == "probs":
             targets = self._targets
             kw["reaches_matmul"] = self._reaches_matmul(
@@ -1421,6 +1623,22 @@ class _Analyzer:
                      fill=m.fill, target=target, target_tag=self._target_tag(target, state),
                      reaches_softmax=self._reaches_softmax(node, targets, state, in_softmax))
 
+    def _multiplicative(self, node, state) -> None:
+        """``probs * keep``: a 0/1 or boolean mask multiplied into softmax probabilities (recorded
+        only on probabilities; a product with scores is a scale, not a mask)."""
+        lv, rv = self.ev(node.left, state.env), self.ev(node.right, state.env)
+        if isinstance(lv, MaskVal) == isinstance(rv, MaskVal):
+            return
+        mnode, m, target = (node.right, rv, node.left) if isinstance(rv, MaskVal) else \
+            (node.left, lv, node.right)
+        if m.fill is not None or (m.pattern and "N" in m.pattern):
+            return  # an additive mask scaled, not a 0/1 keep mask
+        tag = self._target_tag(target, state)
+        if tag != "probs":
+            return
+        self._record(consumer="multiply", convention="true_kept", node=mnode, call=node, mask=m,
+                     fill=None, target=target, target_tag=tag, reaches_softmax=False)
+
     def _index_assign(self, target: cst.Subscript, value, state) -> None:
         if not self.recording:
             return
@@ -1457,6 +1675,8 @@ class _Analyzer:
         if t is _Name:
             if node.value in env:
                 return env[node.value]
+            if node.value == "self" and self.current is not None and self.current.cls is not None:
+                return InstanceRef(self.current.cls)
             if node.value in ("True", "False"):
                 return Fill("literal", 1.0 if node.value == "True" else 0.0, node, is_bool=True)
             if node.value in self.globals:
@@ -1515,6 +1735,11 @@ class _Analyzer:
                 return inner.with_pattern(p_transpose(inner.pattern))
         if attr == "data":
             return self._ev(node.value, env, node)
+        if type(node.value) is _Name and node.value.value != "self":
+            base = env.get(node.value.value)
+            if isinstance(base, InstanceRef):  # module.<attr> of a module passed in
+                v = self.class_attr(base.cls, attr)
+                return v if isinstance(v, (MaskVal, Fill)) else None
         return None
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
@@ -1603,6 +1828,8 @@ class _Analyzer:
             return ModuleRef("mha")
         if q in SOFTMAX_CLASSES:
             return ModuleRef("softmax")
+        if q in PASSTHROUGH_CLASSES:
+            return ModuleRef("passthrough")
         if q.endswith("generate_square_subsequent_mask"):
             return MaskVal(("Z", "Z", "N"), "float", Fill("neg_inf"), None, node)
         # --- constructors
@@ -1625,7 +1852,9 @@ class _Analyzer:
             if not isinstance(f, Fill):
                 return None
             if f.overflows_fp16 and self.recording:
-                self.result.fill_sites.append(FillSite(f, f.node or fv, "full"))
+                self.result.fill_sites.append(FillSite(f, f.node or fv, "full",
+                                                       wide=wide_dtype(_kwarg(node, "dtype"), self.ctx),
+                                                       escapes=self.escapes(node)))
             if dt is None:
                 dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
                     fv, cst.Float) or "." in getattr(fv, "value", ".") else "int")
@@ -1675,7 +1904,11 @@ class _Analyzer:
             if isinstance(fa, Fill) and isinstance(fb, Fill):
                 fill = fa if fa.region == "N" else fb if fb.region == "N" else None
                 if fill is not None and fill.overflows_fp16 and self.recording:
-                    self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive"))
+                    # torch.where of two Python scalars has the default dtype, float32 (PyTorch
+                    # type promotion): safe while only out-of-place ops promote it onwards
+                    self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive",
+                                                           wide=self.stays_wide(node),
+                                                           escapes=self.escapes(node)))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
                 return MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
@@ -1767,7 +2000,7 @@ class _Analyzer:
                 return m.with_pattern(None)
             if f.overflows_fp16 and self.recording:
                 self.result.fill_sites.append(FillSite(f, f.node or fnode, "masked_fill",
-                                                       func.value))
+                                                       func.value, escapes=self.escapes(node)))
             mp = mm.pattern if isinstance(mm, MaskVal) else None
             region = f.region
             if m.dtype == "bool" and region is not None:
@@ -1776,9 +2009,10 @@ class _Analyzer:
             dt = m.dtype
             pol = m.polarity or (mm.polarity if isinstance(mm, MaskVal) else None)
             unit = m.unit and (region != "P" or dt == "bool" or f.value == 1.0)
+            weak = f if f.ineffective and dt != "bool" and f.node is not None else m.weak_fill
             return MaskVal(p_masked_fill(m.pattern, mp, region), dt, fill, pol,
                            (mm.origin if isinstance(mm, MaskVal) and mm.origin else m.origin),
-                           m.repeated, unit=unit)
+                           m.repeated, unit=unit, weak_fill=weak)
         if meth in ("unfold", "flatten"):
             return m.with_pattern(None)
         if meth in ("flip", "roll", "sum", "cumsum", "any", "all", "nonzero", "float_power"):
@@ -1845,7 +2079,8 @@ class _Analyzer:
                     if f.value < 0 and m.pattern is not None and "P" in m.pattern:
                         scaled_fill = f
                     if f.overflows_fp16 and self.recording:
-                        self.result.fill_sites.append(FillSite(f, f.node or node, "additive"))
+                        self.result.fill_sites.append(FillSite(f, f.node or node, "additive",
+                                                               escapes=self.escapes(node)))
                     unit = (m.unit and f.value == 1.0) or not (pat and "P" in pat)
                     return MaskVal(pat, "float", scaled_fill, m.polarity, m.origin, m.repeated,
                                    unit=unit)
@@ -1915,6 +2150,20 @@ class _Analyzer:
         if "pad" in text and op in ("==", "!="):
             return MaskVal(None, "bool", None, "keep" if op == "!=" else "block", node)
         return None
+
+
+def _normalised(expr: cst.CSTNode) -> bool:
+    """``x / x.sum(...)`` or ``x / torch.sum(x, ...)``: a row normalisation (a written-out
+    softmax when ``x`` is exponentiated scores)."""
+    if type(expr) is not _BinaryOperation or type(expr.operator) is not cst.Divide:
+        return False
+    r = expr.right
+    if type(r) is not _Call:
+        return False
+    f = r.func
+    if type(f) is _Attribute and f.attr.value == "sum":
+        return True
+    return dotted_name(f) in ("torch.sum", "th.sum")
 
 
 def _join(a: Any, b: Any) -> Any:

@@ -282,6 +282,17 @@ class Tensor:
     event: Any = field(default=None, compare=False, repr=False)
     #: scores plus T5's learned relative ``position_bias`` (the scale is folded into the init)
     biased: bool = False
+    #: for softmax outputs: the :class:`SoftmaxEvent`\ s that produced them (several after a join)
+    softmax_evs: tuple = field(default=(), compare=False, repr=False)
+    #: for ``p.sum(key axis)`` of such outputs: the events whose rows it sums (a renormaliser)
+    row_sum_of: tuple = field(default=(), compare=False, repr=False)
+    #: a name bound to the parts of a split/chunk/unbind (``qkv = x.chunk(3, -1)``): this is one
+    #: part; iterating or indexing the name yields parts like it
+    parts: bool = field(default=False, compare=False, repr=False)
+    #: ``exp`` of scores (a softmax written out: ``e = exp(s - max)``, ``e / e.sum(dim)``)
+    exped: bool = field(default=False, compare=False, repr=False)
+    #: ``e.sum(dim, keepdim=True)`` of exponentiated scores: the ``dim`` argument node
+    exp_sum: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -313,8 +324,14 @@ class ModVal:
 
 @dataclass(frozen=True)
 class FuncRef:
+    """A callable resolved by value: a module-level function (by ``name``), a method
+    (``bound_self``), or a local ``def`` / ``lambda`` (``fn``, evaluated in the enclosing
+    frame's environment ``closure``, looked up when called: Python closures bind late)."""
+
     name: str
     bound_self: Any = None
+    fn: Any = field(default=None, compare=False, repr=False)
+    closure: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -369,6 +386,21 @@ class SoftmaxEvent:
     rank: int | None
     key_axis: int | None
     func: str
+    #: the weights are divided by their own sum over the key axis afterwards (``p / p.sum(-1,
+    #: keepdim=True)``, ``F.normalize(p, p=1, dim=-1)``): a softmax over another axis followed by
+    #: renormalisation over the keys is a deliberate design (slot attention, Locatello et al.
+    #: 2020; GroupViT, Xu et al. 2022; inverted attention), not a wrong axis
+    renormalised: bool = False
+    #: the scores' :class:`ScaleEvent` (its ``to_v``: these weights met the values)
+    scale_event: Any = field(default=None, compare=False, repr=False)
+
+    def is_key_axis(self, dim: int | None) -> bool:
+        """Whether ``dim`` (negative or non-negative) is these scores' key axis."""
+        if dim is None or self.key_axis is None:
+            return False
+        if dim < 0:
+            return dim == self.key_axis
+        return self.rank is not None and dim - self.rank == self.key_axis
 
 
 @dataclass
@@ -696,10 +728,13 @@ class Analyzer:
 
     # ---- functions
     def _run_function(self, fn: cst.FunctionDef, selfv: SelfVal | None, bound: dict | None,
-                      depth: int, record: bool = True, call_kw: set | None = None) -> Any:
+                      depth: int, record: bool = True, call_kw: set | None = None,
+                      closure: bool = False) -> Any:
         if fn in self.stack or depth > self.MAX_DEPTH:
             return UNK
         env: dict[str, Any] = {}
+        if closure and bound:
+            env.update(bound)  # enclosing names of a local def
         params = fn.params
         plist = list(params.posonly_params) + list(params.params)
         all_params = plist + list(params.kwonly_params)
@@ -794,7 +829,8 @@ class _Frame:
             if s.finalbody is not None:
                 self.exec_block(s.finalbody.body)
         elif type(s) is cst.FunctionDef:
-            self.env[s.name.value] = UNK
+            # a local def: called by value (directly, through map, a comprehension ...)
+            self.env[s.name.value] = FuncRef(s.name.value, None, fn=s, closure=self.env)
         elif type(s) is cst.IndentedBlock:
             self.exec_block(s)
 
@@ -868,6 +904,25 @@ class _Frame:
             v = _named(v, target.value)
             self.env[target.value] = v
         elif type(target) in (cst.Tuple, cst.List):
+            stars = [i for i, e in enumerate(target.elements) if type(e) is cst.StarredElement]
+            if len(stars) == 1:
+                # *_, d = q.shape: names before the star take leading items, names after it
+                # trailing ones (negative indices), the starred name what is left
+                i0 = stars[0]
+                elts = [e.value for e in target.elements]
+                n_after = len(elts) - i0 - 1
+                for j, e in enumerate(elts):
+                    if j == i0:
+                        self.assign(e, UNK)
+                    elif isinstance(v, ShapeVal):
+                        self.assign(e, self._shape_dim(v, j if j < i0 else j - len(elts), None))
+                    elif isinstance(v, Tup) and not v.star_unknown and len(v.items) >= len(elts) - 1:
+                        self.assign(e, v.items[j] if j < i0 else v.items[len(v.items) - n_after + (j - i0 - 1)])
+                    elif isinstance(v, _Many):
+                        self.assign(e, v.t)
+                    else:
+                        self.assign(e, UNK)
+                return
             elts = [e.value for e in target.elements]
             items = self._unpack(v, len(elts))
             if isinstance(v, ShapeVal):
@@ -914,6 +969,8 @@ class _Frame:
             return list(v.items)
         if isinstance(v, ShapeVal):
             return [self._shape_dim(v, i, None) for i in range(n)]
+        if isinstance(v, Tensor) and v.parts:
+            return [replace(v, parts=False)] * n
         if isinstance(v, Tensor):
             # iterating a tensor walks its first axis
             el = replace(v, rank=None if v.rank is None else v.rank - 1,
@@ -997,19 +1054,33 @@ class _Frame:
         if t is cst.BooleanOperation:
             a = self.eval(node.left)
             b = self.eval(node.right)
+            if type(node.operator) is cst.Or and (a is NONE or self._defaults_to_none(a)):
+                return b  # scale = scale or d ** -0.5: the fallback is the default
             return _join(a, b)
         if t in (cst.GeneratorExp, cst.ListComp):
             return self.eval_comp(node)
+        if t is cst.Lambda:
+            return FuncRef("<lambda>", None, fn=node, closure=self.env)
         if t is cst.Comparison:
             self.eval(node.left)
             return UNK
         return UNK
+
+    def _defaults_to_none(self, v: Any) -> bool:
+        """``v`` is a parameter of the function being run whose default is ``None``."""
+        if not isinstance(v, _ParamRef) or v.glob or not self.an.stack:
+            return False
+        ps = self.an.stack[-1].params
+        return any(p.name.value == v.name and type(p.default) is cst.Name and p.default.value == "None"
+                   for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params))
 
     def eval_comp(self, node: Any) -> Any:
         comp = node.for_in
         if comp.inner_for_in is not None or type(comp.target) is not cst.Name:
             return UNK
         it = self.eval(comp.iter)
+        if isinstance(it, Tensor) and it.parts:
+            it = _Many(replace(it, parts=False))
         if isinstance(it, _Many):
             saved = self.env.get(comp.target.value, None)
             self.env[comp.target.value] = it.t
@@ -1115,6 +1186,13 @@ class _Frame:
                 if only_slices:
                     return t
                 return replace(t, rank=None, axes=None, key_axis=None, pending=None)
+            if t.parts and len(sl) == 1 and type(sl[0].slice) is cst.Index \
+                    and _int_of(sl[0].slice.value) is not None:
+                return replace(t, parts=False)  # qkv[0] of qkv = x.chunk(3, dim=-1)
+            kept = _index_axes(t, sl)
+            if kept is not None:  # qkv[0] of (3, B, H, L, d): an integer index drops its axis
+                return replace(t, rank=len(kept), axes=kept, pending=None, kT=False, dims=(),
+                               split_node=None)
             return replace(t, rank=None, axes=None, pending=None, kT=False, dims=(), split_node=None)
         return UNK
 
@@ -1129,6 +1207,10 @@ class _Frame:
                         return Sym.dim(t.last)
                     return Sym.dim(Dim(text, ax[0], atoms=ax))
                 return Sym.dim(Dim(text, "?", atoms=ax))
+        if t.axes is None and t.origin == "param" and sv.start == 0 and sv.stop_minus == 1 \
+                and i in (0, 1):
+            # input_shape = x.shape[:-1] of a (B, L, E) input: input_shape[0] is B, [1] is L
+            return Sym.dim(Dim(text, "BL"[i], atoms=("BL"[i],)))
         if (i == -1 or (t.rank is not None and i == t.rank - 1)) and t.last is not None:
             return Sym.dim(t.last)
         if i == -1 or (t.rank is not None and i == t.rank - 1):
@@ -1143,6 +1225,11 @@ class _Frame:
         ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
         if op in ("Multiply", "Divide") and (ta or tb):
             t, other = (a, b) if ta else (b, a)
+            if op == "Divide" and ta and tb and b.row_sum_of and a.softmax_evs:
+                return self.renormalise(a, b.row_sum_of)
+            if op == "Divide" and ta and tb and a.exped and a.scores and b.exp_sum is not None:
+                # exp(s) / exp(s).sum(dim, keepdim=True): a softmax over dim
+                return self.softmax(replace(a, exped=False), node, b.exp_sum, "exp/sum")
             if ta and tb:
                 if a.scores or b.scores:
                     s = a if a.scores else b
@@ -1226,6 +1313,8 @@ class _Frame:
             return Tup(tuple(ts)) if ts else UNK
         if isinstance(callee, FuncRef):
             return self.inline(callee, node, pos, kw)
+        if name == "map" and len(pos) == 2 and not (type(func) is cst.Name and func.value in self.env):
+            return self.map_values(args[0], pos[1], node)
         if leaf in ("get_interface", "get") and any(isinstance(v, FuncRef) for v in args):
             # ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward): the fallback
             return next(v for v in args if isinstance(v, FuncRef))
@@ -1285,6 +1374,8 @@ class _Frame:
             return self.einsum(node, q)
         if name in ("einops.rearrange", "rearrange"):
             return self.rearrange(node, pos, kw)
+        if name == "torch.exp" and pos and isinstance(pos[0], Tensor) and pos[0].scores:
+            return replace(pos[0], exped=True)
         if name in _TORCH_SOFTMAX:
             if pos:
                 return self.softmax(pos[0], node, _arg(node, 1, "dim"), name)
@@ -1293,6 +1384,16 @@ class _Frame:
             return self.sdpa(node, pos, kw)
         if name in ("torch.nn.functional.normalize",) or leaf == "l2norm" or leaf == "l2_norm":
             t = self.tensorize(pos[0]) if pos else None
+            if t is not None and t.softmax_evs and name == "torch.nn.functional.normalize":
+                # F.normalize(x, p, dim) divides by the p-norm over dim (defaults p=2, dim=1,
+                # PyTorch docs): with p=1 on non-negative weights, by their sum
+                pa, da = _arg(node, 1, "p"), _arg(node, 2, "dim")
+                pv = _num_of(pa) if pa is not None else 2.0
+                if pv is None and pa is not None:
+                    pv = self._int_value(pa, None)
+                dim = self._int_value(da, 1)
+                if pv == 1:
+                    return self.renormalise(t, tuple(e for e in t.softmax_evs if e.is_key_axis(dim)))
             if t is not None:
                 return replace(t, normalized=True, factors=())
             return UNK
@@ -1398,7 +1499,25 @@ class _Frame:
             return replace(t, rank=None, axes=None, kT=False, split_node=None)
         if meth in ("view", "reshape", "expand", "repeat", "unflatten", "flatten") and meth in ("view", "reshape"):
             return self.view(t, node)
+        if meth == "unflatten":
+            # x.unflatten(-1, (H, d)) is x.view(*x.shape[:-1], H, d)
+            dn, sizes = _arg(node, 0, "dim"), _arg(node, 1, "sizes")
+            dv = _int_of(dn) if dn is not None else None
+            if sizes is not None and type(sizes) in (cst.Tuple, cst.List) and (
+                    dv == -1 or (t.rank is not None and dv == t.rank - 1)):
+                items = [self.eval(e.value) for e in sizes.elements]
+                return self.view(t, node, [("STAR", ShapeVal(t, "x.shape", 0, 1))] + items)
+            return replace(t, rank=None, axes=None, split_node=None)
         if meth == "flatten":
+            start = ints[0] if ints else 0
+            if t.axes is not None and t.rank is not None and start is not None and len(ints) <= 1 \
+                    and not any("*" in ax for ax in t.axes):
+                st = start if start >= 0 else t.rank + start
+                if 0 <= st < t.rank:
+                    axes = t.axes[:st] + (tuple(a for ax in t.axes[st:] for a in ax),)
+                    return replace(t, rank=len(axes), axes=axes, split_node=None, kT=False,
+                                   key_axis=t.key_axis if t.key_axis == -1 and st == t.rank - 1 else None,
+                                   token_major=axes[-1] == ("H", "d"), pending=None, dims=())
             return replace(t, rank=None, axes=None, split_node=None, key_axis=t.key_axis if t.key_axis == -1 and ints and ints[0] not in (-1,) else None)
         if meth in ("softmax",):
             return self.softmax(t, node, _arg(node, 0, "dim"), "Tensor.softmax")
@@ -1436,6 +1555,15 @@ class _Frame:
             return self.matmul(t, self.eval(node.args[0].value), node, kind=meth)
         if meth in ("masked_fill",):
             return t
+        if meth == "exp" and t.scores:
+            return replace(t, exped=True)
+        if meth in ("sum", "nansum") and t.exped and t.scores:
+            dn = _arg(node, 0, "dim")
+            return replace(t, exped=False, scores=False, factors=(), exp_sum=dn) if dn is not None else UNK
+        if meth in ("sum", "nansum") and t.softmax_evs:
+            kd = _arg(node, None, "keepdim")
+            keep = isinstance(kd, cst.Name) and kd.value == "True"
+            return self.row_sum(t, self._int_value(_arg(node, 0, "dim"), None), keep)
         return None
 
     def module_call(self, mv: ModVal, node: cst.Call, pos: list) -> Any:
@@ -1446,7 +1574,13 @@ class _Frame:
         if mv.kind == "dropout":
             return pos[0] if pos and isinstance(pos[0], Tensor) else UNK
         if mv.kind == "linear":
-            return self.project(self.tensorize(pos[0]) if pos else None, mv)
+            x = self.tensorize(pos[0]) if pos else None
+            a0 = node.args[0].value if node.args and node.args[0].keyword is None else None
+            if x is not None and type(a0) is cst.Name and x.origin == "param" and x.axes is None \
+                    and not x.perhead and not x.token_major and a0.value in self.env:
+                # a parameter fed to a projection is (…, L, E): its last axis is the model width
+                self.env[a0.value] = replace(x, token_major=True, pname=a0.value)
+            return self.project(x, mv)
         if mv.kind == "norm":
             t = self.tensorize(pos[0]) if pos else None
             return replace(t, factors=(), dims=()) if t is not None else UNK
@@ -1474,8 +1608,39 @@ class _Frame:
         perhead = last is not None and last.role == "d"
         return Tensor(rank=rank, axes=axes, origin="proj", last=last, perhead=perhead, token_major=True)
 
+    def call_value(self, f: Any, node: cst.Call, pos: list, kw: dict) -> Any:
+        """Apply a callable value (a :class:`FuncRef`, an ``nn`` module) to evaluated arguments."""
+        if isinstance(f, FuncRef):
+            return self.inline(f, node, pos, kw)
+        if isinstance(f, ModVal) and pos:
+            return self.module_call(f, node, pos)
+        return UNK
+
+    def map_values(self, f: Any, it: Any, node: cst.Call) -> Any:
+        """``map(f, it)`` over a tuple (item by item) or like values (:class:`_Many`)."""
+        if isinstance(it, Tensor) and it.parts:
+            it = _Many(replace(it, parts=False))
+        if isinstance(it, Tup) and not it.star_unknown:
+            return Tup(tuple(self.call_value(f, node, [x], {}) for x in it.items))
+        if isinstance(it, _Many):
+            r = self.call_value(f, node, [it.t], {})
+            return _Many(r) if not isinstance(r, Unknown) else UNK
+        return UNK
+
     def inline(self, ref: FuncRef, node: cst.Call, pos: list, kw: dict) -> Any:
-        if ref.bound_self is not None:
+        if type(ref.fn) is cst.Lambda:
+            if self.depth >= Analyzer.MAX_DEPTH:
+                return UNK
+            env = dict(ref.closure or {})
+            lp = ref.fn.params
+            names = [p.name.value for p in list(lp.posonly_params) + list(lp.params)]
+            for i, n in enumerate(names):
+                env[n] = pos[i] if i < len(pos) else kw.get(n, ("param", n))
+            fe = _Frame(self.an, env, self.selfv, self.depth + 1, self.record)
+            return fe.eval(ref.fn.body)
+        if ref.fn is not None:
+            fn = ref.fn
+        elif ref.bound_self is not None:
             fn = self.an.methods.get(ref.bound_self.cls, {}).get(ref.name)
         else:
             fn = self.an.funcs.get(ref.name)
@@ -1507,7 +1672,13 @@ class _Frame:
                 bound[n] = Sym(coef=1.0, explicit_one=True, name=bound[n].name)
         # module-level helper receiving self as first arg (HF eager_attention_forward(self, ...))
         selfv = ref.bound_self
-        return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record)
+        if ref.fn is not None and ref.closure is not None:
+            # a local def sees the enclosing frame's names; its parameters shadow them
+            params_env = {p.name.value for p in plist + list(params.kwonly_params)}
+            bound = {**{k: v for k, v in ref.closure.items() if k not in params_env}, **bound}
+            selfv = self.selfv
+        return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record,
+                                     closure=ref.fn is not None)
 
     # ---- tensor ops
     def transpose(self, t: Tensor, i: int, j: int) -> Tensor:
@@ -1667,8 +1838,13 @@ class _Frame:
         ta, tb = self.tensorize(ops[0]), self.tensorize(ops[1])
         if ta is None or tb is None or not sa or not sb:
             return UNK
+        for w in (ta, tb):
+            if w.softmaxed and w.event is not None:
+                w.event.to_v = True  # weights · v written as an einsum (either operand order)
+        axes = _einsum_axes(sa, sb, out, ta, tb)
         if isinstance(ops[0], Tensor) and ops[0].softmaxed:
-            return Tensor(rank=len(out), origin="proj", perhead=ta.perhead or tb.perhead)
+            return Tensor(rank=len(out), axes=axes, origin="proj", perhead=ta.perhead or tb.perhead,
+                          last=tb.last if out[-1:] == sb[-1:] else None)
         contracted = [c for c in sa if c in sb and c not in out and c != "…"]
         a_only = [c for c in sa if c not in sb and c in out]
         b_only = [c for c in sb if c not in sa and c in out]
@@ -1685,8 +1861,9 @@ class _Frame:
             key_axis = out.index(b_only[0]) - rank
         perhead = ta.perhead or tb.perhead or len(sa.replace("…", "")) >= 4
         factors = _qk_factors(ta, tb)
-        return Tensor(rank=rank, factors=factors, origin="proj", scores=True, key_axis=key_axis,
-                      q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized, perhead=perhead)
+        return Tensor(rank=rank, axes=axes, factors=factors, origin="proj", scores=True,
+                      key_axis=key_axis, q=ta, k=tb, node=node,
+                      normalized=ta.normalized and tb.normalized, perhead=perhead)
 
     def rearrange(self, node: cst.Call, pos: list, kw: dict) -> Any:
         if len(pos) < 2 or type(node.args[1].value) is not cst.SimpleString:
@@ -1697,15 +1874,22 @@ class _Frame:
         pat = node.args[1].value.evaluated_value
         if "->" not in pat:
             return UNK
-        rhs = pat.split("->", 1)[1]
+        lhs, rhs = pat.split("->", 1)
         toks = re.findall(r"\([^)]*\)|\S+", rhs)
         perhead = any(tok == "h" for tok in toks)
-        return Tensor(rank=len(toks), origin=t.origin, factors=t.factors, perhead=perhead or t.perhead,
-                      normalized=t.normalized)
+        axes = _einops_axes(lhs, rhs, t, {a.keyword.value for a in node.args if a.keyword is not None})
+        last = None
+        if axes is not None and axes[-1:] == (("d",),):
+            last = t.last if t.last is not None and t.last.role == "d" else Dim("head_dim", "d")
+        return Tensor(rank=len(toks), axes=axes, origin=t.origin, factors=t.factors,
+                      perhead=perhead or t.perhead, normalized=t.normalized, last=last,
+                      token_major=axes is not None and axes[-1:] == (("H", "d"),))
 
-    def view(self, t: Tensor, node: cst.Call) -> Any:
-        args = [a for a in node.args if a.keyword is None]
-        vals: list = []
+    def view(self, t: Tensor, node: cst.Call, given: list | None = None) -> Any:
+        """``t.view(...)`` / ``reshape``; ``given``: the target sizes already evaluated (an
+        ``unflatten`` rewritten as a view)."""
+        args = [a for a in node.args if a.keyword is None] if given is None else []
+        vals: list = [] if given is None else list(given)
         for a in args:
             v = self.eval(a.value)
             if a.star:
@@ -1731,6 +1915,8 @@ class _Frame:
                 if isinstance(sv, ShapeVal) and sv.t.axes is not None and "*" not in [x for ax in sv.t.axes for x in ax] \
                         and sv.t.rank is not None:
                     axes.extend(sv.t.axes[sv.start: sv.t.rank - sv.stop_minus])
+                elif isinstance(sv, ShapeVal) and _token_prefix(sv, t):
+                    axes.extend((("B",), ("L",)))
                 else:
                     axes.append(("*",))
                 continue
@@ -1848,13 +2034,48 @@ class _Frame:
                 dim = _int_of(dim_node)
                 if dim is None:
                     dim = "?"
-            if dim != "?":
-                self.an.result.softmax_events.append(
-                    SoftmaxEvent(node, dim, implicit, t.rank, t.key_axis, func))
+            evs: tuple = ()
             ev = ScaleEvent("softmax", node, t.factors, t.q, t.k, t, uncertain=t.uncertain, partial=t.partial)
+            if dim != "?":
+                sev = SoftmaxEvent(node, dim, implicit, t.rank, t.key_axis, func, scale_event=ev)
+                self.an.result.softmax_events.append(sev)
+                evs = (sev,)
             self.an.result.scale_events.append(ev)
-            return replace(t, scores=False, softmaxed=True, factors=(), event=ev)
-        return replace(t, scores=False, softmaxed=True, factors=())
+            return replace(t, scores=False, softmaxed=True, factors=(), event=ev, softmax_evs=evs)
+        return replace(t, scores=False, softmaxed=True, factors=(), softmax_evs=())
+
+    def _int_value(self, node: cst.BaseExpression | None, default: int | None) -> int | None:
+        """A literal int argument, or one that evaluates to a literal (an inlined default)."""
+        if node is None:
+            return default
+        i = _int_of(node)
+        if i is not None:
+            return i
+        v = self.eval(node)
+        if isinstance(v, Sym) and v.is_literal() and float(v.coef).is_integer():
+            return int(v.coef)
+        if type(node) is cst.Name and isinstance(v, _ParamRef) and not v.glob and v.name == node.value \
+                and self.an.stack:
+            # a parameter no caller passed here: its literal default (``def l1norm(t, dim=-1)``)
+            ps = self.an.stack[-1].params
+            for prm in (*ps.posonly_params, *ps.params, *ps.kwonly_params):
+                if prm.name.value == node.value and prm.default is not None:
+                    return _int_of(prm.default)
+        return None
+
+    def row_sum(self, t: Tensor, dim: int | None, keepdim: bool) -> Tensor:
+        """``t.sum(dim, keepdim=True)`` of softmax weights: remembers which rows it sums."""
+        evs = tuple(e for e in t.softmax_evs if keepdim and e.is_key_axis(dim))
+        return replace(t, scores=False, softmaxed=False, event=None, softmax_evs=(), row_sum_of=evs,
+                       factors=(), rank=t.rank if keepdim else None, axes=t.axes if keepdim else None)
+
+    @staticmethod
+    def renormalise(t: Tensor, evs: tuple) -> Tensor:
+        """Weights divided by their own row sums over the key axis: the events are renormalised."""
+        for e in t.softmax_evs:
+            if any(e is x for x in evs):
+                e.renormalised = True
+        return t
 
     def sdpa(self, node: cst.Call, pos: list, kw: dict) -> Any:
         q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
@@ -1989,7 +2210,7 @@ def _named(v: Any, name: str) -> Any:
         if nrole != "?" and v.coef == 1:
             return Sym.dim(Dim(name, nrole, v.value()))
     if isinstance(v, _Many):
-        return v.t
+        return replace(v.t, parts=True) if isinstance(v.t, Tensor) else v.t
     return v
 
 
@@ -2038,6 +2259,10 @@ def _join(a: Any, b: Any) -> Any:
             split_axes=a.split_axes,
             event=a.event if a.event is b.event else None,
             biased=a.biased or b.biased,
+            softmax_evs=a.softmax_evs + tuple(e for e in b.softmax_evs
+                                              if not any(e is x for x in a.softmax_evs)),
+            row_sum_of=a.row_sum_of + tuple(e for e in b.row_sum_of
+                                            if not any(e is x for x in a.row_sum_of)),
         )
     if isinstance(a, Sym) and isinstance(b, Sym):
         return Sym(coef=None, opaque=True, name=a.name or b.name)
@@ -2082,3 +2307,105 @@ def analyze(ctx: Any) -> Provenance:
     finally:
         _HEADS_BY_STRUCTURE.clear()
     return res
+
+
+def _index_axes(t: Tensor, sl: Any) -> tuple | None:
+    """Axes left after indexing ``t`` with integer literals and full slices (``x[0]``,
+    ``x[:, 1]``): each integer removes its axis; ``None`` for anything else (bounded slices,
+    ``None``, ellipsis, tensors) or when ``t``'s layout is unknown."""
+    if t.axes is None or t.rank is None or any("*" in ax for ax in t.axes) or len(sl) > t.rank:
+        return None
+    out = list(t.axes)
+    drop = []
+    for i, e in enumerate(sl):
+        s = e.slice
+        if type(s) is cst.Index:
+            if _int_of(s.value) is None:
+                return None
+            drop.append(i)
+        elif not (type(s) is cst.Slice and s.lower is None and s.upper is None and s.step is None):
+            return None
+    if not drop:
+        return None
+    return tuple(ax for i, ax in enumerate(out) if i not in drop)
+
+
+def _einsum_axes(sa: str, sb: str, out: str, ta: Tensor, tb: Tensor) -> tuple | None:
+    """Output axes of a two-operand einsum from its operands' known axes, letter by letter
+    (``'bhij,bhjd->bhid'`` on (B, H, L, L) and (B, H, L, d) gives (B, H, L, d)); ``None`` when a
+    letter's axis is unknown or the operands disagree on it."""
+    if "…" in sa + sb + out:
+        return None
+    known: dict[str, tuple] = {}
+    for letters, t in ((sa, ta), (sb, tb)):
+        if t.axes is None or len(t.axes) != len(letters) or any("*" in ax for ax in t.axes):
+            continue
+        for c, ax in zip(letters, t.axes):
+            if known.setdefault(c, ax) != ax and not (ax == ("L",) or known[c] == ("L",)):
+                return None
+    if any(c not in known for c in out):
+        return None
+    return tuple(known[c] for c in out)
+
+
+#: einops axis names → layout atoms, where the input's layout does not say (the letters of
+#: einops patterns in attention code: ``b n (h d)``, ``b h i j``, ``(b h) n d``)
+_EINOPS_ROLE = {"b": "B", "batch": "B", "h": "H", "heads": "H", "d": "d", "dh": "d", "dim_head": "d",
+                "n": "L", "i": "L", "j": "L", "t": "L", "l": "L", "s": "L", "seq": "L"}
+
+
+def _einops_axes(lhs: str, rhs: str, t: Tensor, sized: set[str]) -> tuple | None:
+    """The output layout of ``einops.rearrange(t, 'lhs -> rhs', **sizes)``.
+
+    Letters take the atoms of the input axis they name (a group ``(h d)`` over an axis of atoms
+    ``(H, d)`` splits it letter by letter); letters the input does not determine fall back to
+    their conventional role (``b`` batch, ``h`` heads, ``d`` head dim, ``n``/``i``/``j`` tokens);
+    a letter sized by a keyword (``three=3``) is a literal axis.  ``None`` when any output letter
+    stays unknown."""
+    tok = re.compile(r"\([^)]*\)|\S+")
+    ltoks, rtoks = tok.findall(lhs), tok.findall(rhs)
+    if "..." in lhs or "..." in rhs or "…" in lhs:
+        return None
+    atoms: dict[str, tuple] = {}
+    in_axes = t.axes
+    if in_axes is not None and any("*" in ax for ax in in_axes):
+        # leading axes unknown: align from the right
+        known = [ax for ax in in_axes if "*" not in ax]
+        in_axes = tuple([None] * max(0, len(ltoks) - len(known)) + known) if len(known) <= len(ltoks) else None
+    if in_axes is not None and len(in_axes) == len(ltoks):
+        for lt, ax in zip(ltoks, in_axes):
+            if ax is None:
+                continue
+            letters = lt.strip("()").split()
+            if len(letters) == 1:
+                atoms[letters[0]] = ax
+            elif len(letters) == len(ax):
+                for c, a in zip(letters, ax):
+                    atoms[c] = (a,)
+    for lt in ltoks + rtoks:
+        for c in lt.strip("()").split():
+            if c in atoms:
+                continue
+            if c in _EINOPS_ROLE:
+                atoms[c] = (_EINOPS_ROLE[c],)
+            elif c in sized:
+                atoms[c] = (f"#{c}",)
+            else:
+                return None
+    out = []
+    for rt in rtoks:
+        letters = rt.strip("()").split()
+        out.append(tuple(a for c in letters for a in atoms[c]) if letters else ("#1",))
+    return tuple(out)
+
+
+def _token_prefix(sv: ShapeVal, t: Tensor) -> bool:
+    """``x.shape[:-1]`` of an input parameter ``x`` of unknown rank, used to view ``t``: the
+    (batch, tokens) prefix of a (B, L, E) input (``hidden_shape = (*input_shape, -1, head_dim)``
+    on a projection of ``x``; ``reshape(*input_shape, -1)`` of a tensor laid out over B and L)."""
+    if sv.t.axes is not None or sv.t.origin != "param" or sv.start != 0 or sv.stop_minus != 1:
+        return False
+    if t.token_major:
+        return True
+    atoms = {a for ax in (t.axes or ()) for a in ax}
+    return t.rank is not None and {"B", "L"} <= atoms

@@ -7,6 +7,13 @@
 class (an ``nn.Module``), the probability must be gated: ``training=self.training`` or
 ``dropout_p=self.p if self.training else 0.0``.  Parameters of the method are the caller's
 responsibility and are not flagged.
+
+Functional dropout is reported only on attention probabilities: a tensor the score-provenance
+analysis established as ``softmax(q·kᵀ)`` (after any masking, casting or reshaping).  Dropout on
+anything else is a design choice of the model, not an attention bug: Tacotron 2's decoder prenet
+keeps its dropout on at inference on purpose (Shen et al. 2018), Monte-Carlo dropout resamples in
+eval(), and a tensor of unknown origin may be either.  Fused kernels (SDPA, flash-attn, xformers)
+always drop attention weights, so their ``dropout_p`` is checked wherever they are called.
 """
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ from typing import Any
 
 import libcst as cst
 
-from attncheck.lint.analysis.layout import arg
+from attncheck.lint.analysis.layout import arg, tensors
 from attncheck.lint.analysis.provenance import _num_of, mentions_training
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
@@ -31,6 +38,28 @@ _FLASH_LEAVES = {"flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpac
 
 
 _arg = arg  # the argument at position pos or keyword kw (shared with the layout analysis)
+
+
+def attention_probs(ctx: Any, call: cst.Call) -> bool:
+    """Whether the tensor ``F.dropout`` drops is attention probabilities in some analysed context:
+    the softmax of established q·kᵀ scores (``Tensor.event`` links the weights to those scores)."""
+    x = _arg(call, 0, "input")
+    if x is None:
+        return False
+    return any(t.softmaxed and t.event is not None for t in tensors(ctx, x.value))
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _param_attr_base(expr: cst.BaseExpression, fn: cst.FunctionDef) -> str | None:
+    """``module`` when ``expr`` is ``module.<attr>`` and ``module`` is a parameter of ``fn``."""
+    if not (isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name)):
+        return None
+    ps = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
+    name = expr.value.value
+    return name if any(p.name.value == name for p in ps) else None
 
 
 class _Method:
@@ -107,10 +136,23 @@ class DropoutInEval(Rule):
         literal ``training=True`` is flagged: it drops in eval() whatever the caller does."""
         for call, guarded in scan.calls:
             q = self.ctx.qualname(call.func) or ""
-            if q in _F_DROPOUT and q != "torch.dropout" and not guarded:
+            if q in _F_DROPOUT and q != "torch.dropout" and not guarded and attention_probs(self.ctx, call):
                 train = _arg(call, 2, "training")
                 p = _arg(call, 1, "p")
                 if p is not None and _num_of(p.value) == 0:
+                    continue
+                owner = _param_attr_base(p.value, scan.fn) if p is not None and train is None else None
+                if owner is not None:
+                    # p read off a module passed in (``p=module.attention_dropout``) with no
+                    # training flag: the module's own flag is at hand and nothing gates p
+                    name = "F." + q.rsplit(".", 1)[-1]
+                    fix = None
+                    if not any(a.star for a in call.args) and sum(a.keyword is None for a in call.args) <= 2:
+                        fix = _edits.unsafe(f"add training={owner}.training",
+                                            _edits.add_arg(self, call, f"training={owner}.training"))
+                    self.report(call, f"{name}(..., p={_code(p.value)}) without training=: it defaults to "
+                                      f"training=True and keeps dropping in eval(): pass "
+                                      f"training={owner}.training", fix)
                     continue
                 if train is not None and isinstance(train.value, cst.Name) and train.value.value == "True":
                     name = "F." + q.rsplit(".", 1)[-1]
@@ -175,6 +217,8 @@ class DropoutInEval(Rule):
         if guarded:
             return
         if p is not None and _num_of(p.value) == 0:
+            return
+        if not attention_probs(self.ctx, call):
             return
         name = "torch.dropout" if q == "torch.dropout" else "F." + q.rsplit(".", 1)[-1]
         if train is None:

@@ -77,7 +77,7 @@ class GqaHeadMapping(Rule):
     name = "gqa-head-mapping"
     severity = "error"
     summary = "KV heads expanded with repeat/tile where repeat_interleave (or enable_gqa) is needed"
-    tokens = ("repeat", "tile", "expand")
+    tokens = ("repeat", "tile", "expand", "cat")
     pattern = T.REPEAT
     context = T.GROUP_CONTEXT
     context_scope = "unit"  # the group factor is an argument or a local of the same function
@@ -129,6 +129,27 @@ class GqaHeadMapping(Rule):
             elif isinstance(func, cst.Attribute) and func.attr.value in ("reshape", "view", "flatten") \
                     and not q.startswith("torch."):
                 self._expand_merge(call, func.value, fr)
+            elif q in ("torch.cat", "torch.concat", "torch.concatenate") and call.args:
+                self._cat_copies(call, fr)
+
+    def _cat_copies(self, call: cst.Call, fr: _Frame) -> None:
+        """``torch.cat([x] * n_rep, dim=1)``: n_rep copies of all kv heads, one after the other,
+        is a tile (the same mapping as ``x.repeat(1, n_rep, 1, 1)``)."""
+        seq = call.args[0].value
+        if not isinstance(seq, cst.BinaryOperation) or not isinstance(seq.operator, cst.Multiply):
+            return
+        lst, n = (seq.left, seq.right) if isinstance(seq.left, cst.List) else (seq.right, seq.left)
+        if not isinstance(lst, cst.List) or len(lst.elements) != 1:
+            return
+        recv = lst.elements[0].value
+        d = arg(call, 1, "dim")
+        dim = int_of(d.value) if d is not None else 0
+        if maskish(root_name(recv)) or not group_factor(n, fr.assigns) or dim != self._head_axis(recv):
+            return
+        self.report(call, f"torch.cat([{code(recv)[:40]}] * {code(n)}, dim={dim}) tiles the key/value "
+                          f"heads: query head h then reads kv head h % H_kv, but grouped-query attention "
+                          f"maps it to h // {code(n)}: use {code(recv)[:40]}.repeat_interleave({code(n)}, "
+                          f"dim={dim}) (or SDPA enable_gqa=True)")
 
     def _tile(self, call: cst.Call, recv: cst.BaseExpression, cs: list | None, fr: _Frame, how: str) -> None:
         if not cs or maskish(root_name(recv)):

@@ -251,8 +251,9 @@ class MaskValueOverflow(Rule):
                 continue
             if use.consumer in ("sdpa", "mha", "additive"):
                 continue  # reported at the fill site that built the mask
-            if _is_fp32(self, use.target):
-                continue
+            if _is_fp32(self, use.target) or not use.escapes:
+                continue  # fp32 by a cast, or a value that never reaches attention
+
             seen.add(id(f.node))
             target = dotted_name(use.target) if use.target is not None else None
             repl = f"torch.finfo({target}.dtype).min" if target else "torch.finfo(scores.dtype).min"
@@ -263,7 +264,7 @@ class MaskValueOverflow(Rule):
                                 f"(max 65504): {_CONSUMER_NAMES[use.consumer]} raises or overflows to -inf under "
                                 f"fp16/autocast; use {repl}", fix)
         for site in self.ctx.masks.fill_sites:
-            if id(site.node) in seen or _is_fp32(self, site.base):
+            if id(site.node) in seen or _is_fp32(self, site.base) or site.wide or not site.escapes:
                 continue
             seen.add(id(site.node))
             what = {"additive": "this additive mask", "full": "this mask tensor",
@@ -291,11 +292,18 @@ class IneffectiveMaskValue(_MaskUseRule):
 
     def check(self, use: MaskUse) -> None:
         f = use.fill
+        if use.consumer in ("additive", "sdpa") and use.convention == "additive" \
+                and use.mask is not None and use.mask.weak_fill is not None \
+                and (use.mask.fill is None or not use.mask.fill.blocking):
+            # an additive mask built by filling zeros with a value that blocks nothing
+            f = use.mask.weak_fill
+            if use.consumer == "additive" and (not use.reaches_softmax or use.target_tag in ("probs", "out")):
+                return
+        elif use.consumer not in ("masked_fill", "where", "index_assign"):
+            return
+        elif not use.reaches_softmax or use.target_tag in ("probs", "out"):
+            return
         if f is None or f.node is None or not f.ineffective:
-            return
-        if use.consumer not in ("masked_fill", "where", "index_assign"):
-            return
-        if not use.reaches_softmax or use.target_tag in ("probs", "out"):
             return
         if f.kind in ("pos_inf", "finfo_max"):
             why = "+inf makes the softmax NaN (inf - inf)"
@@ -305,7 +313,9 @@ class IneffectiveMaskValue(_MaskUseRule):
             why = "a logit this close to 0 keeps the masked keys' weight"
         target = dotted_name(use.target) if use.target is not None else None
         repl = f"torch.finfo({target}.dtype).min" if target else "torch.finfo(scores.dtype).min"
-        self.report(f.node, f"masked scores are filled with {_text(self, f.node)} before softmax: "
+        what = "masked scores are filled" if use.consumer not in ("additive", "sdpa") else \
+            "the additive mask added to the scores is filled"
+        self.report(f.node, f"{what} with {_text(self, f.node)} before softmax: "
                             f"{why}; fill with float('-inf') or {repl}")
 
 
@@ -321,6 +331,24 @@ class MaskAfterSoftmax(_MaskUseRule):
     def check(self, use: MaskUse) -> None:
         if use.target_tag != "probs" or not use.reaches_matmul:
             return  # e.g. token confidences masked before top-k are not attention weights
+        zeroing = use.consumer == "multiply" or (
+            use.consumer in ("masked_fill", "where", "index_assign") and use.fill is not None
+            and use.fill.region == "Z")
+        if zeroing:
+            b = use.blocked
+            if b is None or True not in b:
+                return  # zeroing rows of padded queries (an unknown mask) is not key masking
+            # zeroing probabilities is harmless after the same scores were masked before the
+            # softmax (it only turns fully masked rows' NaN into 0); alone it leaves the blocked
+            # keys' share of every row out, so rows sum to less than 1
+            if any(u.function == use.function and u is not use and u.target_tag != "probs"
+                   and (u.reaches_softmax or u.target_tag == "scores") for u in self.ctx.masks.uses):
+                return
+            self.report(use.call, f"{_text(self, use.target, 40)} holds softmax probabilities and "
+                                  f"masked keys are zeroed afterwards without renormalising: rows "
+                                  f"no longer sum to 1 and the blocked keys still shaped the "
+                                  f"softmax; mask the scores before the softmax")
+            return
         if use.consumer in ("masked_fill", "where", "index_assign"):
             if use.fill is None or not use.fill.blocking:
                 return
@@ -357,7 +385,7 @@ class BoolMaskAdded(_MaskUseRule):
         if m.dtype == "bool" and use.consumer == "additive":
             kind = "a boolean mask"
         elif m.dtype in ("float", "int") and "P" in pat and "N" not in pat and m.fill is None \
-                and use.convention == "additive":
+                and m.weak_fill is None and use.convention == "additive":
             kind = "a 0/1 mask"
         else:
             return

@@ -18,7 +18,7 @@ from attncheck.lint.analysis.provenance import _SCALE_NAME, Dim, ScaleEvent, Sym
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 
-TOKENS = ("softmax", "scaled_dot_product_attention", "Softmax")
+TOKENS = ("softmax", "scaled_dot_product_attention", "Softmax", "exp")
 
 
 def _fmt(v: float | None) -> str:
@@ -33,6 +33,8 @@ def _is_full_scale(f: Any) -> bool:
         return True
     if s.explicit_one or s.default_one:
         return False
+    if not s.opaque and s.coef is not None:
+        s = _merge(s)  # (d_model // n_heads) ** -0.5 is a head-dim scale
     if s.opaque:
         return bool(s.name and _SCALE_NAME.search(s.name.rsplit(".", 1)[-1]))
     if len(s.pows) == 1 and s.coef == 1:
@@ -129,7 +131,11 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
         return None
     d, e = total.pows[0]
     role = d.role
-    own = d == qlast or d == klast
+    # the contraction width of q·kᵀ read off q or k itself (q.size(-1), k.shape[-1] inline):
+    # whatever the layout, 1/√ of it is the dot-product scale (Vaswani et al. 2017, §3.2.1)
+    read_off = {f"{t.pname}.shape[-1]" for t in (q, k)
+                if t is not None and t.origin == "param" and t.pname}
+    own = d == qlast or d == klast or d.text in read_off
     if own or d.text in ("q.size(-1)",):
         role = "d"
     shown = f"{d.text}{_fmt(d.value)}"
@@ -195,7 +201,7 @@ def _where(f: Any) -> str:
 
 class _ScaleRule(Rule):
     tokens = TOKENS
-    pattern = T.SOFTMAX + T.SDPA
+    pattern = T.SOFTMAX + T.SDPA + T.EXP  # exp/sum: a softmax written out
     severity = "error"
 
     def visit_Module(self, node: Any) -> None:

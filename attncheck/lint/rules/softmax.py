@@ -4,6 +4,10 @@ Attention weights are ``softmax(scores, dim=-1)`` over the key axis ``L_k`` of `
 scores (Vaswani et al. 2017).  Implicit ``dim`` follows PyTorch's legacy rule
 (``torch.nn.functional._get_softmax_dim``): dim 0 for 0-, 1- and 3-D inputs, else dim 1.
 Fires only on scores established by the score-provenance analysis with a known rank/key axis.
+A softmax over another axis whose weights are then renormalised over the keys (``p / p.sum(-1,
+keepdim=True)``, ``F.normalize(p, p=1, dim=-1)``) is a deliberate design and is not reported:
+slot attention (Locatello et al. 2020) and GroupViT (Xu et al. 2022) let queries compete for each
+key, then average over the keys.
 """
 from __future__ import annotations
 
@@ -50,12 +54,19 @@ class SoftmaxWrongDim(Rule):
     name = "softmax-wrong-dim"
     severity = "error"
     summary = "softmax over an axis other than the key axis of the scores (incl. implicit dim)"
-    tokens = ("softmax", "Softmax")
-    pattern = T.SOFTMAX
+    tokens = ("softmax", "Softmax", "exp")
+    pattern = T.SOFTMAX + T.EXP  # exp(s) / exp(s).sum(dim): a softmax written out
 
     def visit_Module(self, node: Any) -> None:
-        seen = set()
-        for ev in self.ctx.provenance.softmax_events:
+        events = self.ctx.provenance.softmax_events
+        # a softmax whose weights are renormalised over the keys in some context (slot / GroupViT
+        # assignment, inverted attention) is a deliberate choice of axis
+        seen = {id(ev.node) for ev in events if ev.renormalised}
+        # weights that meet the values in no analysed context are not used as attention over
+        # keys here (GroupViT's soft assignment map over the group tokens, returned as is)
+        used = {id(ev.node) for ev in events if ev.scale_event is not None and ev.scale_event.to_v}
+        seen |= {id(ev.node) for ev in events if id(ev.node) not in used}
+        for ev in events:
             bad = wrong_axis(ev.dim, ev.implicit, ev.rank, ev.key_axis)
             if bad is None or id(ev.node) in seen:
                 continue

@@ -70,6 +70,7 @@ class _Forward:
         self.fn = fn
         self.assigns: list[tuple[cst.CSTNode, str, cst.CSTNode, bool]] = []
         self.lazy: list[str] = []  # attrs tested "is None" by enclosing ifs
+        self.state_only: list[bool] = []  # per enclosing if: its test reads only self's state
 
 
 @register
@@ -119,14 +120,37 @@ class StateMutatedInForward(Rule):
         walk.visit(test, V())
         return out
 
+    @staticmethod
+    def _reads_only_self(test: cst.BaseExpression) -> bool:
+        """Whether an ``if`` test reads module state only (``self.training``, ``not self.x``): no
+        input, local or global decides it."""
+        names: list[str] = []
+        attrs: list[str] = []
+
+        class V(cst.CSTVisitor):
+            def visit_Attribute(self, n: cst.Attribute) -> bool:
+                if _self_attr(n) is not None:
+                    attrs.append(n.attr.value)
+                    return False
+                return True
+
+            def visit_Name(self, n: cst.Name) -> None:
+                if n.value not in ("True", "False", "None"):
+                    names.append(n.value)
+
+        walk.visit(test, V())
+        return bool(attrs) and not names
+
     def visit_If(self, node: cst.If) -> None:
         if self._fwd and self._fwd[-1] is not None:
             self._fwd[-1].lazy.extend(self._lazy_test(node.test))
+            self._fwd[-1].state_only.append(self._reads_only_self(node.test))
 
     def leave_If(self, node: cst.If) -> None:
         if self._fwd and self._fwd[-1] is not None:
             for a in self._lazy_test(node.test):
                 self._fwd[-1].lazy.remove(a)
+            self._fwd[-1].state_only.pop()
 
     def _record(self, target: cst.BaseExpression, stmt: cst.CSTNode, aug: bool) -> None:
         if not self._fwd or self._fwd[-1] is None:
@@ -137,6 +161,14 @@ class StateMutatedInForward(Rule):
             fw.assigns.append((target, a, stmt, (aug and not _HYPER_WORDS.search(a)) or a in fw.lazy))
 
     def visit_Assign(self, node: cst.Assign) -> None:
+        fw = self._fwd[-1] if self._fwd else None
+        if fw is not None and fw.state_only and all(fw.state_only) and isinstance(node.value, cst.Name) \
+                and node.value.value in ("True", "False") \
+                and all(_self_attr(t.target) not in (None, "training") for t in node.targets):
+            # a one-way flag recording the module's own history (``if self.training:
+            # self.ever_training = True``): state that the module's mode decides, not a
+            # hyper-parameter an input changes
+            return
         for t in node.targets:
             targets = [e.value for e in t.target.elements] if isinstance(t.target, (cst.Tuple, cst.List)) \
                 else [t.target]
