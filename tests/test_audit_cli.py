@@ -173,3 +173,27 @@ def test_html_without_matplotlib_is_a_usage_error_before_running(monkeypatch, tm
     assert res.exit_code == 2
     assert "attncheck[report]" in res.output
     assert ran == [] and not (tmp_path / "r.html").exists()
+
+
+def test_audit_of_a_family_whose_package_is_missing_is_an_error(monkeypatch, tmp_path):
+    """``attncheck audit xt:decoder`` without x-transformers audits nothing: exit 2 with the
+    install hint, never "OK: 1 skip" (a CI job would pass while checking nothing)."""
+    import subprocess
+    import sys
+
+    from attncheck.cli import main
+
+    monkeypatch.setitem(sys.modules, "x_transformers", None)  # import raises ImportError
+    r = CliRunner().invoke(main, ["audit", "xt:decoder", "--device", "cpu"])
+    assert r.exit_code == 2, r.output
+    assert "attncheck audit: error: xt:decoder: x-transformers unavailable" in r.output
+    assert "pip install 'attncheck[xt]'" in r.output
+
+    fake = tmp_path / "x_transformers.py"
+    fake.write_text("raise ImportError('x-transformers is not installed')\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = f"{tmp_path}{os.pathsep}{env.get('PYTHONPATH', '')}"
+    p = subprocess.run([sys.executable, "-m", "attncheck", "audit", "xt:decoder", "--device",
+                        "cpu"], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert "x-transformers unavailable (ImportError: x-transformers is not installed)" in p.stderr

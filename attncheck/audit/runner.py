@@ -354,6 +354,7 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, 
     except F.FamilyUnavailable as exc:
         msg = str(exc)
         report.results.append(CheckResult("build", "skip", msg if msg.startswith("skipped") else f"skipped: {msg}"))
+        report.extra["unavailable"] = msg  # the family's package is missing: nothing was audited
         return report
     except (Exception, CheckTimeout) as exc:  # noqa: BLE001 - a model that fails to build is an error result
         report.results.append(_error("build", exc, timeout=timeout))
