@@ -70,6 +70,18 @@ _PKG_DIR = __import__("os").path.dirname(__import__("os").path.dirname(__file__)
 _TORCH_DIR = __import__("os").path.dirname(torch.__file__)
 
 
+def diagnose_target_error(exc: BaseException) -> str:
+    """A short cause for an exception the target raised, when its message names a known
+    attention mistake, else ``""``.  Today: a constant that does not fit the dtype
+    (``masked_fill(mask, -1e9)`` on float16 scores raises "value cannot be converted to type
+    c10::Half without overflow"; float16's largest finite value is 65504, IEEE 754 binary16)."""
+    msg = str(exc)
+    if "without overflow" in msg:
+        return ("a mask fill (or another constant) does not fit the dtype: fill with "
+                "torch.finfo(scores.dtype).min or -inf")
+    return ""
+
+
 def raised_by_attncheck(exc: BaseException) -> bool:
     """True when ``exc`` was raised by attncheck's own code rather than by the code under test.
 

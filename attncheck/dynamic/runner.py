@@ -42,6 +42,7 @@ from attncheck.dynamic.base import (
     CheckTimeout,
     RunContext,
     all_checks,
+    diagnose_target_error,
     raised_by_attncheck,
 )
 from attncheck.dynamic.state import preserved
@@ -159,7 +160,8 @@ def _error_result(ctx: RunContext, exc: BaseException, target: Target) -> CheckR
                           metrics={"exception": type(exc).__name__, "internal_error": True},
                           details=f"{tb}\nreproduce: {ctx.reproduce()}")
     status = "fail" if isinstance(exc, TargetOutputError) else "error"
-    return ctx.result(status, f"{type(exc).__name__}: {exc}",
+    cause = diagnose_target_error(exc)
+    return ctx.result(status, f"{type(exc).__name__}: {exc}" + (f" ({cause})" if cause else ""),
                       metrics={"exception": type(exc).__name__},
                       details=f"{tb}\nreproduce: {ctx.reproduce()}")
 

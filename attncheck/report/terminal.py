@@ -83,14 +83,15 @@ def plain_lines(report: Report, title: str | None = None, *,
     mode = report.extra.get("mode", "eval")
     lines = [title or f"attncheck check {report.target} ({report.device}, {report.dtype}, "
                       f"{mode} mode)"]
-    for r in report.results:
+    shown = _shown_details(report)
+    for i, r in enumerate(report.results):
         line = f"{r.status:<5} {r.check}: {_one_line(r.message)}"
         numbers = format_metrics(r.metrics)
         if numbers:
             line += f" [{numbers}]"
         lines.append(line)
-        if show_details and r.status in ("fail", "error") and _details(r):
-            lines.extend("    " + d for d in _details(r).splitlines())
+        if show_details and i in shown:
+            lines.extend("    " + d for d in shown[i].splitlines())
     mc = report.extra.get("mask_convention")
     if isinstance(mc, dict) and mc.get("source") in ("detected", "failed"):
         lines.append(f"mask convention: {_one_line(mc.get('message'))}")
@@ -119,6 +120,32 @@ def _details(r: CheckResult) -> str:
     return r.details.strip()
 
 
+def _shown_details(report: Report) -> dict[int, str]:
+    """Details to print per result index (failed / errored checks only).  A traceback already
+    shown for an earlier check is replaced by a reference to it, so one exception raised by the
+    target in every check is printed once; the check's own reproduction line is kept."""
+    out: dict[int, str] = {}
+    first: dict[str, str] = {}
+    for i, r in enumerate(report.results):
+        text = _details(r)
+        if r.status not in ("fail", "error") or not text:
+            continue
+        body, sep, repro = text.partition("\nreproduce:")
+        if "File " in body:
+            # the same exception from the same line of the target's code: the tracebacks differ
+            # only in the frames of attncheck and torch above it
+            lines = [ln.strip() for ln in body.strip().splitlines() if ln.strip()]
+            own = [ln for ln in lines if ln.startswith("File ") and "/attncheck/" not in ln
+                   and "/torch/" not in ln]
+            key = (own[-1] if own else "") + "\n" + lines[-1]
+            if key in first:
+                body = f"(same traceback as {first[key]})"
+            else:
+                first[key] = r.check
+        out[i] = (body + sep + repro).strip()
+    return out
+
+
 def render_report(report: Report, console: Console | None = None, *,
                   show_details: bool = True, title: str | None = None) -> None:
     """Print ``report`` to ``console`` (default: a new stdout console): the table, then the
@@ -134,12 +161,12 @@ def render_report(report: Report, console: Console | None = None, *,
         console.print(escape(f"mask convention: {mc.get('message')}"), style="dim",
                       highlight=False)
     if show_details:
-        for r in report.results:
-            if r.status in ("fail", "error") and _details(r):
-                st = STATUS_STYLE[r.status]
-                console.print(f"[{st}]{r.status}[/{st}] [bold]{escape(r.check)}[/bold]: "
-                              f"{escape(r.message)}")
-                console.print(escape(_details(r)), style="dim", highlight=False)
+        for i, text in _shown_details(report).items():
+            r = report.results[i]
+            st = STATUS_STYLE[r.status]
+            console.print(f"[{st}]{r.status}[/{st}] [bold]{escape(r.check)}[/bold]: "
+                          f"{escape(r.message)}")
+            console.print(escape(text), style="dim", highlight=False)
     ok = report.ok
     console.print(f"[{'bold green' if ok else 'bold red'}]{summary_line(report)}"
                   f"[/{'bold green' if ok else 'bold red'}]")

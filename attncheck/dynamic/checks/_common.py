@@ -74,7 +74,8 @@ def failure_result(ctx, failure, message: str | None = None, metrics: dict | Non
     wrong return type, ``TargetOutputError``)."""
     from attncheck.dynamic.targets import TargetOutputError
 
-    from attncheck.dynamic.base import INTERNAL_ERROR, raised_by_attncheck
+    from attncheck.dynamic.base import (INTERNAL_ERROR, diagnose_target_error,
+                                        raised_by_attncheck)
 
     err = failure.error
     m = dict(failure.data)
@@ -84,7 +85,9 @@ def failure_result(ctx, failure, message: str | None = None, metrics: dict | Non
                           metrics=dict(m, exception=type(err).__name__, internal_error=True),
                           details=_traceback(err), example=failure.example)
     if err is not None and not isinstance(err, TargetOutputError):
-        return ctx.result("error", f"the target raised {type(err).__name__}: {err}",
+        cause = diagnose_target_error(err)
+        return ctx.result("error", f"the target raised {type(err).__name__}: {err}"
+                          + (f" ({cause})" if cause else ""),
                           metrics=dict(m, exception=type(err).__name__), example=failure.example)
     return ctx.result("fail", message or failure.message, metrics=m, example=failure.example)
 
