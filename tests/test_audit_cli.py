@@ -197,3 +197,11 @@ def test_audit_of_a_family_whose_package_is_missing_is_an_error(monkeypatch, tmp
                         "cpu"], capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert "x-transformers unavailable (ImportError: x-transformers is not installed)" in p.stderr
+
+
+def test_unknown_model_name_suggests_the_closest_known_names():
+    from attncheck.cli import main
+
+    r = CliRunner().invoke(main, ["audit", "xt:decodr", "--device", "cpu"])
+    assert r.exit_code == 2
+    assert "unknown x-transformers model: 'decodr' (did you mean xt:decoder or xt:encoder?)" in r.output

@@ -8,11 +8,13 @@ A bare ``attncheck audit`` audits the bundled demo pair ``fixtures/audit/demo_co
 """
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
 
 import click
+from rich.markup import escape
 
 from attncheck.dynamic.cli import OUTPUT_FORMATS, SEED, TIMEOUT, reject_nan
 
@@ -195,7 +197,10 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
                                 hints=hint_values, dtype=dtype)
                 except F.UnknownSpec as exc:
                     progress.stop()
-                    err.print(f"[bold red]error:[/bold red] {exc}")
+                    close = difflib.get_close_matches(spec, exc.known, n=3, cutoff=0.6)
+                    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+                    err.print(f"[bold red]error:[/bold red] {escape(str(exc))}{escape(hint)}",
+                              soft_wrap=True)
                     err.print("known: " + ", ".join(exc.known[:60]) + (" …" if len(exc.known) > 60 else ""))
                     sys.exit(2)
                 progress.update(task, completed=n_steps, step="done")
