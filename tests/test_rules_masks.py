@@ -442,3 +442,17 @@ def test_fill_kept_float32_by_type_promotion(combine, expected):
     promotes float16 scores to float32, so the fill never meets float16 (torchtune's Gemma 2)."""
     fs = lint_source(_PROMOTED.format(combine=combine), "t.py", select=["ATT204"])
     assert [f.line for f in fs] == expected
+
+
+def test_inverted_mask_message_describes_the_mask_as_used():
+    """``masked_fill(~m, ...)``: the pattern in the message is that of ``~m`` (what the consumer
+    reads), and the message says so rather than attributing it to ``m``'s construction."""
+    from attncheck.lint.engine import lint_source
+
+    src = ("import torch\n\n\ndef f(q, k, v):\n    L, S = q.size(-2), k.size(-2)\n"
+           "    s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5\n"
+           "    m = torch.ones(L, S, dtype=torch.bool).triu(1)\n"
+           "    s = s.masked_fill(~m, float('-inf'))\n    return s.softmax(-1) @ v\n")
+    [f] = lint_source(src, select=["ATT201"])
+    assert "this ~m (from torch.ones(L, S, dtype=torch.bool).triu(1)) mask is True on and below" \
+        in f.message

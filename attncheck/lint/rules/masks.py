@@ -54,7 +54,11 @@ def _convention(use: MaskUse) -> str:
 
 def _mask_words(rule: Rule, use: MaskUse) -> str:
     m = use.mask
-    origin = _text(rule, m.origin) if m is not None and m.origin is not None else _text(rule, use.node)
+    used = _text(rule, use.node)
+    origin = _text(rule, m.origin) if m is not None and m.origin is not None else used
+    if origin != used and use.consumer != "index_assign":
+        # the pattern is the one of the mask as used (~m, m == 0, ...), not of its origin
+        origin = f"{used} (from {origin})"
     pat = m.pattern if m is not None else None
     if use.convention == "additive":
         regions = [n for n, r in zip(("below", "on", "above"), pat or ()) if r == "N"]
