@@ -1,6 +1,6 @@
 """``batch-independence``: samples do not influence each other."""
 import torch
-from _issue6_helpers import run, run_case
+from _check_helpers import run, run_case
 from torch import nn
 
 

@@ -3,7 +3,7 @@ import math
 
 import pytest
 import torch
-from _issue6_helpers import run, run_case
+from _check_helpers import run, run_case
 
 
 def causal_finfo(q, k, v):

@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 from _dynamic_helpers import load
-from _issue6_helpers import run, run_case
+from _check_helpers import run, run_case
 from torch.nn.attention.bias import causal_lower_right
 
 CACHE = {"arg": "past_kv", "flag": "use_cache"}

@@ -1,7 +1,7 @@
 """``padding``: padded keys are invisible; padded batch equals the unpadded runs."""
 import torch
 import torch.nn.functional as F
-from _issue6_helpers import run, run_case
+from _check_helpers import run, run_case
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 from _dynamic_helpers import load
-from _issue6_helpers import run, run_case
+from _check_helpers import run, run_case
 from hypothesis import given
 from hypothesis import strategies as st
 

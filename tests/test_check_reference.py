@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from _dynamic_helpers import load
-from _issue6_helpers import run, run_case
+from _check_helpers import run, run_case
 
 from attncheck.dynamic.checks.reference import K_OUT, judge, window_blocked
 from attncheck.dynamic.spec import build

@@ -1,4 +1,4 @@
-"""Each case fixture whose dynamic list names a check of issue 6 (padding, batch-independence,
+"""Each case fixture whose dynamic list names one of the opt-in checks (padding, batch-independence,
 permutation-equivariance, reference, dtype, kv-cache, mask-pattern) fails at least one of its
 listed checks when exercised through ``attncheck.check``; the listing in
 fixtures/cases/cases.toml and the fixture's DYNAMIC constant agree."""
@@ -32,7 +32,7 @@ def _cases():
 CASES = _cases()
 
 
-def test_all_issue6_cases_found():
+def test_all_extra_check_cases_found():
     assert {c.id for c in CASES} >= {
         "b10_is_causal_kv_cache_decode", "b12_fp16_mask_fill_overflow",
         "b14_fully_masked_row_nan", "b19_mask_after_softmax", "b25_batch_first_merge_view",
@@ -44,7 +44,7 @@ def test_all_issue6_cases_found():
 
 
 @pytest.mark.parametrize("name,dyn,listed", CASES)
-def test_case_fails_one_of_its_issue6_checks(name, dyn, listed):
+def test_case_fails_one_of_its_extra_checks(name, dyn, listed):
     from attncheck.dynamic.spec import build
 
     assert dyn is not None and sorted(dyn["checks"]) == sorted(listed)

@@ -1,4 +1,4 @@
-"""Issue-6 static rules: ATT302, ATT403, ATT404, ATT502 (default on) and ATT601–ATT604 (info, off).
+"""Static rules ATT302, ATT403, ATT404, ATT502 (default on) and ATT601–ATT604 (info, off).
 
 The buggy fixtures with ``# expect:`` lines are checked by tests/test_fixtures_lint.py; here:
 the info rules on their own fixture (``# info:`` lines, linted with ``select=["ATT6"]``), the

@@ -1,4 +1,4 @@
-"""Helpers for the issue-6 check tests: run one check on a case fixture or an object."""
+"""Helpers for the tests of the opt-in checks: run one check on a case fixture or an object."""
 from _dynamic_helpers import load
 
 import attncheck
