@@ -17,7 +17,7 @@ the rootdir; ``--attncheck-config PATH`` names it) and appends, after the ordina
   ``attncheck::<spec>::<check>[<device>]``.  A target is a spec string — ``"pkg.mod:factory"`` or
   ``"path/to/file.py:Name"`` (relative to the pyproject's directory) — or an inline table
   ``{ spec = "src/attn.py:MyAttention", causal = true, checks = ["causality"], devices =
-  ["cpu"] }`` whose other keys are hints passed to :func:`attncheck.check` (DESIGN.md §3).
+  ["cpu"] }`` whose other keys are hints passed to :func:`attncheck.check` (docs/checks.md).
   Check status → pytest outcome: pass → passed; warn → passed with an ``AttncheckWarning``;
   skip → skipped with the check's reason; fail / error → failed with the check's message, its
   numbers, the leak map and the smallest failing example.

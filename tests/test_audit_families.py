@@ -44,7 +44,7 @@ def test_hf_family_clean_on_both_backends(spec):
         for v in ("eager", "sdpa"):
             c = rep[f"causality[{v}]"]
             assert c.status == "pass"
-            assert c.metrics["max_future_delta"] == 0.0  # exact, DESIGN §3
+            assert c.metrics["max_future_delta"] == 0.0  # exact: correct models are bit-identical
             assert {"no-mask", "mask-ones", "left-pad"} <= set(c.metrics["paths"])
             assert rep[f"kv-cache[{v}]"].status == "pass"
         assert "output_attentions" in rep["causality[eager]"].metrics["paths"]

@@ -24,7 +24,7 @@ from test_fixtures_lint import FIXTURES, lint_fixture, load_module, parse_expect
 
 CASES_DIR = FIXTURES / "cases"
 CASES: dict[str, dict] = tomllib.loads((CASES_DIR / "cases.toml").read_text(encoding="utf-8"))
-# DESIGN.md section 3 check catalog.
+# the dynamic check catalog (docs/checks.md).
 KNOWN_CHECKS = {
     "shapes", "finite", "normalization", "causality", "padding", "batch-independence",
     "permutation-equivariance", "gradient-flow", "saturation", "scale", "reference", "dtype",

@@ -12,7 +12,7 @@ position i changes when the input at position j changes):
   the input at j replaced (another token id / large finite noise), all variants in one batched
   forward; every dispatch path: no mask, an all-ones ``attention_mask``, left padding
   (``attention_mask`` + ``position_ids``), ``output_attentions=True``.  Correct models give
-  Δ = 0 exactly (DESIGN §3); a pair is a leak when Δ > ``leak_atol``.
+  Δ = 0 exactly (docs/checks.md); a pair is a leak when Δ > ``leak_atol``.
 - ``padding``: right and left padding (with ``position_ids`` where the model takes them) equal
   the unpadded run at the real positions (fp32 atol 1e-5 / rtol 1e-4), and changing the padded
   inputs changes nothing.
@@ -93,7 +93,7 @@ def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> 
 
 
 def _finite_max(t: torch.Tensor) -> float:
-    """max |t| treating NaN as +inf (Python's max() would skip NaN — DESIGN §3)."""
+    """max |t| treating NaN as +inf (Python's max() would skip NaN)."""
     if t.numel() == 0:
         return 0.0
     t = t.detach().double()

@@ -114,7 +114,7 @@ class AuditModel:
     def perturb(self, x: torch.Tensor, positions: torch.Tensor, generator: torch.Generator | None = None
                 ) -> torch.Tensor:
         """Return ``x`` with the entries at ``positions`` ``(B, L)`` bool replaced by different
-        values (another token id; large finite noise for features — never NaN, DESIGN §3)."""
+        values (another token id; large finite noise for features — never NaN)."""
         y = x.clone()
         if self.input_kind == "tokens":
             lo, hi = self.token_range or (1, self.vocab_size)

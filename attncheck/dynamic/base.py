@@ -178,8 +178,8 @@ def get_check(name: str) -> CheckSpec:
 
 
 def tolerances(dtype: torch.dtype) -> tuple[float, float]:
-    """(atol, rtol) for comparing attention outputs in ``dtype`` (DESIGN §3 *Tolerances*:
-    fp32 1e-5/1e-4, fp64 1e-10, fp16 5e-3, bf16 1e-2 — transformers' eager-vs-SDPA test)."""
+    """(atol, rtol) for comparing attention outputs in ``dtype``: fp32 1e-5/1e-4, fp64 1e-10,
+    fp16 5e-3, bf16 1e-2 (transformers' eager-vs-SDPA test)."""
     if dtype == torch.float64:
         return 1e-10, 1e-10
     if dtype == torch.float16:

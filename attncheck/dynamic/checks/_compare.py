@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 #: standard deviation of the perturbation noise added to inputs drawn from N(0, 1): large but
-#: finite (DESIGN §3: NaN in masked K/V turns correct outputs into NaN through 0 × NaN)
+#: finite (NaN in masked K/V turns correct outputs into NaN through 0 × NaN)
 NOISE_SCALE = 4.0
 
 

@@ -9,7 +9,7 @@ sample when the target takes one (key padding / ``(B, 1, L_q, L_k)`` masks; key 
    near-exactly (≤ 64 ulp × max|output|: the batch shape is unchanged, so correct code computes
    each sample bit-identically; measured Δ = 0 on every correct fixture);
 2. **alone vs in a batch** — sample 0 run alone (``B = 1``) equals sample 0 of the batch within
-   the dtype tolerance (fp32 atol 1e-5, rtol 1e-4; DESIGN §3).
+   the dtype tolerance (fp32 atol 1e-5, rtol 1e-4).
 
 Catches per-sample masks expanded with ``.repeat`` instead of ``repeat_interleave`` (the
 ``(B·H, L, L)`` mask of ``nn.MultiheadAttention`` is read at ``b·H + h``), heads merged with a
@@ -35,7 +35,7 @@ from attncheck.dynamic.strategies import Fail, examples, run_property
 from attncheck.dynamic.targets import Example, Inputs, Target
 from attncheck.results import CheckResult
 
-#: examples per run at most (the default suite's time budget: DESIGN §3, bench/)
+#: examples per run at most (the default suite's time budget: bench/dynamic_bench.py)
 MAX_EXAMPLES = 4
 
 __all__ = ["ULPS", "check_batch_independence"]

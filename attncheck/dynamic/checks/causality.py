@@ -1,6 +1,6 @@
 """``causality``: an exact leak map over (query, key) positions, and the current token visible.
 
-Method (DESIGN §3): *batched perturbation*, no autograd.  For a base example with ``B = 1`` the
+Method (docs/checks.md): *batched perturbation*, no autograd.  For a base example with ``B = 1`` the
 check builds one batch of ``L_k + 2`` variants: variant 0 and the last one are unperturbed
 controls, variant ``j + 1`` adds large finite noise (N(0, 4²), never NaN: NaN in masked K/V
 turns correct outputs into NaN through ``0 × NaN``) to key position ``j`` only — to ``k`` and

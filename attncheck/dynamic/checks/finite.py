@@ -3,7 +3,7 @@
 Two properties: (1) hypothesis-drawn sizes with N(0, 1) inputs, forward and backward (gradients
 of the inputs and of the module's parameters); (2) large-magnitude inputs (entries N(0, s²),
 s = 30 in fp32/fp64, 8 in fp16/bf16, i.e. logits of hundreds to thousands): a correct softmax
-subtracts the row maximum and stays finite (DESIGN §3; e.g. exp(x) / sum(exp(x)) overflows past
+subtracts the row maximum and stays finite (e.g. exp(x) / sum(exp(x)) overflows past
 ~88.7 in fp32).  Causal targets run with their causal mask.  (3) targets with a key padding
 mask (mask shape ``(B, L_k)`` / ``(B, 1, 1, L_k)``): one fully padded sample must give finite
 outputs (SDPA returns 0 there; ``softmax`` over a row of ``-inf`` gives NaN) — ``warn`` for the
@@ -77,7 +77,7 @@ def check_finite(target: Target, ctx: RunContext) -> CheckResult:
     metrics = {"examples": n, "large_input_scale": big}
     note = ""
     if target.accepts_mask and target.key_only_mask:
-        # degenerate rows (DESIGN §3): a fully padded sample through a key padding mask — a
+        # degenerate rows (docs/checks.md): a fully padded sample through a key padding mask — a
         # realistic input (an empty sequence in a batch).  SDPA returns 0 there, F.softmax over
         # a row of -inf returns NaN.  General (L_q, L_k) masks are not probed this way: a fully
         # masked query row there is the caller's choice.

@@ -4,7 +4,7 @@ One backward of ``<out, c>`` with a random cotangent ``c`` per drawn example (L 
 single key the softmax is constant and q/k gradients are legitimately 0).  A gradient is judged
 by its RMS *relative to the largest RMS* among the parameters (inputs: among the inputs), not by
 ``grad is not None``: with a saturated softmax the q/k gradients were ~1e-15 — present but dead
-(DESIGN §3).  Verdicts: ``None`` (unused in forward), non-finite, exactly zero, or relative RMS
+(docs/checks.md).  Verdicts: ``None`` (unused in forward), non-finite, exactly zero, or relative RMS
 below ``REL_TOL`` (1e-6 in fp32/fp64, 1e-3 in fp16/bf16) → fail.
 
 Exempt after a test: a parameter or input whose gradient is zero (or vanishes) is perturbed

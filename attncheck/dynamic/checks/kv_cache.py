@@ -14,7 +14,7 @@ Calling conventions (hints):
 
 For ``L = 8``, ``B = 2`` the check runs the full causal forward, then a prefill of 3 tokens and
 single-token decode steps (and, for kernels, a chunked step of 2 queries), and compares every
-position with the full forward within the dtype tolerance (fp32 atol 1e-5, rtol 1e-4; DESIGN §3).
+position with the full forward within the dtype tolerance (fp32 atol 1e-5, rtol 1e-4).
 Targets that take a mask run the sequence twice: without a mask, and with a key padding mask
 (sample 0's key 1 padded) passed to the full forward and, sliced to the cached keys with the
 bottom-right causal part folded in, to every step — a mask dropped only on decode steps shows.

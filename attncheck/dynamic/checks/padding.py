@@ -9,13 +9,13 @@ check should not blame on the user's code), padded on the right, or on the left 
 passes the canonical key padding mask (``(B, 1, 1, L_k)``, True = real key) in the target's own
 convention.  It asserts:
 
-1. **perturbation** — adding large finite noise (N(0, 4²), never NaN: DESIGN §3) to the padded
+1. **perturbation** — adding large finite noise (N(0, 4²), never NaN: 0 × NaN is NaN) to the padded
    keys/values (to the padded tokens ``x`` of a self-attention layer) leaves every *real* output
    row unchanged, near-exactly (≤ 8 ulp × max|output|; masked weights are exactly 0 in correct
    code, so Δ = 0);
 2. **unpadded equivalence** — each sample's real rows equal the run of that sample alone,
    without padding (``L_k`` = its length, no mask), within the dtype tolerance (fp32 atol 1e-5,
-   rtol 1e-4; DESIGN §3 *Tolerances*) — this catches position ids that ignore left padding;
+   rtol 1e-4; as transformers' eager-vs-SDPA tests) — this catches position ids that ignore left padding;
 3. **degenerate rows** — outputs of real rows are finite, and a fully padded sample (kernels)
    gives finite outputs: softmax over an all ``-inf`` row is NaN (0/0), while
    PyTorch's SDPA returns 0; NaN there poisons the next layer (0 × NaN).

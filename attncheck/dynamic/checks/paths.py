@@ -13,7 +13,7 @@ hint:
 
 For hypothesis-drawn examples (with the target's causal flag and, on every other example, a
 random mask when it takes one) both paths run on the same inputs; their outputs must agree
-within the dtype tolerance (fp32 atol 1e-5, rtol 1e-4; DESIGN §3).  A failure names the two
+within the dtype tolerance (fp32 atol 1e-5, rtol 1e-4).  A failure names the two
 values, the example and the largest difference.  Not in the default suite.
 """
 from __future__ import annotations

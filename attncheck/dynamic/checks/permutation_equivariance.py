@@ -5,7 +5,7 @@ Scaled dot-product attention treats its keys as a set and each query on its own 
 2017, §3.2; Lee et al. 2019, "Set Transformer", Lemma 1): for permutations ``p`` of the queries
 and ``p'`` of the keys/values, ``f(q[p], k[p'], v[p']) = f(q, k, v)[p]``.  For hypothesis-drawn
 examples (``L ≥ 2``) and a permutation drawn from the example's seed the check compares, within
-the dtype tolerance (fp32 atol 1e-5, rtol 1e-4; DESIGN §3):
+the dtype tolerance (fp32 atol 1e-5, rtol 1e-4):
 
 - kernels ``(B, H, L, d)``: queries permuted by ``p``, keys and values by ``p'``;
 - self-attention layers ``m(x)``: ``m(x[:, p]) = m(x)[:, p]``;
@@ -36,7 +36,7 @@ from attncheck.dynamic.strategies import Fail, examples, run_property
 from attncheck.dynamic.targets import Example, Target
 from attncheck.results import CheckResult
 
-#: examples per run at most (the default suite's time budget: DESIGN §3, bench/)
+#: examples per run at most (the default suite's time budget: bench/dynamic_bench.py)
 MAX_EXAMPLES = 4
 
 __all__ = [

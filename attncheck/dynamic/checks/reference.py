@@ -30,7 +30,7 @@ with SDPA on L2-normalised q and k (cosine attention, at the declared ``scale``)
   ``in_proj_bias``, ``out_proj``) — drop-in replacements — against
   ``F.multi_head_attention_forward`` in float64 with the same parameters.
 
-**Tolerances** (DESIGN §3): fp32 atol 1e-5, rtol 1e-4; fp64 1e-10.  fp16 / bf16 follow
+**Tolerances** (PyTorch's SDPA tests, flash-attention): fp32 atol 1e-5, rtol 1e-4; fp64 1e-10.  fp16 / bf16 follow
 flash-attention's and PyTorch's SDPA tests: the target's max error against the float64
 reference must be ≤ ``max(1e-5, K_OUT × e_torch)`` where ``e_torch`` is the larger of the errors
 of PyTorch's own low-precision math in that dtype (``F.scaled_dot_product_attention`` and the

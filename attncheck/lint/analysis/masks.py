@@ -15,7 +15,7 @@ assignments in source order (if/else branches joined), ``self.X`` attributes set
 ``__init__`` (``register_buffer``), the return values of functions in the same file and the
 arguments passed to them at call sites in the same file.
 
-Consumers and their conventions (DESIGN.md §2):
+Consumers and their conventions (PyTorch docs of each op; docs/lint.md):
 
 ==========================================================  =====================================
 consumer                                                    a True / non-zero entry means
