@@ -277,26 +277,14 @@ def _detect_masks(target: Target, ctx: RunContext) -> None:
     """Settle the target's mask convention once (``Target.ensure_mask_convention``), isolated
     like a check (state restored, time limit); a target that raises or hangs here gets
     ``mask_detection`` source "failed" (masks are then not passed)."""
-    from attncheck.dynamic.base import CheckSpec
 
-    def work(t: Target, c: RunContext) -> CheckResult:
-        t.ensure_mask_convention(c.device, c.dtype)
-        return CheckResult(c.check, "pass", "")
+    def failed(t: Target, exc: BaseException) -> None:
+        t.mask_detection = {"convention": None, "source": "failed", "tried": [],
+                            "message": f"detecting the mask convention raised "
+                                       f"{type(exc).__name__}: {exc}"}
 
-    module = target.module
-    with preserved(module):
-        try:
-            if module is not None:
-                _prepare(module, ctx)
-            torch.manual_seed(ctx.seed)
-            ctx.start()
-            _run_guarded(CheckSpec("mask-convention", work), target, ctx)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # noqa: BLE001
-            target.mask_detection = {"convention": None, "source": "failed", "tried": [],
-                                     "message": f"detecting the mask convention raised "
-                                                f"{type(exc).__name__}: {exc}"}
+    _detect(target, ctx, "mask-convention",
+            lambda t, c: t.ensure_mask_convention(c.device, c.dtype), failed)
 
 
 def _prepare(module: torch.nn.Module, ctx: RunContext) -> None:
