@@ -300,37 +300,6 @@ def _scalar_value(x) -> float | None:
     return None
 
 
-class _Factors:
-    """Scalar factors carried by tensors since their last non-scalar op (weakly keyed by id)."""
-
-    def __init__(self) -> None:
-        self._d: dict[int, tuple[weakref.ref, float]] = {}
-
-    def get(self, t: Any) -> float:
-        if not isinstance(t, torch.Tensor):
-            return 1.0
-        e = self._d.get(id(t))
-        if e is None or e[0]() is not t:
-            return 1.0
-        return e[1]
-
-    def set(self, t: Any, f: float) -> None:
-        if not isinstance(t, torch.Tensor):
-            return
-        if f == 1.0:
-            self._d.pop(id(t), None)
-            return
-        try:
-            self._d[id(t)] = (weakref.ref(t), f)
-        except TypeError:
-            return
-        if len(self._d) > 20000:
-            self._d = {k: v for k, v in self._d.items() if v[0]() is not None}
-
-    def __bool__(self) -> bool:
-        return bool(self._d)
-
-
 class _Tags:
     """An object attached to tensors (weakly keyed by id), e.g. the matmul a tensor derives from."""
 
@@ -357,6 +326,22 @@ class _Tags:
 
     def __bool__(self) -> bool:
         return bool(self._d)
+
+
+class _Factors(_Tags):
+    """Scalar factors carried by tensors since their last non-scalar op (weakly keyed by id);
+    1.0 when none."""
+
+    def get(self, t: Any) -> float:
+        f = super().get(t)
+        return 1.0 if f is None else f
+
+    def set(self, t: Any, f: float) -> None:
+        if f == 1.0:
+            if isinstance(t, torch.Tensor):
+                self._d.pop(id(t), None)
+            return
+        super().set(t, f)
 
 
 @dataclass
