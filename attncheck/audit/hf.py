@@ -98,6 +98,136 @@ def _model_class_of(config):
     return cls if isinstance(cls, type) and issubclass(cls, torch.nn.Module) else None
 
 
+#: forward arguments the audit can make as the checked input (see :func:`_adapter`)
+MAIN_INPUTS = ("input_ids", "pixel_values", "input_features", "input_values")
+
+
+def _package_modules(config) -> list[Any]:
+    """The modules of the config's model package that may define model classes (``modeling_*``
+    and other code files; configuration, processing and tokenization modules are skipped)."""
+    import importlib
+    import pkgutil
+
+    pkg_name = type(config).__module__.rpartition(".")[0]
+    try:
+        pkg = importlib.import_module(pkg_name)
+    except Exception:  # noqa: BLE001
+        return []
+    skip = ("configuration_", "processing_", "tokenization_", "image_processing", "video_processing",
+            "feature_extraction_", "convert_", "modular_")
+    names = sorted((m.name for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))),
+                   key=lambda n: (not n.startswith("modeling_"), n))
+    mods = []
+    for n in names:
+        if n.startswith(skip):
+            continue
+        try:
+            mods.append(importlib.import_module(f"{pkg_name}.{n}"))
+        except Exception:  # noqa: BLE001 - a module needing an optional library
+            continue
+    return mods
+
+
+def _takes_config(cls, config_cls) -> bool:
+    """Whether ``cls.__init__`` declares a ``config`` argument of type ``config_cls`` (also inside
+    a union annotation, or a string annotation naming it)."""
+    import typing
+
+    try:
+        p = inspect.signature(cls.__init__).parameters.get("config")
+    except (TypeError, ValueError):
+        return False
+    if p is None:
+        return False
+    ann = p.annotation
+    if isinstance(ann, str):
+        return config_cls.__name__ in ann.replace("|", " ").replace(",", " ").split()
+    return ann is config_cls or config_cls in typing.get_args(ann)
+
+
+def _contains(outer, inner) -> bool:
+    """Whether ``outer.__init__`` builds ``inner`` (its source names the class)."""
+    import re
+
+    try:
+        src = inspect.getsource(outer.__init__)
+    except (OSError, TypeError):
+        return False
+    return re.search(rf"\b{re.escape(inner.__name__)}\b", src) is not None
+
+
+def _outermost_first(cands: list[type]) -> list[type]:
+    """Candidates without the abstract bases of others, the ones that build most of the other
+    candidates (directly or through one another: ``XForCausalLM`` ⊃ ``XModel`` ⊃ ``XDecoder``)
+    first, then definition order."""
+    cands = [c for c in cands if not any(o is not c and issubclass(o, c) for o in cands)]
+    direct = {c: {o for o in cands if o is not c and _contains(c, o)} for c in cands}
+    reach = {c: set(direct[c]) for c in cands}
+    for _ in cands:  # transitive closure (a handful of classes)
+        for c in cands:
+            reach[c] |= {x for o in reach[c] for x in reach[o]} - {c}
+    return sorted(cands, key=lambda c: -len(reach[c]))
+
+
+def _required_inputs(cls) -> list[str]:
+    """Forward arguments without a default (of a class or a built model)."""
+    return [n for n, p in _params(cls).items() if n != "self"
+            and p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def config_module_classes(config) -> tuple[list[type], list[type]]:
+    """``(models, submodules)``: the classes of the config's model package built from this config
+    type — ``PreTrainedModel`` subclasses whose ``config_class`` is ``type(config)``, and plain
+    ``nn.Module`` classes whose ``__init__`` takes a ``config`` of that type — each list
+    outermost first (:func:`_outermost_first`), those that take an input the audit can make
+    (:data:`MAIN_INPUTS`) before the others."""
+    from transformers import PreTrainedModel
+
+    ccls = type(config)
+    models, subs, seen = [], [], set()
+    for mod in _package_modules(config):
+        for obj in vars(mod).values():
+            if not (isinstance(obj, type) and issubclass(obj, torch.nn.Module)) or obj in seen:
+                continue
+            if not obj.__module__.startswith(ccls.__module__.rpartition(".")[0] + "."):
+                continue
+            seen.add(obj)
+            if issubclass(obj, PreTrainedModel):
+                if getattr(obj, "config_class", None) is ccls:
+                    models.append(obj)
+            elif _takes_config(obj, ccls):
+                subs.append(obj)
+
+    def usable_first(cands):
+        ordered = _outermost_first(cands)
+        return sorted(ordered, key=lambda c: not any(k in _params(c) for k in MAIN_INPUTS))
+
+    return usable_first(models), usable_first(subs)
+
+
+def _class_from_config_module(model_type: str, config):
+    """The model class for a type without an auto-mapping entry (:func:`config_module_classes`).
+
+    Raises:
+        Unsupported: the package defines no ``PreTrainedModel`` for the config (the reason names
+            the ``nn.Module`` that takes it and the inputs its forward needs, if any).
+    """
+    models, subs = config_module_classes(config)
+    if models:
+        return models[0]
+    cname = type(config).__name__
+    if subs and any(k in _params(subs[0]) for k in MAIN_INPUTS):
+        return subs[0]  # a tower built as a plain nn.Module from its config (no PreTrainedModel)
+    if subs:
+        c = subs[0]
+        need = _required_inputs(c)
+        raise Unsupported(f"no model class for {model_type!r}: {cname} configures {c.__name__}, a submodule "
+                          f"(not a PreTrainedModel) whose forward needs {', '.join(need) or 'no tensor input'}"
+                          " — inputs made by its parent model")
+    raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and no class of "
+                      f"its package is built from a {cname} alone")
+
+
 def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     """``(kind, model class)`` for a model type, from transformers' auto mappings.
 
@@ -123,14 +253,13 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
                     return "seq2seq", c  # a multimodal model around an encoder-decoder (Florence-2)
                 if c is not None:
                     return kind, c
-        cls = _auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
-        if cls is None:
-            raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and "
-                              f"no {type(config).__name__.replace('Config', 'Model')}")
+        cls = (_auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
+               or _class_from_config_module(model_type, config))
     main = getattr(cls, "main_input_name", "input_ids")
     n = cls.__name__
     params = _params(cls)
-    if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
+    if main == "pixel_values" or ("input_ids" not in params
+                                  and ("pixel_values" in params or _grid_param(params) is not None)):
         return "vision", cls
     if main in ("input_features", "input_values"):
         if enc_dec and "decoder_input_ids" in params:
@@ -187,21 +316,102 @@ def image_shape(config) -> tuple[int, int, int]:
 
 
 def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
-    """Audio input makers to try, in order (the first the model accepts wins)."""
+    """Audio input makers to try, in order (the first the model accepts wins): waveforms
+    ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values`` (a whole number of the conv
+    feature extractor's total stride), spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` /
+    ``(B, 1, frames, mels)`` (``num_mel_bins`` / ``feature_size`` mels; frames from
+    ``max_source_positions`` / ``max_length``)."""
+    mels = int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
+               or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
+    src = getattr(config, "max_source_positions", None)
+    longest = getattr(config, "max_length", None)
+    frames = 2 * int(src) if isinstance(src, int) else (int(longest) if isinstance(longest, int) else 64)
+    spectrograms = [lambda b, g: torch.randn(b, mels, frames, generator=g),
+                    lambda b, g: torch.randn(b, frames, mels, generator=g),
+                    lambda b, g: torch.randn(b, 1, frames, mels, generator=g),
+                    lambda b, g: torch.randn(b, 3000 if frames < 3000 else frames, mels, generator=g)]
     if main == "input_values":
         stride = 1
         for s in getattr(config, "conv_stride", None) or ():
             stride *= int(s)
         n = max(stride, 1) * 24 if stride > 1 else 4000
-        return [lambda b, g, n=n: torch.randn(b, n, generator=g),
-                lambda b, g: torch.randn(b, 16000, generator=g)]
-    mels = (getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
-            or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
-    src = getattr(config, "max_source_positions", None)
-    frames = 2 * int(src) if isinstance(src, int) else 64
-    return [lambda b, g: torch.randn(b, int(mels), frames, generator=g),
-            lambda b, g: torch.randn(b, frames, int(mels), generator=g),
-            lambda b, g: torch.randn(b, 3000 if frames < 3000 else frames, int(mels), generator=g)]
+        waves = [lambda b, g, n=n: torch.randn(b, n, generator=g),
+                 lambda b, g, n=n: torch.randn(b, 1, n, generator=g),
+                 lambda b, g: torch.randn(b, 16000, generator=g)]
+        return waves + spectrograms
+    return spectrograms
+
+
+def _merge_size(config) -> int:
+    m = getattr(config, "spatial_merge_size", None) or getattr(config, "merge_kernel_size", None) or 1
+    return int(m[0] if isinstance(m, (list, tuple)) else m)
+
+
+def _grid_param(params: dict) -> str | None:
+    """The forward argument that takes per-image ``(t, h, w)`` patch grids (``grid_thw``,
+    ``image_grid_thw``), or None."""
+    return next((n for n in params if n.endswith("grid_thw")), None)
+
+
+def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Callable, Callable, Callable]]:
+    """Input layouts to try for a vision / audio model, in order: ``(name, maker(b, g) -> x,
+    kwargs(x) -> forward arguments, batched(out, B) -> (B, L, ...))``.
+
+    - images ``(B, C, H, W)`` and clips ``(B, T, C, H, W)`` (``num_frames`` frames);
+    - patch sequences for models that take ``grid_thw`` (Qwen2-VL style, as transformers'
+      tests build them): ``x`` is ``(B, N, D)`` with ``N = h·w`` patches of
+      ``D = C·temporal_patch_size·patch_size²`` values, ``h = w = 2·spatial_merge_size``; the
+      model gets the ``B·N`` patches flattened (or batched) with one ``(1, h, w)`` grid row per
+      sample, and its flat output is split back into the ``B`` samples;
+    - audio: :func:`_audio_candidates`.
+    """
+    params = _params(model)
+    vc = _vision_config(config)
+
+    def keep(out, B):
+        return out
+
+    def split(out, B):  # (B·N, ...) → (B, N, ...)
+        if out is not None and out.dim() >= 1 and out.shape[0] % B == 0 and out.shape[0] != B:
+            return out.reshape(B, out.shape[0] // B, *out.shape[1:])
+        return out
+
+    if kind == "audio":
+        return [(f"audio{i}", mk, lambda x: {main: x}, keep) for i, mk in enumerate(_audio_candidates(config, main))]
+    grid = _grid_param(params)
+    if grid is not None:
+        p = int(getattr(vc, "patch_size", None) or 14)
+        tp = int(getattr(vc, "temporal_patch_size", None) or 1)
+        c = int(getattr(vc, "in_channels", None) or getattr(vc, "num_channels", None) or 3)
+        m = _merge_size(vc)
+        h = w = 2 * m
+        n = h * w
+        merge_arg = next((k for k in params if k.endswith("merge_sizes")), None)
+
+        def grid_kw(B):
+            kw = {grid: torch.tensor([[1, h, w]] * B)}
+            if merge_arg is not None:
+                kw[merge_arg] = torch.tensor([m] * B)
+            return kw
+
+        out = []
+        for tpx in dict.fromkeys((tp, 1)):
+            d = c * tpx * p * p
+            out.append((f"patches{tpx}", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
+                        lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
+            out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
+                        lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
+        out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
+                    lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
+        out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
+                    lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
+        return out
+    shape = image_shape(config)
+    frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
+    frames = int(frames) if isinstance(frames, int) and frames > 0 else 2
+    return [("image", lambda b, g: torch.randn(b, *shape, generator=g), lambda x: {main: x}, keep),
+            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), lambda x: {main: x}, keep),
+            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), lambda x: {main: x}, keep)]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -403,24 +613,23 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             continue
         try:
             with torch.device("meta"):  # count first: a level that keeps full widths can be huge
-                n = sum(p.numel() for p in cls._from_config(copy.deepcopy(config)).parameters())
+                n = sum(p.numel() for p in _instantiate(cls, config, None).parameters())
             if n > MAX_PARAMS:
                 errors.append(f"level {level}: {n / 1e6:.0f} M parameters (limit {MAX_PARAMS / 1e6:.0f} M)")
                 continue
             torch.manual_seed(0)
-            base = cls._from_config(copy.deepcopy(config), attn_implementation="eager")
+            base = _instantiate(cls, config, "eager")
             base.to(tdtype).eval()
-            adapter = _adapter(spec, base, base.config, kind, "eager", tdtype)
-            x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
-            adapter.forward(x0)
+            adapter, x0 = _first_accepted_layout(spec, base, kind, tdtype)
             _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
+        layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
-            other, why = _sdpa_variant(spec, cls, config, base, kind, tdtype)
+            other, why = _sdpa_variant(spec, cls, config, base, kind, tdtype, layout)
             if other is not None:
                 models.append(other)
             else:
@@ -428,6 +637,40 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+
+
+def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
+    """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
+    inputs it ran on; raises the first layout's error when none is accepted."""
+    first_error, first_name = None, None
+    for i in range(16):
+        adapter = _adapter(spec, model, model.config, kind, "eager", tdtype, i)
+        name = adapter.info.get("input_layout")
+        if i and name in (None, first_name):
+            break  # token models have one layout; dense layouts wrap around
+        first_name = first_name or name
+        try:
+            x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
+            adapter.forward(x0)
+        except Exception as exc:  # noqa: BLE001 - try the next layout
+            first_error = first_error or exc
+            continue
+        adapter.info["input_layout_index"] = i
+        return adapter, x0
+    raise first_error
+
+
+def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Module:
+    """A random-weight ``cls`` from a copy of ``config``: ``PreTrainedModel._from_config``, or
+    ``cls(config)`` for a plain ``nn.Module`` tower (the attention implementation set on the
+    config, where transformers' attention modules read it)."""
+    config = copy.deepcopy(config)
+    if hasattr(cls, "_from_config"):
+        kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
+        return cls._from_config(config, **kw)
+    if attn_implementation:
+        config._attn_implementation = attn_implementation
+    return cls(config)
 
 
 def _keep_if_returned(adapter: AuditModel, x: torch.Tensor) -> None:
@@ -447,20 +690,21 @@ def _short(exc: BaseException, n: int = 300) -> str:
     return s if len(s) <= n else s[:n] + "…"
 
 
-def _sdpa_variant(spec, cls, config, base, kind, tdtype) -> tuple[AuditModel | None, str]:
+def _sdpa_variant(spec, cls, config, base, kind, tdtype, layout: int = 0) -> tuple[AuditModel | None, str]:
     """The SDPA variant with the eager variant's weights, or ``(None, why not)``."""
     try:
-        m = cls._from_config(copy.deepcopy(config), attn_implementation="sdpa")
+        m = _instantiate(cls, config, "sdpa")
         m.load_state_dict(base.state_dict())
         m.to(tdtype).eval()
-        a = _adapter(spec, m, m.config, kind, "sdpa", tdtype)
+        a = _adapter(spec, m, m.config, kind, "sdpa", tdtype, layout)
         a.forward(a.make_inputs(2, generator=torch.Generator().manual_seed(0)))
     except Exception as exc:  # noqa: BLE001 - no SDPA path: the eager variant is still audited
         return None, f"{type(exc).__name__}: {_short(exc)}"
     return a, ""
 
 
-def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype) -> AuditModel:
+def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype,
+             input_layout: int = 0) -> AuditModel:
     tcfg = _text_config(config)
     accepts = _params(model)
     main = getattr(model, "main_input_name", "input_ids")
@@ -491,7 +735,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if sinks:
         info["attention_sinks"] = sinks
     def retype(dt: torch.dtype) -> AuditModel:
-        return _adapter(spec, copy.deepcopy(model).to(dt), config, kind, impl, dt)
+        return _adapter(spec, copy.deepcopy(model).to(dt), config, kind, impl, dt, input_layout)
 
     common = dict(spec=spec, module=model, variant=impl, retype_fn=retype, num_heads=heads, num_kv_heads=kv,
                   head_dim=head_dim, expected_scale=None, scale_note="", source_objects=_sources(model),
@@ -506,24 +750,23 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             and (getattr(config, "vision_config", None) is not None) and kind not in ("decoder",):
         extra["pixel_values"] = torch.randn(1, *image_shape(config), generator=g0)
 
-    if kind == "vision" and main != "pixel_values":
-        main = "pixel_values"
+    if kind == "vision" and main not in accepts:
+        main = "pixel_values" if "pixel_values" in accepts else next(
+            (n for n in _required_inputs(model) if not n.endswith(("grid_thw", "merge_sizes"))), "pixel_values")
     if kind in ("vision", "audio"):
-        if kind == "vision":
-            shape = image_shape(config)
-            makers = [lambda b, g: torch.randn(b, *shape, generator=g)]
-        else:
-            makers = _audio_candidates(config, main)
+        variants = _dense_variants(model, config, main, kind)
+        layout, maker, to_kwargs, batched = variants[input_layout % len(variants)]
 
         def fwd_dense(x, attention_mask=None, position_ids=None, output_attentions=False):
             kw = {"output_attentions": True} if output_attentions else {}
-            o = model(**{main: cast(x)}, **kw)
-            out = _first_float(o)
+            o = model(**{k: cast(v) for k, v in to_kwargs(x).items()}, **kw)
+            out = batched(_first_float(o), x.shape[0])
             return Forward(out, _attentions(o) if output_attentions else None)
 
         info["input"] = main
+        info["input_layout"] = layout
         return AuditModel(kind=kind, causal=False, input_kind="pixels" if kind == "vision" else "audio",
-                          forward_fn=fwd_dense, input_makers=makers,
+                          forward_fn=fwd_dense, input_makers=[maker],
                           image_shape=image_shape(config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
