@@ -292,10 +292,18 @@ def _text_config(config):
 
 
 def _vision_config(config):
+    """The config's image tower config (``vision_config`` / ``image_config`` /
+    ``vision_encoder_config``, else a sub-config with an ``image_size``), else the config."""
     for name in ("vision_config", "image_config", "vision_encoder_config"):
         sub = getattr(config, name, None)
         if sub is not None:
             return sub
+    if getattr(config, "image_size", None) is None:
+        from transformers import PretrainedConfig
+
+        for sub in vars(config).values():
+            if isinstance(sub, PretrainedConfig) and getattr(sub, "image_size", None) is not None:
+                return sub
     return config
 
 
@@ -359,7 +367,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
 
     - images ``(B, C, H, W)`` and clips ``(B, T, C, H, W)`` (``num_frames`` frames);
     - patch sequences for models that take ``grid_thw`` (Qwen2-VL style, as transformers'
-      tests build them): ``x`` is ``(B, N, D)`` with ``N = h·w`` patches of
+      tests build them) or ``spatial_shapes`` (SigLIP2): ``x`` is ``(B, N, D)`` with ``N = h·w`` patches of
       ``D = C·temporal_patch_size·patch_size²`` values, ``h = w = 2·spatial_merge_size``; the
       model gets the ``B·N`` patches flattened (or batched) with one ``(1, h, w)`` grid row per
       sample, and its flat output is split back into the ``B`` samples;
@@ -379,7 +387,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     if kind == "audio":
         return [(f"audio{i}", mk, lambda x: {main: x}, keep) for i, mk in enumerate(_audio_candidates(config, main))]
     grid = _grid_param(params)
-    if grid is not None:
+    shapes = "spatial_shapes" if "spatial_shapes" in params else None
+    if grid is not None or shapes is not None:
         p = int(getattr(vc, "patch_size", None) or 14)
         tp = int(getattr(vc, "temporal_patch_size", None) or 1)
         c = int(getattr(vc, "in_channels", None) or getattr(vc, "num_channels", None) or 3)
@@ -388,14 +397,20 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         n = h * w
         merge_arg = next((k for k in params if k.endswith("merge_sizes")), None)
 
+        masks = [k for k in _required_inputs(model) if k.endswith("attention_mask")]
+
         def grid_kw(B):
-            kw = {grid: torch.tensor([[1, h, w]] * B)}
+            kw = {grid: torch.tensor([[1, h, w]] * B)} if grid is not None else {}
+            if shapes is not None:  # NaFlex-style (SigLIP2): per-image patch grid, all patches real
+                kw[shapes] = torch.tensor([[h, w]] * B)
             if merge_arg is not None:
                 kw[merge_arg] = torch.tensor([m] * B)
+            for k in masks:
+                kw[k] = torch.ones(B, n, dtype=torch.long)
             return kw
 
         out = []
-        for tpx in dict.fromkeys((tp, 1)):
+        for tpx in dict.fromkeys((tp, 1, 2)):
             d = c * tpx * p * p
             out.append((f"patches{tpx}", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
                         lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
@@ -412,6 +427,66 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     return [("image", lambda b, g: torch.randn(b, *shape, generator=g), lambda x: {main: x}, keep),
             ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), lambda x: {main: x}, keep),
             ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), lambda x: {main: x}, keep)]
+
+
+def token_boxes(ids: torch.Tensor) -> torch.Tensor:
+    """Layout boxes ``(B, L, 4)`` long, one per token, derived from its id so that a token keeps
+    its box wherever padding moves it: ``(x0, y0, x1, y1)`` with ``0 ≤ x0 < x1 ≤ 1000`` and
+    ``0 ≤ y0 < y1 ≤ 1000`` (the normalized 0..1000 boxes of LayoutLM-style models)."""
+    ids = ids.long()
+    x0, y0 = (7 * ids) % 500, (13 * ids) % 500
+    return torch.stack([x0, y0, x0 + 1 + ids % 499, y0 + 1 + (3 * ids) % 499], dim=-1)
+
+
+def _fixed_input(name: str, config, lo: int, hi: int, g: torch.Generator) -> torch.Tensor | None:
+    """A batch-1 input for a forward argument next to the checked ids: an image for
+    ``pixel_values``, ``ENC_LEN`` ids for another ``*input_ids`` (Q-Former text); else None."""
+    if name == "pixel_values":
+        return torch.randn(1, *image_shape(config), generator=g)
+    if name.endswith("input_ids"):
+        return torch.randint(lo, hi, (1, ENC_LEN), generator=g)
+    return None
+
+
+def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Generator
+                         ) -> list[tuple[dict[str, torch.Tensor], dict[str, Callable]]]:
+    """``(fixed inputs, per-token inputs)`` to send with the checked ``input_ids``, in the order
+    to try: the forward's required arguments (plus an image for a joint text-image encoder such as
+    CLIP), then also the optional image and layout boxes (``bbox``) a model may need."""
+    tcfg = _text_config(config)
+    vocab = getattr(tcfg, "vocab_size", 0) or 0
+    lo, hi = LOW_IDS, max(vocab - RESERVED_TOP, LOW_IDS + 1)
+    required = [n for n in _required_inputs(model) if n != "input_ids"]
+    fixed, per_token = {}, {}
+    for n in required:
+        if n == "bbox":
+            per_token[n] = token_boxes
+        elif (v := _fixed_input(n, config, lo, hi, g)) is not None:
+            fixed[n] = v
+    if "pixel_values" in accepts and kind != "decoder" and getattr(config, "vision_config", None) is not None:
+        fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
+    layouts = [(fixed, per_token)]
+    more_fixed, more_tok = dict(fixed), dict(per_token)
+    if "pixel_values" in accepts:
+        more_fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
+    if "bbox" in accepts:
+        more_tok.setdefault("bbox", token_boxes)
+    if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
+        layouts.append((more_fixed, more_tok))
+    return layouts
+
+
+def _encoder_input_options(ids: torch.Tensor, config, accepts: dict, g: torch.Generator) -> list[dict[str, torch.Tensor]]:
+    """Fixed encoder inputs of an encoder-decoder model, in the order to try: ids, ids with their
+    layout boxes (``bbox``), an image (``pixel_values``), ids with an image."""
+    options = [{"input_ids": ids}]
+    if "bbox" in accepts:
+        options.append({"input_ids": ids, "bbox": token_boxes(ids)})
+    if "pixel_values" in accepts:
+        img = torch.randn(1, *image_shape(config), generator=g)
+        options.append({"pixel_values": img})
+        options.append({**options[-2], "pixel_values": img} if "bbox" in accepts else {"input_ids": ids, "pixel_values": img})
+    return options
 
 
 # ------------------------------------------------------------------------------------------------
@@ -642,7 +717,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
     """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
     inputs it ran on; raises the first layout's error when none is accepted."""
-    first_error, first_name = None, None
+    first_error, first_name, last = None, None, ""
     for i in range(16):
         adapter = _adapter(spec, model, model.config, kind, "eager", tdtype, i)
         name = adapter.info.get("input_layout")
@@ -653,10 +728,16 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
             x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
             adapter.forward(x0)
         except Exception as exc:  # noqa: BLE001 - try the next layout
-            first_error = first_error or exc
+            if first_error is None:
+                first_error = exc
+            elif type(exc) is not type(first_error) or str(exc) != str(first_error):
+                last = f"{name}: {type(exc).__name__}: {_short(exc, 160)}"
             continue
         adapter.info["input_layout_index"] = i
         return adapter, x0
+    if last:
+        raise type(first_error)(f"{first_error} (other inputs, {last})") if isinstance(
+            first_error, (TypeError, ValueError, RuntimeError)) else first_error
     raise first_error
 
 
@@ -745,10 +826,6 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         return x.to(tdtype) if x.is_floating_point() else x
 
     g0 = torch.Generator().manual_seed(1234)
-    extra: dict[str, torch.Tensor] = {}
-    if kind not in ("vision", "audio") and "pixel_values" in accepts and main != "pixel_values" \
-            and (getattr(config, "vision_config", None) is not None) and kind not in ("decoder",):
-        extra["pixel_values"] = torch.randn(1, *image_shape(config), generator=g0)
 
     if kind == "vision" and main not in accepts:
         main = "pixel_values" if "pixel_values" in accepts else next(
@@ -771,6 +848,10 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
     if vocab is None:
+        if "input_ids" not in accepts:
+            need = ", ".join(_required_inputs(model)) or "no required tensor"
+            raise Unsupported(f"{type(model).__name__}: its forward takes {need} — not token ids, pixels or "
+                              "audio the audit can make")
         raise Unsupported(f"{type(model).__name__}: no vocab_size in the text config")
     lo, hi = LOW_IDS, vocab - RESERVED_TOP
     enc_dec = kind in ("seq2seq", "speech-seq2seq")
@@ -779,10 +860,12 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if enc_dec:
         if kind == "speech-seq2seq":
             enc_main = main if main != "input_ids" else "input_features"
-            enc_in = _audio_candidates(config, enc_main)[0](1, g0)
-            enc_kw = {enc_main: enc_in}
+            options = [{enc_main: mk(1, g0)} for mk in _audio_candidates(config, enc_main)]
         else:
-            enc_kw = {"input_ids": torch.randint(lo, hi, (1, ENC_LEN), generator=g0)}
+            ids = torch.randint(lo, hi, (1, ENC_LEN), generator=g0)
+            options = _encoder_input_options(ids, config, accepts, g0)
+        enc_kw = options[input_layout % len(options)]
+        info["input_layout"] = "+".join(enc_kw) + (f"#{input_layout % len(options)}" if len(options) > 1 else "")
 
         def enc_inputs(b):
             return {k: cast(v.expand(b, *v.shape[1:])) for k, v in enc_kw.items()}
@@ -804,7 +887,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                 outs.append(_step_out(o, x.shape[0], b - a))
             return torch.cat(outs, dim=1)
 
-        enc_len = int(next(iter(enc_kw.values())).shape[-1]) if kind == "seq2seq" else None
+        enc_len = int(enc_kw["input_ids"].shape[-1]) if "input_ids" in enc_kw else None
 
         def pattern_s2s(shape, ordinal=None, module=None):
             if module is not None and module.get("cross"):
@@ -820,13 +903,16 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             sup.add("attention_mask")
         else:
             sup.discard("attention_mask")
-        info["encoder_input"] = next(iter(enc_kw))
+        info["encoder_input"] = ", ".join(enc_kw)
         return AuditModel(kind="seq2seq", causal=True, input_kind="tokens", vocab_size=vocab,
                           token_range=(lo, hi), pad_id=pad, forward_fn=fwd_s2s, decode_fn=decode_s2s,
                           enc_len=enc_len, expected_pattern_fn=pattern_s2s, supports=frozenset(sup), **common)
 
     if "position_ids" in accepts:
         supports.add("position_ids")
+    layouts = _token_input_layouts(model, config, kind, accepts, g0)
+    extra, per_token = layouts[input_layout % len(layouts)]
+    info["input_layout"] = "+".join(["input_ids", *extra, *per_token])
 
     def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {}
@@ -840,6 +926,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             kw["output_attentions"] = True
         for k, v in extra.items():
             kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]))
+        for k, fn in per_token.items():
+            kw[k] = fn(x)
         o = model(input_ids=x, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
@@ -848,8 +936,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
 
     decode_fn = None
     causal = {"decoder": True, "encoder": False}.get(kind)
-    if kind == "decoder" and cache_kw in accepts:
-        supports.add("cache")
+    if kind == "decoder" and cache_kw in accepts and not extra and not per_token:
+        supports.add("cache")  # incremental decoding feeds ids only
 
         def decode_tokens(x, prefill):
             past = None  # the model makes its own cache (some use their own cache classes)
