@@ -507,6 +507,27 @@ def declared_scale(module: torch.nn.Module) -> float | None:
     return None
 
 
+def scale_folded_into_q(module: torch.nn.Module) -> str | None:
+    """The scale attribute an attention module multiplies its queries by before q·kᵀ and does
+    not pass on to the kernel (``q = self.q_proj(x) * self.scale``, then
+    ``softmax(q @ k.T)``: CLVP, BART-era code), read from the source of its ``forward``; None
+    when it does not (or the source cannot be read)."""
+    import re
+
+    try:
+        src = inspect.getsource(type(module).forward)
+    except (OSError, TypeError):
+        return None
+    for a in _SCALE_ATTRS:
+        if declared_scale(module) is None or getattr(module, a, None) is None:
+            continue
+        folded = re.search(rf"^\s*(q|query)\w*\s*=.*\*\s*self\.{a}\b", src, re.M)
+        passed = re.search(rf"\w+\s*=\s*self\.{a}\b\s*[,)]", src)
+        if folded and not passed:
+            return a
+    return None
+
+
 def _int_attr(module, *names) -> int | None:
     for a in names:
         v = getattr(module, a, None)
@@ -565,7 +586,8 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
             "sliding_window": win, "layer_type": kind,
-            "sinks": isinstance(getattr(mod, "sinks", None), torch.Tensor)}
+            "sinks": isinstance(getattr(mod, "sinks", None), torch.Tensor),
+            "scale_folded_into_q": scale_folded_into_q(mod)}
 
 
 def _find_seq(o, B: int, L: int):
@@ -1014,6 +1036,9 @@ def _sources(model) -> list[Any]:
 def expected_scale_for(facts: dict[str, Any] | None, observed_width: int | None) -> tuple[float | None, str]:
     """Expected softmax scale for one attention map: the module's declared scale, else
     ``1/√d`` for the observed q·k width ``d``.  Returns ``(scale, source)``."""
+    if facts and facts.get("scale") is not None and facts.get("scale_folded_into_q"):
+        return 1.0, (f"{facts['class']} multiplies q by its declared scale {facts['scale']:.4g} "
+                     "before q·kᵀ (the product reaches the softmax unscaled)")
     if facts and facts.get("scale") is not None:
         return facts["scale"], f"{facts['class']} declares its scale"
     if observed_width:
