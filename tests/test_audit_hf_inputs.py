@@ -100,3 +100,13 @@ def test_clvp_encoder_scale_passes():
     rep = attncheck.audit("hf:clvp_encoder", checks="scale")
     assert rep["scale[eager]"].status == "pass", rep["scale[eager]"].message
     assert rep["scale[eager]"].metrics["expected_scale"] == 1.0
+
+
+def test_time_series_model_gets_past_values_and_causality_from_its_modules():
+    (m,) = build_hf("hf:patchtst", "patchtst", sdpa=False)
+    cfg = m.module.config
+    assert (m.kind, m.input_kind, m.causal) == ("series", "series", False)
+    x, out = _batch_independent(m)
+    assert x.shape == (3, cfg.context_length, cfg.num_input_channels)
+    (fm,) = build_hf("hf:timesfm2_5", "timesfm2_5", sdpa=False)
+    assert fm.causal is True  # decoder-only forecaster: its attention modules are causal

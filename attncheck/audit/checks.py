@@ -407,7 +407,8 @@ def _pad_inputs(m: AuditModel, x: torch.Tensor, side: str, g) -> tuple[torch.Ten
 
 
 def _no_sequence(m: AuditModel) -> bool:
-    return m.input_kind in ("pixels", "audio")
+    # images, audio and patched time series: the output positions are not the input positions
+    return m.input_kind in ("pixels", "audio", "series")
 
 
 def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:

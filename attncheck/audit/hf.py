@@ -232,7 +232,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     """``(kind, model class)`` for a model type, from transformers' auto mappings.
 
     kind: ``"seq2seq"``, ``"speech-seq2seq"``, ``"encoder"`` (bidirectional by design: masked
-    LM), ``"decoder"`` (causal LM), ``"vision"``, ``"audio"``, ``"text"`` (a base model whose
+    LM), ``"decoder"`` (causal LM), ``"vision"``, ``"audio"``, ``"series"`` (time series:
+    ``past_values``), ``"text"`` (a base model whose
     causality is not declared by a mapping).
     """
     order = [("speech-seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
@@ -261,6 +262,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     if main == "pixel_values" or ("input_ids" not in params
                                   and ("pixel_values" in params or _grid_param(params) is not None)):
         return "vision", cls
+    if "past_values" in params and "input_ids" not in params:
+        return "series", cls
     if main in ("input_features", "input_values"):
         if enc_dec and "decoder_input_ids" in params:
             return "speech-seq2seq", cls
@@ -361,6 +364,30 @@ def _grid_param(params: dict) -> str | None:
     return next((n for n in params if n.endswith("grid_thw")), None)
 
 
+def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Callable]]:
+    """Input layouts of a time-series model (``past_values``, as transformers' PatchTST tests
+    build them): ``(B, context_length, num_input_channels)`` values, or ``(B, context_length)``
+    for univariate models; other required arguments named ``*mask`` are all ones (every value
+    observed) and ``*_padding`` all zeros (none padded)."""
+    ctx = getattr(config, "context_length", None)
+    patch = getattr(config, "patch_length", None) or 8
+    L = int(ctx) if isinstance(ctx, int) and 0 < ctx <= 128 else 4 * int(patch)
+    ch = getattr(config, "num_input_channels", None)
+    shape = (L, int(ch)) if isinstance(ch, int) and ch > 0 else (L,)
+    others = [n for n in _required_inputs(model) if n != "past_values"]
+
+    def kwargs(x):
+        kw = {"past_values": x}
+        for n in others:
+            if n.endswith("_padding"):
+                kw[n] = torch.zeros(x.shape[:2], dtype=x.dtype)
+            elif n.endswith("mask"):
+                kw[n] = torch.ones(x.shape, dtype=x.dtype)
+        return kw
+
+    return [("series", lambda b, g: torch.randn(b, *shape, generator=g), kwargs, lambda out, B: out)]
+
+
 def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Callable, Callable, Callable]]:
     """Input layouts to try for a vision / audio model, in order: ``(name, maker(b, g) -> x,
     kwargs(x) -> forward arguments, batched(out, B) -> (B, L, ...))``.
@@ -386,6 +413,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
 
     if kind == "audio":
         return [(f"audio{i}", mk, lambda x: {main: x}, keep) for i, mk in enumerate(_audio_candidates(config, main))]
+    if kind == "series":
+        return _series_variants(model, config)
     grid = _grid_param(params)
     shapes = "spatial_shapes" if "spatial_shapes" in params else None
     if grid is not None or shapes is not None:
@@ -852,7 +881,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if kind == "vision" and main not in accepts:
         main = "pixel_values" if "pixel_values" in accepts else next(
             (n for n in _required_inputs(model) if not n.endswith(("grid_thw", "merge_sizes"))), "pixel_values")
-    if kind in ("vision", "audio"):
+    if kind == "series":
+        main = "past_values"
+    if kind in ("vision", "audio", "series"):
         variants = _dense_variants(model, config, main, kind)
         layout, maker, to_kwargs, batched = variants[input_layout % len(variants)]
 
@@ -864,7 +895,11 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
 
         info["input"] = main
         info["input_layout"] = layout
-        return AuditModel(kind=kind, causal=False, input_kind="pixels" if kind == "vision" else "audio",
+        # a forecaster's attention may be causal over its patches (TimesFM is decoder-only):
+        # declared by its attention modules' ``is_causal``; images and audio are bidirectional
+        causal = kind == "series" and bool(facts) and all(f["is_causal"] is True for f in facts)
+        return AuditModel(kind=kind, causal=causal,
+                          input_kind={"vision": "pixels", "audio": "audio", "series": "series"}[kind],
                           forward_fn=fwd_dense, input_makers=[maker],
                           image_shape=image_shape(config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
