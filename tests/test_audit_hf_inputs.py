@@ -110,3 +110,24 @@ def test_time_series_model_gets_past_values_and_causality_from_its_modules():
     assert x.shape == (3, cfg.context_length, cfg.num_input_channels)
     (fm,) = build_hf("hf:timesfm2_5", "timesfm2_5", sdpa=False)
     assert fm.causal is True  # decoder-only forecaster: its attention modules are causal
+
+
+def test_causal_streaming_audio_encoder_expects_its_sliding_window():
+    # Mimi's encoder transformer is causal with a sliding window (its modules declare is_causal)
+    rep = attncheck.audit("hf:mimi_encoder", checks="mask-pattern")
+    r = rep["mask-pattern[eager]"]
+    assert r.status == "pass", r.message
+    assert {lay["expected"] for lay in r.metrics["layers"]} == {"sliding window 4"}
+
+
+def test_codec_output_is_per_sample_not_its_batch_loss():
+    from transformers.utils import ModelOutput
+
+    from attncheck.audit.hf import _per_sample_output
+
+    audio = torch.randn(3, 1, 40)
+    o = ModelOutput(loss=torch.tensor([0.5]), audio_values=audio)  # a codec: batch loss first
+    assert _per_sample_output(o, 3, lambda t, B: t) is audio
+    flat = torch.randn(3 * 4, 8)  # a flat patch output, split back per image
+    split = _per_sample_output(ModelOutput(last_hidden_state=flat), 3, lambda t, B: t.reshape(B, -1, *t.shape[1:]))
+    assert split.shape == (3, 4, 8) and torch.equal(split[1], flat[4:8])

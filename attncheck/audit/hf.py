@@ -453,9 +453,20 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     shape = image_shape(config)
     frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
     frames = int(frames) if isinstance(frames, int) and frames > 0 else 2
-    return [("image", lambda b, g: torch.randn(b, *shape, generator=g), lambda x: {main: x}, keep),
-            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), lambda x: {main: x}, keep),
-            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), lambda x: {main: x}, keep)]
+    # a detector grounded on text (Grounding DINO) also requires ids: a fixed prompt per image
+    vocab = getattr(_text_config(config), "vocab_size", None)
+    prompt = {}
+    if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
+        g = torch.Generator().manual_seed(1234)
+        prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
+                  and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+
+    def with_prompt(x):
+        return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]) for n, v in prompt.items()}}
+
+    return [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
+            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
+            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
 
 
 def token_boxes(ids: torch.Tensor) -> torch.Tensor:
@@ -652,17 +663,31 @@ def _step_out(o, B: int, n: int) -> torch.Tensor:
     return out
 
 
-def _first_float(o):
+def _floats(o):
+    """The float tensors of a model output, in order (nested outputs and tuples walked)."""
     from transformers.utils import ModelOutput
 
     if isinstance(o, torch.Tensor):
-        return o if o.is_floating_point() else None
+        if o.is_floating_point():
+            yield o
+        return
     vals = list(o.values()) if isinstance(o, ModelOutput) else (list(o) if isinstance(o, (tuple, list)) else [])
     for v in vals:
-        r = _first_float(v)
-        if r is not None:
-            return r
-    return None
+        yield from _floats(v)
+
+
+def _first_float(o):
+    return next(_floats(o), None)
+
+
+def _per_sample_output(o, B: int, batched: Callable) -> torch.Tensor | None:
+    """The first float output with one row per sample (``(B, ...)`` after ``batched``), not a
+    batch-reduced value such as a codec's commitment loss; else the first float output."""
+    for t in _floats(o):
+        t = batched(t, B)
+        if t.dim() >= 2 and t.shape[0] == B:
+            return t
+    return _first_float(o)
 
 
 def _attentions(o) -> list[torch.Tensor] | None:
@@ -889,18 +914,20 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
 
         def fwd_dense(x, attention_mask=None, position_ids=None, output_attentions=False):
             kw = {"output_attentions": True} if output_attentions else {}
+            if "generator" in accepts:  # a forward that draws noise (vocoders): the same draws each call
+                kw["generator"] = torch.Generator().manual_seed(0)
             o = model(**{k: cast(v) for k, v in to_kwargs(x).items()}, **kw)
-            out = batched(_first_float(o), x.shape[0])
+            out = _per_sample_output(o, x.shape[0], batched)
             return Forward(out, _attentions(o) if output_attentions else None)
 
         info["input"] = main
         info["input_layout"] = layout
-        # a forecaster's attention may be causal over its patches (TimesFM is decoder-only):
-        # declared by its attention modules' ``is_causal``; images and audio are bidirectional
-        causal = kind == "series" and bool(facts) and all(f["is_causal"] is True for f in facts)
+        # bidirectional unless every attention module declares ``is_causal`` (a decoder-only
+        # forecaster such as TimesFM, a streaming audio codec's causal transformer such as Mimi)
+        causal = bool(facts) and all(f["is_causal"] is True for f in facts)
         return AuditModel(kind=kind, causal=causal,
                           input_kind={"vision": "pixels", "audio": "audio", "series": "series"}[kind],
-                          forward_fn=fwd_dense, input_makers=[maker],
+                          forward_fn=fwd_dense, input_makers=[maker], sliding_window=window if causal else None,
                           image_shape=image_shape(config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
