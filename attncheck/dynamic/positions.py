@@ -236,6 +236,10 @@ def _probed_logits(target: Any, inputs: Any) -> list[torch.Tensor]:
 
     with torch.no_grad(), Probe(mha_logits=True) as probe:
         target(inputs)
+    return _logits_of(probe)
+
+
+def _logits_of(probe: Any) -> list[torch.Tensor]:
     return [r.canonical(r.logits).detach().to(torch.float64) for r in probe.records
             if r.logits is not None]
 
@@ -252,13 +256,14 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.where(both, (a - b).abs(), torch.zeros_like(a))
 
 
-def position_dependence(target: Any, inputs: Any, dtype: torch.dtype = torch.float32
-                        ) -> dict[str, Any] | None:
+def position_dependence(target: Any, inputs: Any, dtype: torch.dtype = torch.float32,
+                        base: list[torch.Tensor] | None = None) -> dict[str, Any] | None:
     """The permutation experiment of the module docstring (step 2) on ``inputs`` (``L_q = L_k
     ≥ 3``, no mask): None when the logits follow any permutation of the tokens (no position
     term) or cannot be observed or compared; else ``{"kind": "relative" | "absolute" | "none",
     "message": .., "record": ..}`` — ``"none"`` when the logits change because tokens are mixed
-    before attention (a bug the checks must see, not a position term)."""
+    before attention (a bug the checks must see, not a position term).  ``base``: the logits
+    of ``inputs`` when already captured (:func:`_probed_logits`)."""
     from attncheck.dynamic.checks._compare import seq_dim
 
     ex = inputs.example
@@ -266,7 +271,8 @@ def position_dependence(target: Any, inputs: Any, dtype: torch.dtype = torch.flo
     if L < 3 or ex.L_k != L:
         return None
     sd = seq_dim(target)
-    base = _probed_logits(target, inputs)
+    if base is None:
+        base = _probed_logits(target, inputs)
     if not base:
         return None
     rtol = _LOGIT_RTOL.get(dtype, _LOGIT_RTOL_DEFAULT)
@@ -354,7 +360,7 @@ def detect_positions(target: Any, device: Any = "cpu",
 
     ex = target.fit_example(replace(target.default_example(0), L_q=8, L_k=8))
     inputs = target.make_inputs(ex, device=device, dtype=dtype, causal=target.causal is True)
-    with torch.no_grad(), Probe() as probe:
+    with torch.no_grad(), Probe(mha_logits=True) as probe:
         target(inputs)
     for r in probe.records:
         T = None
@@ -384,7 +390,8 @@ def detect_positions(target: Any, device: Any = "cpu",
         where = f"{r.kind} #{r.index}"
         return dict(cls, source="detected", record=where,
                     message=f"additive {name} position bias found in the logits of {where}")
-    found = position_dependence(target, inputs, dtype) if probe.records else None
+    base = _logits_of(probe)
+    found = position_dependence(target, inputs, dtype, base) if base else None
     if found is not None:
         return dict(found, source="detected")
     return {"kind": "none", "source": "detected",
