@@ -530,6 +530,38 @@ def test_additive_penalty_on_a_tensor_that_is_not_attention(target, source, use,
     assert [f.line for f in fs] == ([7] if reported else [])
 
 
+_KV_CACHE_CAUSAL = '''
+import torch
+from einops import einsum
+
+
+def create_causal_mask(i, j, device):
+    return torch.ones((i, j), device=device, dtype=torch.bool).triu({diagonal})
+
+
+def attend(q, k, v):
+    i, j = q.shape[-2], k.shape[-2]
+    sim = einsum(q, k, "b h i d, b h j d -> b h i j") * q.shape[-1] ** -0.5
+    causal_mask = create_causal_mask(i, j, q.device)
+    sim = sim.masked_fill(causal_mask, -torch.finfo(sim.dtype).max)
+    return einsum(sim.softmax(dim=-1), v, "b h i j, b h j d -> b h i d")
+'''
+
+
+@pytest.mark.parametrize("diagonal, codes", [
+    ("j - i + 1", []),          # query r is key r + j - i: its future is blocked, itself kept
+    ("1 + j - i", []),
+    ("diagonal=-i + j + 1", []),
+    ("j - i", ["ATT202"]),       # off by one: each query is hidden from itself
+    ("j - i - 1", ["ATT202"]),
+])
+def test_kv_cache_causal_mask_with_a_symbolic_diagonal(diagonal, codes):
+    """``ones(i, j).triu(j - i + 1)`` (lucidrains' causal mask, i queries that are the last of j
+    keys) blocks exactly each query's future; ``triu(j - i)`` also blocks the query itself."""
+    src = _KV_CACHE_CAUSAL.format(diagonal=diagonal)
+    assert [(f.code, f.line) for f in mask_findings(src)] == [(c, 14) for c in codes]
+
+
 def test_inverted_mask_message_describes_the_mask_as_used():
     """``masked_fill(~m, ...)``: the pattern in the message is that of ``~m`` (what the consumer
     reads), and the message says so rather than attributing it to ``m``'s construction."""

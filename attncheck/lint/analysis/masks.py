@@ -556,6 +556,47 @@ def _int_of(node: cst.BaseExpression | None) -> int | None:
     return None
 
 
+def _linear_terms(node: cst.BaseExpression, text) -> tuple[dict[str, int], int] | None:
+    """``node`` as an integer combination of opaque terms (names, attributes, subscripts,
+    calls; keyed by ``text(term)``) plus a constant: ``j - i + 1`` → ``({"j": 1, "i": -1}, 1)``;
+    ``None`` for anything else (a product, a float)."""
+    t = type(node)
+    if t is cst.Integer:
+        return {}, int(node.evaluated_value)
+    if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
+        r = _linear_terms(node.expression, text)
+        return None if r is None else ({k: -v for k, v in r[0].items()}, -r[1])
+    if t is _BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract):
+        a, b = _linear_terms(node.left, text), _linear_terms(node.right, text)
+        if a is None or b is None:
+            return None
+        sign = 1 if type(node.operator) is cst.Add else -1
+        terms = dict(a[0])
+        for k, v in b[0].items():
+            terms[k] = terms.get(k, 0) + sign * v
+        return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+    if t in (_Name, _Attribute, cst.Subscript, _Call):
+        return {text(node): 1}, 0
+    return None
+
+
+def _size_args(call: cst.Call, q: str) -> list[cst.BaseExpression] | None:
+    """The size arguments of a tensor constructor (``torch.ones(i, j)``,
+    ``torch.ones((i, j), dtype=torch.bool)``, ``torch.full((i, j), v)``, ``x.new_ones(i, j)``)."""
+    meth = call.func.attr.value if type(call.func) is _Attribute else None
+    full = q == "torch.full" or meth == "new_full"
+    if not (full or q in ("torch.ones", "torch.zeros", "torch.empty")
+            or meth in ("new_ones", "new_zeros", "new_empty")):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    size = _kwarg(call, "size")
+    if size is None and positional:
+        size = positional[0]
+    if type(size) in (cst.Tuple, cst.List):
+        return [e.value for e in size.elements if type(e) is cst.Element]
+    return None if full else positional
+
+
 def _num_of(node: cst.BaseExpression) -> float | None:
     if type(node) in (cst.Integer, cst.Float):
         return float(node.evaluated_value)
@@ -1800,6 +1841,30 @@ class _Analyzer:
             return recv
         return None
 
+    def _diagonal(self, dnode: cst.BaseExpression | None, m: MaskVal) -> int | None:
+        """The ``diagonal`` of ``tril``/``triu`` on ``m``, relative to the diagonal its
+        consumers read: an integer, or ``cols - rows + c`` where ``m`` was created as a
+        ``(rows, cols)`` tensor — with a KV cache the L_q queries are the last of L_k keys, so
+        query ``r`` sits on key ``r + L_k - L_q`` (``torch.ones(i, j).triu(j - i + 1)`` blocks
+        the future of each query as ``triu(1)`` does on a square mask)."""
+        if dnode is None:
+            return 0
+        d = _int_of(dnode)
+        if d is not None or type(m.origin) is not _Call:
+            return d
+        size = _size_args(m.origin, self.qualname(m.origin.func) or "")
+        if size is None or len(size) < 2:
+            return None
+
+        def text(n: cst.CSTNode) -> str:
+            return "".join(self.ctx.module.code_for_node(n).split())
+
+        lin = _linear_terms(dnode, text)
+        rows, cols = text(size[-2]), text(size[-1])
+        if lin is None or rows == cols or lin[0] != {cols: 1, rows: -1}:
+            return None
+        return lin[1]
+
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
         base = self._ev(node.value, env, node)
         elems = [e.slice for e in node.slice]
@@ -1934,8 +1999,7 @@ class _Analyzer:
             src = self._ev(x, env, origin) if x is not None else None
             if not isinstance(src, MaskVal):
                 return None
-            dnode = _arg(node, 1, "diagonal")
-            d = 0 if dnode is None else _int_of(dnode)
+            d = self._diagonal(_arg(node, 1, "diagonal"), src)
             p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
             return replace(src, pattern=p, origin=node)
         if q in ("torch.logical_not", "torch.bitwise_not"):
@@ -2013,8 +2077,7 @@ class _Analyzer:
             return None
         m = recv
         if meth in ("tril", "triu", "tril_", "triu_"):
-            dnode = _arg(node, 0, "diagonal")
-            d = 0 if dnode is None else _int_of(dnode)
+            d = self._diagonal(_arg(node, 0, "diagonal"), m)
             p = p_tril(m.pattern, d) if meth.startswith("tril") else p_triu(m.pattern, d)
             return replace(m, pattern=p, origin=node if origin is node or not meth.endswith("_")
                            else origin)
