@@ -396,4 +396,6 @@ def detect_positions(target: Any, device: Any = "cpu",
         return dict(found, source="detected")
     return {"kind": "none", "source": "detected",
             "message": "no position term seen in the logits (no additive relative-position "
-                       "bias; they follow a permutation of the tokens)"}
+                       "bias, and they follow a permutation of the tokens)" if base else
+                       "no logits observable (no softmax or SDPA call seen): no position term "
+                       "detected"}
