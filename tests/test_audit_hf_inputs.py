@@ -25,6 +25,11 @@ def test_sub_config_type_gets_the_outermost_model_of_its_package():
     assert (kind, cls.__name__) == ("decoder", "ClvpForCausalLM")
 
 
+def test_video_tower_is_a_vision_model():
+    kind, cls = _class_of("vjepa2")  # its forward takes pixel_values_videos (B, T, C, H, W)
+    assert (kind, cls.__name__) == ("vision", "VJEPA2Model")
+
+
 def test_plain_module_tower_built_from_its_config():
     # no PreTrainedModel takes IdeficsVisionConfig; the nn.Module tower that does takes pixels
     kind, cls = _class_of("idefics_vision")

@@ -259,8 +259,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     main = getattr(cls, "main_input_name", "input_ids")
     n = cls.__name__
     params = _params(cls)
-    if main == "pixel_values" or ("input_ids" not in params
-                                  and ("pixel_values" in params or _grid_param(params) is not None)):
+    pixels = any(k.startswith("pixel_values") for k in params)  # images, or clips (pixel_values_videos)
+    if main == "pixel_values" or ("input_ids" not in params and (pixels or _grid_param(params) is not None)):
         return "vision", cls
     if "past_values" in params and "input_ids" not in params:
         return "series", cls
@@ -904,8 +904,10 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     g0 = torch.Generator().manual_seed(1234)
 
     if kind == "vision" and main not in accepts:
-        main = "pixel_values" if "pixel_values" in accepts else next(
+        main = next((n for n in accepts if n.startswith("pixel_values")), None) or next(
             (n for n in _required_inputs(model) if not n.endswith(("grid_thw", "merge_sizes"))), "pixel_values")
+    if kind == "audio" and main not in accepts:  # a main_input_name inherited from another tower
+        main = next((n for n in ("input_values", "input_features") if n in accepts), main)
     if kind == "series":
         main = "past_values"
     if kind in ("vision", "audio", "series"):
