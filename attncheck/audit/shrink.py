@@ -33,6 +33,7 @@ fields, so derived values (Swin's ``hidden_size``, DeepSeek's ``qk_head_dim``) s
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Any
 
@@ -88,6 +89,9 @@ _PERIOD = re.compile(r"layer_period$|_period$")
 _OFFSET = re.compile(r"layer_offset$")
 _TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
 _SECTION = re.compile(r"section$")
+#: the role rules (a key matched by one is shrunk by it, not tied to another key's value)
+_RULED = (_WIDTH, _WIDTH_LIST, _HEADS, _KV_HEADS, _HEAD_DIM, _ROPE_DIM, _NOPE_DIM, _LORA, _FFN, _LAYERS, _DEPTHS,
+          _EXPERTS, _TOP_K, _SHARED, _GROUPS, _VOCAB, _POSITIONS, _WINDOW, _TOKEN_ID)
 
 
 def config_fields(cls) -> list[str]:
@@ -285,16 +289,122 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
         elif k == "image_size":
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
+    _fill_unset(v, out)
+    _keep_head_products(v, out)
+    _tie_equal_dims(v, out)
     if keep_hd:
         return out
     # rope sections (multimodal rope): parts of half the rotary dim
-    half = (orig_head_dim or 0) // 2
     for k, x in v.items():
         if isinstance(x, dict) and all(isinstance(e, str) for e in x):
-            out[k] = _shrink_rope_dict(x, half)
-        elif _SECTION.search(k) and _ints(x) and half and sum(x) == half:
-            out[k] = _same_type(x, _rescale_sum(list(x), HEAD_DIM // 2))
+            out[k] = _shrink_rope_dict(x, orig_head_dim or 0, _partial_rotary(v))
+        elif _SECTION.search(k) and _ints(x):
+            out[k] = _rescale_section(x, orig_head_dim or 0, _partial_rotary(v))
     return out
+
+
+def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """Fields of a known role that the defaults leave ``None`` but the model code reads as
+    numbers: the head dim (width / heads), KV heads (= heads), and the MoE sizes of a config that
+    declares experts (experts, experts per token, shared experts, expert groups)."""
+    heads = next((x for k, x in out.items() if _HEADS.search(k) and _int(x) and x > 0), None)
+    width = next((x for k, x in out.items() if _WIDTH.search(k) and _int(x) and x > 0), None)
+    moe = sum(1 for k in v if _EXPERTS.search(k) or _TOP_K.search(k)) >= 2
+    for k, x in v.items():
+        if x is not None:
+            continue
+        if _HEAD_DIM.search(k) and heads and width and width % heads == 0 and k.endswith("head_dim"):
+            out[k] = width // heads
+        elif _KV_HEADS.search(k) and heads:
+            out[k] = heads
+        elif moe and _EXPERTS.search(k):
+            out[k] = EXPERTS
+        elif moe and _TOP_K.search(k):
+            out[k] = TOP_K
+        elif moe and (_SHARED.search(k) or _GROUPS.search(k)):
+            out[k] = 1
+
+
+def _role_prefix(k: str, rx: re.Pattern) -> str | None:
+    m = rx.search(k)
+    return k[:m.start()] if m else None
+
+
+def _keep_head_products(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """Keep ``heads × head_dim`` equal to what it equalled in the original config, by adjusting
+    the head count (else the head dim): ``expand × width`` (Mamba-2's SSM heads: ``num_heads ×
+    head_dim = expand × hidden_size``, asserted by the config classes and the SSM kernels) or, for
+    a prefixed pair, a single width / feed-forward size; and keep SSM head groups (``n_groups``)
+    dividing the heads.  Head / head-dim pairs are matched by their common name prefix
+    (``mamba_n_heads`` / ``mamba_d_head``)."""
+    for hk, h in v.items():
+        if not (_int(h) and _HEADS.search(hk) and _int(out.get(hk))):
+            continue
+        pre = _role_prefix(hk, _HEADS)
+        for dk, d in v.items():
+            if not (_int(d) and _HEAD_DIM.search(dk) and _role_prefix(dk, _HEAD_DIM) == pre and _int(out.get(dk))):
+                continue
+            prod, target = h * d, None
+            expand = [ek for ek, e in v.items() if _int(e) and ek.startswith(pre) and ek.endswith("expand")]
+            widths = [wk for wk, w in v.items() if _int(w) and _WIDTH.search(wk)]
+            for ek in expand:
+                for wk in widths:
+                    if v[ek] * v[wk] == prod and _int(out.get(ek)) and _int(out.get(wk)):
+                        target = out[ek] * out[wk]
+            if target is None and pre:  # a prefixed pair (``ssm_num_heads``): its own width
+                same = [k for k, x in v.items() if _int(x) and x == prod and k not in (hk, dk)
+                        and (_WIDTH.search(k) or _FFN.search(k)) and _int(out.get(k))]
+                target = out[same[0]] if same else None
+            if target is None or out[hk] * out[dk] == target:
+                continue
+            if target % out[dk] == 0 and target // out[dk] >= 1:
+                out[hk] = target // out[dk]
+            elif target % out[hk] == 0:
+                out[dk] = target // out[hk]
+        for gk, g in v.items():  # SSM head groups divide the heads
+            if (_int(g) and g > 1 and re.search(r"(^|_)n_groups$", gk) and _role_prefix(gk, re.compile(r"n_groups$")) == pre
+                    and out[hk] % out.get(gk, g)):
+                out[gk] = math.gcd(out[hk], g)
+
+
+_DIM_NAME = re.compile(r"dim|size|hidden|channels|groups|width|features")
+_NOT_DIM = re.compile(r"image|patch|kernel|stride|length|rate|window|position|vocab|token|layer|seq|batch|chunk|"
+                      r"codebook|bins")
+
+
+def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """Dimensions no rule names that equalled a shrunk width or feed-forward size in the original
+    config take the same new value (``adapter_input_size == hidden_size``, Mimi's
+    ``upsample_groups == hidden_size``): model code wires them to each other.  An original value
+    that two rules map differently is left alone."""
+    mapped: dict[int, set] = {}
+    for k, x in v.items():
+        if _int(x) and x >= HIDDEN and (_WIDTH.search(k) or _FFN.search(k)) and _int(out.get(k)) and out[k] != x:
+            mapped.setdefault(x, set()).add(out[k])
+    for k, x in v.items():
+        if (_int(x) and out.get(k) == x and len(mapped.get(x, ())) == 1 and _DIM_NAME.search(k)
+                and not _NOT_DIM.search(k) and not any(rx.search(k) for rx in _RULED)):
+            out[k] = next(iter(mapped[x]))
+
+
+def _partial_rotary(v: dict[str, Any]) -> float:
+    rope = v.get("rope_parameters")
+    f = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    f = f if f is not None else v.get("partial_rotary_factor")
+    return float(f) if isinstance(f, (int, float)) and 0 < f <= 1 else 1.0
+
+
+def _rescale_section(x, orig_head_dim: int, partial: float):
+    """Rope sections (multimodal rope: parts of the rotary frequencies) rescaled with the head dim:
+    a section list summing to ``head_dim × partial_rotary_factor / 2`` (or ``head_dim / 2``) in
+    the original sums to the same fraction of :data:`HEAD_DIM`.  Other lists are unchanged."""
+    if not (_ints(x) and orig_head_dim):
+        return x
+    for frac in (partial, 1.0):
+        half = int(orig_head_dim * frac) // 2
+        if half and sum(x) == half:
+            return _same_type(x, _rescale_sum(list(x), max(len(x), int(HEAD_DIM * frac) // 2)))
+    return x
 
 
 def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
@@ -317,13 +427,14 @@ def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
                 out[k] = _same_type(x, [fit(e) for e in x])
 
 
-def _shrink_rope_dict(d: dict, half: int) -> dict:
+def _shrink_rope_dict(d: dict, orig_head_dim: int, partial: float = 1.0) -> dict:
     out = dict(d)
+    half = orig_head_dim // 2
     for k, x in d.items():
         if not isinstance(k, str):
             continue
-        if _SECTION.search(k) and _ints(x) and half and sum(x) == half:
-            out[k] = _rescale_sum(list(x), HEAD_DIM // 2)
+        if _SECTION.search(k) and _ints(x):
+            out[k] = list(_rescale_section(x, orig_head_dim, partial))
         elif isinstance(x, list) and half and len(x) == half and all(isinstance(e, float) for e in x):
             out[k] = x[:HEAD_DIM // 2]
         elif k == "original_max_position_embeddings" and _int(x) and x > POSITIONS:
@@ -381,8 +492,68 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         amap = getattr(cls, "attribute_map", {}) or {}
         for k, x in overrides.items():
             new[amap.get(k, k)] = x
-    made = cls(**new)
+    made = _construct(cls, vals, new, overrides or {})
     made.use_cache = getattr(made, "use_cache", True)
+    return made
+
+
+def _same_value(a, b) -> bool:
+    try:
+        return bool(a == b) if not (_is_config(a) or _is_config(b)) else a is b
+    except Exception:  # noqa: BLE001 - values without a boolean equality (tensors)
+        return a is b
+
+
+def _revert_order(k: str, x) -> int:
+    """Which shrunk fields to give back first when the config class rejects the shrunk values:
+    the cheap ones (windows, positions, token ids, lists, counts) before widths / heads / layers /
+    vocab, and nested configs last."""
+    if _is_config(x):
+        return 3
+    if any(rx.search(k) for rx in (_WIDTH, _WIDTH_LIST, _FFN, _HEADS, _KV_HEADS, _HEAD_DIM, _VOCAB)):
+        return 2
+    if _LAYERS.search(k) or isinstance(x, (list, tuple)):
+        return 1
+    return 0
+
+
+def _construct(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any]):
+    """``cls(**new)``; when the class's validators reject the shrunk values, the shrinking is
+    given back per field instead of per level: first each shrunk field alone at its original
+    value (cheapest first), then greedily: all shrunk fields at their original values, each
+    shrink re-applied when the class still accepts it.
+
+    Raises:
+        the class's own error when not even the original values are accepted.
+    """
+    try:
+        return cls(**new)
+    except Exception as first:  # noqa: BLE001
+        error = first
+    amap = getattr(cls, "attribute_map", {}) or {}
+    fixed = {amap.get(k, k) for k in overrides}
+    changed = sorted((k for k in new if k in vals and k not in fixed and not _same_value(new[k], vals[k])),
+                     key=lambda k: _revert_order(k, vals[k]))
+
+    def attempt(values):
+        try:
+            return cls(**values)
+        except Exception:  # noqa: BLE001
+            return None
+
+    for k in changed:
+        made = attempt({**new, k: vals[k]})
+        if made is not None:
+            return made
+    base = {**new, **{k: vals[k] for k in changed}}
+    made = attempt(base)
+    if made is None:
+        raise error
+    for k in sorted(changed, key=lambda k: -_revert_order(k, vals[k])):
+        trial = {**base, k: new[k]}
+        m = attempt(trial)
+        if m is not None:
+            base, made = trial, m
     return made
 
 
