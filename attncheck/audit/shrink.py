@@ -33,6 +33,7 @@ fields, so derived values (Swin's ``hidden_size``, DeepSeek's ``qk_head_dim``) s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import re
 from typing import Any
@@ -178,11 +179,13 @@ def _image_side(v, patch, per_side: int = PATCHES_PER_SIDE) -> Any:
     return v
 
 
-def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
+def shrink_values(values: dict[str, Any], level: int = 0, ties: dict[tuple[bool, int], set] | None = None) -> dict[str, Any]:
     """Apply the shrink rules to a field → value mapping (one config level, no nesting).
 
     ``level`` 0: every rule; 1: every rule but the head dims; 2: keep widths / heads / head
-    dims; 3: layer counts and per-layer lists only.  Returns a new dict; keys not matched by a rule are unchanged.
+    dims; 3: layer counts and per-layer lists only.  ``ties``: original → shrunk sizes of the
+    whole config tree (see :func:`_tie_equal_dims`).  Returns a new dict; keys not matched by a
+    rule are unchanged.
     """
     v = dict(values)
     out = dict(values)
@@ -291,7 +294,7 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
     _fill_unset(v, out)
     _keep_head_products(v, out)
-    _tie_equal_dims(v, out)
+    _tie_equal_dims(v, out, ties)
     if keep_hd:
         return out
     # rope sections (multimodal rope): parts of half the rotary dim
@@ -372,19 +375,59 @@ _NOT_DIM = re.compile(r"image|patch|kernel|stride|length|rate|window|position|vo
                       r"codebook|bins")
 
 
-def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any]) -> None:
+def _size_map(v: dict[str, Any], out: dict[str, Any]) -> dict[tuple[bool, int], set]:
+    """``(from a list, original) → shrunk values`` of the widths and feed-forward sizes
+    (≥ :data:`HIDDEN`) a rule changed: scalars, and entries of per-stage lists."""
+    mapped: dict[tuple[bool, int], set] = {}
+    for k, x in v.items():
+        y = out.get(k)
+        if _int(x) and _int(y) and x >= HIDDEN and y != x and (_WIDTH.search(k) or _FFN.search(k)):
+            mapped.setdefault((False, x), set()).add(y)
+        elif _ints(x) and _ints(y) and len(x) == len(y) and _WIDTH_LIST.search(k):
+            for a, b in zip(x, y):
+                if a >= HIDDEN and a != b:
+                    mapped.setdefault((True, a), set()).add(b)
+    return mapped
+
+
+def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[bool, int], set] | None = None) -> None:
     """Dimensions no rule names that equalled a shrunk width or feed-forward size in the original
     config take the same new value (``adapter_input_size == hidden_size``, Mimi's
-    ``upsample_groups == hidden_size``): model code wires them to each other.  An original value
-    that two rules map differently is left alone."""
-    mapped: dict[int, set] = {}
+    ``upsample_groups == hidden_size``, SAM's vision ``output_channels`` == the prompt encoder's
+    ``hidden_size``, DETR-style ``encoder_in_channels`` == the backbone's ``hidden_sizes``):
+    model code wires them to each other.  This config's own sizes come first, then ``ties`` (the
+    whole config tree's); an original value mapped to two different sizes is left alone."""
+    local = _size_map(v, out)
+
+    def tie(x, in_list: bool):
+        # same config before the tree, and a list entry from a list (a scalar from a scalar) first
+        for m in (local, ties or {}):
+            for src in (in_list, not in_list):
+                got = m.get((src, x), ())
+                if got:
+                    return next(iter(got)) if len(got) == 1 else None
+        return None
+
     for k, x in v.items():
-        if _int(x) and x >= HIDDEN and (_WIDTH.search(k) or _FFN.search(k)) and _int(out.get(k)) and out[k] != x:
-            mapped.setdefault(x, set()).add(out[k])
-    for k, x in v.items():
-        if (_int(x) and out.get(k) == x and len(mapped.get(x, ())) == 1 and _DIM_NAME.search(k)
-                and not _NOT_DIM.search(k) and not any(rx.search(k) for rx in _RULED)):
-            out[k] = next(iter(mapped[x]))
+        if not (_DIM_NAME.search(k) and not _NOT_DIM.search(k) and not any(rx.search(k) for rx in _RULED)):
+            continue
+        if _int(x) and out.get(k) == x and tie(x, False) is not None:
+            out[k] = tie(x, False)
+        elif _ints(x) and out.get(k) == x and all(e < HIDDEN or tie(e, True) is not None for e in x) \
+                and any(e >= HIDDEN for e in x):
+            out[k] = _same_type(x, [e if e < HIDDEN else tie(e, True) for e in x])
+
+
+def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
+    """:func:`_size_map` over a config and its nested configs (a first pass of the shrinker)."""
+    vals = _values_of(config)
+    flat = {k: x for k, x in vals.items() if not _is_config(x)}
+    mapped = _size_map(flat, shrink_values(flat, level))
+    for x in vals.values():
+        if _is_config(x):
+            for a, b in _tree_ties(x, level).items():
+                mapped.setdefault(a, set()).update(b)
+    return mapped
 
 
 def _partial_rotary(v: dict[str, Any]) -> float:
@@ -455,7 +498,8 @@ def _values_of(config) -> dict[str, Any]:
     return vals
 
 
-def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None):
+def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *,
+                  _ties: dict[tuple[bool, int], set] | None = None):
     """A tiny config of the same class as ``config`` (see the module docstring).
 
     Args:
@@ -472,10 +516,13 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     """
     cls = type(config)
     vals = _values_of(config)
-    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level)
+    if _ties is None and level < 2:
+        _ties = _tree_ties(config, level)
+    vals = _with_code_sections(cls, vals) if level == 0 else vals
+    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level, _ties)
     for k, x in vals.items():
         if _is_config(x):
-            new[k] = shrink_config(x, level)
+            new[k] = shrink_config(x, level, _ties=_ties)
     if "vocab_size" not in vals and level < 3:  # a composite: its token ids index the text vocab
         sub_vocab = [getattr(c, "vocab_size", None) for c in new.values() if _is_config(c)]
         sub_vocab = [n for n in sub_vocab if _int(n)]
@@ -495,6 +542,52 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     made = _construct(cls, vals, new, overrides or {})
     made.use_cache = getattr(made, "use_cache", True)
     return made
+
+
+@functools.lru_cache(maxsize=None)
+def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
+    """Rope sections the modeling code takes as literal defaults when the config has none:
+    ``config.rope_parameters.get("mrope_section", [8, 12, 12])`` in GLM-4V.  Read from the source
+    of the ``modeling_*`` module next to ``config_module`` (parsed, not imported)."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(config_module.replace(".configuration_", ".modeling_"))
+        with open(spec.origin, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except Exception:  # noqa: BLE001 - no modeling module beside the config: nothing to read
+        return {}
+    found: dict[str, tuple[int, ...]] = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and _SECTION.search(node.args[0].value)
+                and isinstance(node.args[1], (ast.List, ast.Tuple))):
+            try:
+                parts = ast.literal_eval(node.args[1])
+            except ValueError:
+                continue
+            if _ints(list(parts)):
+                found.setdefault(node.args[0].value, tuple(parts))
+    return found
+
+
+def _with_code_sections(cls, vals: dict[str, Any]) -> dict[str, Any]:
+    """``vals`` with the code's default rope sections (:func:`code_section_defaults`) written into
+    ``rope_parameters``, rescaled to the shrunk rotary dim (:data:`HEAD_DIM` × the partial rotary
+    factor): the literal fits the released checkpoints' head dim, not the tiny one."""
+    rope = vals.get("rope_parameters")
+    if not isinstance(rope, dict) or not all(isinstance(k, str) for k in rope):
+        return vals
+    missing = {k: d for k, d in code_section_defaults(cls.__module__).items() if k not in rope}
+    if not missing:
+        return vals
+    half = int(HEAD_DIM * _partial_rotary(vals)) // 2
+    rope = dict(rope)
+    for k, parts in missing.items():
+        rope[k] = _rescale_sum(list(parts), max(half, len(parts)))
+    return {**vals, "rope_parameters": rope}
 
 
 def _same_value(a, b) -> bool:
