@@ -39,18 +39,8 @@ def _assert_consistent(model_type: str) -> None:
         tf.AutoConfig.for_model(model_type)
     except Exception:  # noqa: BLE001 - the default config itself cannot be built: nothing to shrink
         return
-    try:
-        level, cfg = _shrunk(model_type)
-    except AssertionError:
-        if model_type in _KNOWN_UNSHRINKABLE:
-            return
-        raise
+    level, cfg = _shrunk(model_type)
     assert consistent(cfg) == [], (model_type, level, consistent(cfg))
-
-
-# types whose config validators tie fields together in ways no level reproduces (recorded in
-# docs/audit.md, reported as `unsupported` by the audit)
-_KNOWN_UNSHRINKABLE = {"dory", "mistral_large4", "mistral_large4_text", "molmo2"}
 
 
 @given(st.sampled_from(ALL_TYPES))

@@ -11,15 +11,22 @@ and applies small per-key rules by the key's *role*, not per model family:
   else 2 (GQA, 2 groups of 2);
 - head dims (``head_dim``, ``d_kv``, ``v_head_dim``, …) → 16; rotary dims (``rotary_dim``,
   ``qk_rope_head_dim``) → 8 and ``qk_nope_head_dim`` → 8 (q·k width 16); low-rank projections
-  (``kv_lora_rank``, ``q_lora_rank``) → 32; rope sections summing to half the head dim
-  (``mrope_section``) rescaled to sum to 8;
+  (``kv_lora_rank``, ``q_lora_rank``) → 32; rope sections (``mrope_section``) summing to half the
+  rotary dim (head dim × ``partial_rotary_factor``) rescaled to the same fraction of 16, and the
+  sections the modeling code takes as literal defaults written into ``rope_parameters``;
+- ``heads × head_dim`` kept equal to ``expand × width`` when it was (Mamba-2 SSM heads), SSM
+  head groups dividing the heads;
 - feed-forward sizes → 128; layer counts → 2 (or the number of distinct per-layer types, so every
   attention type is kept); per-layer lists (``layer_types``, ``block_types``, …, any list as long
   as the layer count) → one entry per distinct value, in first-seen order; GPT-Neo's nested
   ``attention_types = [[types, repeat]]`` → repeat 1; per-stage ``depths`` → at most 2;
 - MoE: experts → 4, experts per token → 2, shared experts → 1, expert groups → 1;
 - vocab → 128, positions → 64, sliding / local windows of text models → 4 (Longformer-style
-  ``attention_window`` stays even); images → 4 patches per side;
+  ``attention_window`` stays even); images → 4 patches per side (128 pixels without a
+  ``patch_size``);
+- fields of a known role that the defaults leave ``None`` (head dim, KV heads, MoE sizes) → the
+  tiny value; sizes no rule names that equalled a shrunk width in the original (``adapter_input_size
+  == hidden_size``, also across nested configs) → the same shrunk value;
 - special token ids (``*_token_id``, ``*_token_index``) that no longer fit the vocab are moved to
   the top of it (:data:`RESERVED_TOP` ids), so random inputs drawn below never hit them.
 
@@ -27,8 +34,10 @@ Nested configs (``text_config``, ``vision_config``, ``audio_config``, ``encoder`
 are shrunk with the same rules.  Four levels, tried in order by the builder: ``0`` all rules,
 ``1`` all rules but the head dims (width = 4 × the original head dim: model code may assume the
 head dim, e.g. rope sections set in code), ``2`` keep widths / heads / head dims (only depth,
-vocab, positions, experts, lists), ``3`` layers only.  The config class re-derives its computed attributes (``__post_init__``) from the shrunk
-fields, so derived values (Swin's ``hidden_size``, DeepSeek's ``qk_head_dim``) stay consistent.
+vocab, positions, experts, lists), ``3`` layers only.  The config class re-derives its computed
+attributes (``__post_init__``) from the shrunk fields, so derived values (Swin's ``hidden_size``,
+DeepSeek's ``qk_head_dim``) stay consistent.  When the class's validators reject the shrunk values,
+the shrinking is given back per field, not per level (:func:`_construct`).
 """
 from __future__ import annotations
 
@@ -51,6 +60,8 @@ EXPERTS = 4
 TOP_K = 2
 WINDOW = 4
 PATCHES_PER_SIDE = 4
+#: total downsampling assumed for images of models without a ``patch_size`` (CNN / Hiera stages)
+CNN_STRIDE = 32
 #: special token ids that do not fit the shrunk vocab are moved into ``[VOCAB - RESERVED_TOP, VOCAB)``
 RESERVED_TOP = 16
 LEVELS = (0, 1, 2, 3)
@@ -60,9 +71,9 @@ _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_d
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
                     r"d_latent|latent_dim|encoder_hidden_size|mm_hidden_size)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
-                         r"neck_hidden_sizes|conv_dim)$")
+                         r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
-                    r"num_head|heads)$")
+                    r"num_head|heads)(_per_stage)?$")
 _KV_HEADS = re.compile(r"(^|_)(num_key_value_heads|num_kv_heads|n_kv_heads?|kv_heads|"
                        r"num_key_heads|multi_query_group_num)$")
 _HEAD_DIM = re.compile(r"(^|_)(head_dim|d_kv|d_head|dim_head|attention_head_dim|head_size|"
@@ -179,7 +190,8 @@ def _image_side(v, patch, per_side: int = PATCHES_PER_SIDE) -> Any:
     return v
 
 
-def shrink_values(values: dict[str, Any], level: int = 0, ties: dict[tuple[bool, int], set] | None = None) -> dict[str, Any]:
+def shrink_values(values: dict[str, Any], level: int = 0,
+                  ties: dict[tuple[bool, int], set] | None = None) -> dict[str, Any]:
     """Apply the shrink rules to a field → value mapping (one config level, no nesting).
 
     ``level`` 0: every rule; 1: every rule but the head dims; 2: keep widths / heads / head
@@ -290,8 +302,10 @@ def shrink_values(values: dict[str, Any], level: int = 0, ties: dict[tuple[bool,
         elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > hidden // 2:
             f = (hidden // 2 if k.endswith("conv_dim") else hidden) / x[0]
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
-        elif k == "image_size":
+        elif k == "image_size" and "patch_size" in v:
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
+        elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
+            out[k] = _image_side(x, CNN_STRIDE)
     _fill_unset(v, out)
     _keep_head_products(v, out)
     _tie_equal_dims(v, out, ties)
@@ -365,12 +379,13 @@ def _keep_head_products(v: dict[str, Any], out: dict[str, Any]) -> None:
             elif target % out[hk] == 0:
                 out[dk] = target // out[hk]
         for gk, g in v.items():  # SSM head groups divide the heads
-            if (_int(g) and g > 1 and re.search(r"(^|_)n_groups$", gk) and _role_prefix(gk, re.compile(r"n_groups$")) == pre
+            if (_int(g) and g > 1 and _SSM_GROUPS.search(gk) and _role_prefix(gk, _SSM_GROUPS) == pre
                     and out[hk] % out.get(gk, g)):
                 out[gk] = math.gcd(out[hk], g)
 
 
-_DIM_NAME = re.compile(r"dim|size|hidden|channels|groups|width|features")
+_SSM_GROUPS = re.compile(r"n_groups$")
+_DIM_NAME = re.compile(r"dim|size|hidden|channel|groups|width|features")
 _NOT_DIM = re.compile(r"image|patch|kernel|stride|length|rate|window|position|vocab|token|layer|seq|batch|chunk|"
                       r"codebook|bins")
 
@@ -444,9 +459,9 @@ def _rescale_section(x, orig_head_dim: int, partial: float):
     if not (_ints(x) and orig_head_dim):
         return x
     for frac in (partial, 1.0):
-        half = int(orig_head_dim * frac) // 2
-        if half and sum(x) == half:
-            return _same_type(x, _rescale_sum(list(x), max(len(x), int(HEAD_DIM * frac) // 2)))
+        half, target = int(orig_head_dim * frac) // 2, int(HEAD_DIM * frac) // 2
+        if half and sum(x) == half and target >= len(x):
+            return _same_type(x, _rescale_sum(list(x), target))
     return x
 
 
@@ -531,8 +546,9 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     # a uniform per-layer list the class derives itself (default None) is left to the class, so
     # overrides that feed the derivation (Qwen2's max_window_layers) take effect
     defaults = {f.name: f.default for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+    layer_counts = {x for k, x in vals.items() if _LAYERS.search(k) and _int(x)}
     for k, x in vals.items():
-        if (isinstance(x, (list, tuple)) and len(x) > 1 and _distinct(x) == 1 and k in defaults
+        if (isinstance(x, (list, tuple)) and len(x) in layer_counts and _distinct(x) == 1 and k in defaults
                 and defaults[k] is None and isinstance(new.get(k), (list, tuple)) and k not in (overrides or {})):
             new.pop(k)
     if overrides:
@@ -584,9 +600,12 @@ def _with_code_sections(cls, vals: dict[str, Any]) -> dict[str, Any]:
     if not missing:
         return vals
     half = int(HEAD_DIM * _partial_rotary(vals)) // 2
+    missing = {k: parts for k, parts in missing.items() if half >= len(parts)}  # one frequency each at least
+    if not missing:
+        return vals
     rope = dict(rope)
     for k, parts in missing.items():
-        rope[k] = _rescale_sum(list(parts), max(half, len(parts)))
+        rope[k] = _rescale_sum(list(parts), half)
     return {**vals, "rope_parameters": rope}
 
 
