@@ -533,6 +533,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     vals = _values_of(config)
     if _ties is None and level < 2:
         _ties = _tree_ties(config, level)
+    given = vals  # what the validators may get back
     vals = _with_code_sections(cls, vals) if level == 0 else vals
     new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level, _ties)
     for k, x in vals.items():
@@ -555,7 +556,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         amap = getattr(cls, "attribute_map", {}) or {}
         for k, x in overrides.items():
             new[amap.get(k, k)] = x
-    made = _construct(cls, vals, new, overrides or {})
+    made = _construct(cls, given, new, overrides or {})
     made.use_cache = getattr(made, "use_cache", True)
     return made
 
