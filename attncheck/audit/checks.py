@@ -38,30 +38,17 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
+from attncheck.dynamic.base import tolerances
+from attncheck.dynamic.checks._compare import NOISE_FACTOR, NotComparable, compare, within_noise
+from attncheck.dynamic.checks.normalization import SUM_TOL
 from attncheck.dynamic.targets import TargetOutputError
 from attncheck.results import CheckResult
 
-ATOL, RTOL = 1e-5, 1e-4  # fp32 (transformers' eager-vs-SDPA test)
-#: (atol, rtol) per dtype: fp64 near-exact; fp16 / bf16 as transformers' eager-vs-SDPA tests
-TOLERANCES = {torch.float64: (1e-10, 1e-8), torch.float32: (ATOL, RTOL), torch.float16: (5e-3, 5e-3),
-              torch.bfloat16: (1e-2, 1e-2)}
-#: a low-precision result may differ from the float64 reference by NOISE_FACTOR × the dtype's own
-#: error on the same computation (PyTorch's SDPA tests use 4-5 ×, flash-attention 2 ×)
-NOISE_FACTOR = 4.0
 LEAK_ATOL = 1e-6  # correct models give exactly 0; broken masks measured Δ ≥ 0.09
 PAD = 3  # padded positions in padding paths
-ROW_TOL = 1e-5  # |row sum - 1| for float32 softmax rows
-#: |row sum − 1| per dtype of the attention maps (half precision rounds each weight)
-ROW_TOLS = {torch.float64: 1e-10, torch.float32: ROW_TOL, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 SATURATED = 0.99
 SAT_SHARE_WARN = 0.2  # share of rows with max weight > SATURATED at initialisation
 SAT_ENTROPY_WARN = 0.4  # mean normalized row entropy (1 = uniform) of the least uniform layer
-
-
-class NotComparable(Exception):
-    """Two outputs a check must compare have different shapes (e.g. a model whose output length
-    depends on the batch, or whose incremental outputs are not per position): the check is
-    skipped with this reason, not failed."""
 
 
 @dataclass
@@ -83,8 +70,8 @@ class AuditContext:
 
     @property
     def tolerance(self) -> tuple[float, float]:
-        """(atol, rtol) of the run's dtype (:data:`TOLERANCES`)."""
-        return TOLERANCES.get(self.dtype, (ATOL, RTOL))
+        """(atol, rtol) of the run's dtype (:func:`attncheck.dynamic.base.tolerances`)."""
+        return tolerances(self.dtype)
 
 
 def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> CheckResult:
@@ -92,34 +79,10 @@ def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> 
     return CheckResult(f"{check}[{m.variant}]" if m.variant else check, status, message, metrics)
 
 
-def _finite_max(t: torch.Tensor) -> float:
-    """max |t| treating NaN as +inf (Python's max() would skip NaN)."""
-    if t.numel() == 0:
-        return 0.0
-    t = t.detach().double()
-    if torch.isnan(t).any():
-        return float("inf")
-    return float(t.abs().max())
-
-
 def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a is None or b is None or tuple(a.shape) != tuple(b.shape):
-        raise NotComparable(f"outputs of shapes {None if a is None else tuple(a.shape)} and "
-                            f"{None if b is None else tuple(b.shape)} cannot be compared")
-    return _finite_max(a.double() - b.double())
-
-
-def _close(a: torch.Tensor, b: torch.Tensor, atol=ATOL, rtol=RTOL) -> tuple[bool, float, float]:
-    """(ok, max_abs_diff, max_excess) with |a - b| ≤ atol + rtol·|b| elementwise; NaN fails."""
-    if a is None or b is None or tuple(a.shape) != tuple(b.shape):
-        raise NotComparable(f"outputs of shapes {None if a is None else tuple(a.shape)} and "
-                            f"{None if b is None else tuple(b.shape)} cannot be compared")
-    a, b = a.detach().double(), b.detach().double()
-    d = (a - b).abs()
-    if torch.isnan(a).any() or torch.isnan(b).any():
-        return False, float("inf"), float("inf")
-    excess = d - (atol + rtol * b.abs())
-    return bool((excess <= 0).all()), float(d.max()) if d.numel() else 0.0, float(excess.max()) if d.numel() else 0.0
+    """max |a − b| (NaN on one side only counts as inf); :class:`NotComparable` on a shape
+    mismatch."""
+    return compare(a, b, 0.0, 0.0).max_abs
 
 
 def reference64(m: AuditModel, ctx: AuditContext) -> AuditModel | None:
@@ -149,18 +112,10 @@ def ref_out(m64: AuditModel | None, x: torch.Tensor, **kw) -> torch.Tensor | Non
 
 def judge(ctx: AuditContext, got: torch.Tensor, ref: torch.Tensor,
           ref64: torch.Tensor | None = None) -> tuple[bool, float, float]:
-    """The audit's one tolerance policy: ``|got − ref| ≤ atol + rtol·|ref| + NOISE_FACTOR·noise``
-    elementwise, with (atol, rtol) of the dtype and ``noise = max |ref − ref64|`` the dtype's own
-    error on the reference computation when a float64 run ``ref64`` is given (flash-attention's
-    rule).  Returns ``(ok, max |got − ref|, noise)``; NaN fails."""
-    atol, rtol = ctx.tolerance
-    noise = 0.0
-    if ref64 is not None and ref64.shape == ref.shape:
-        noise = _finite_max(ref.double() - ref64.double())
-        if not math.isfinite(noise):
-            noise = 0.0
-    ok, dmax, _ = _close(got, ref, atol + NOISE_FACTOR * noise, rtol)
-    return ok, dmax, noise
+    """``(ok, max |got − ref|, dtype noise)`` under the one tolerance policy
+    (:func:`attncheck.dynamic.checks._compare.within_noise`) in the run's dtype."""
+    cmp = within_noise(got, ref, ref64, ctx.dtype)
+    return cmp.ok, cmp.max_abs, cmp.noise
 
 
 def position_offset(m: AuditModel) -> int | None:
@@ -737,11 +692,33 @@ def _expected_label(exp: tuple[str, int | None]) -> str:
     return f"sliding window {exp[1]}" if exp[0] == "sliding" else exp[0]
 
 
+def _window_by_design(facts: dict[str, Any] | None, got: tuple[str, int | None]) -> str | None:
+    """Why an observed local window is the attention module's own design (None: it is not):
+    the module (or its config) declares a window ``w`` and the map shows exactly that window,
+    causal (``sliding w``) where the module declares ``is_causal = True``, or bidirectional (a
+    band of ``±(w − 1)`` or ``±w`` around each query) where it declares ``is_causal = False``
+    — while the audit expected the model's overall causality or per-layer schedule."""
+    if not facts:
+        return None
+    w = facts.get("sliding_window") or facts.get("config_window")
+    where = "" if facts.get("sliding_window") else " (config)"
+    if not w:
+        return None
+    causal = facts.get("is_causal")
+    if got == ("sliding", w) and (causal is True or facts.get("sliding_window")):
+        return (f"{facts['class']} declares a window of {w}{where}"
+                + (" and is_causal = True" if causal is True else "") + ": a causal sliding window")
+    if got[0] == "band" and got[1] in (w - 1, w) and causal is False:
+        return (f"{facts['class']} declares a window of {w}{where} and is_causal = False: the "
+                "window is applied on both sides of each query")
+    return None
+
+
 def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
     maps, not_obs = probe_layers(m, ctx)
     if not maps:
         return _no_maps(m, "mask-pattern", not_obs)
-    layers, bad = [], []
+    layers, bad, designed = [], [], []
     for ordinal, lm in enumerate(maps):
         lq, lk = lm.probs.shape[-2:]
         got = classify_pattern(_allowed(lm.probs))
@@ -762,12 +739,20 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
         ok = exp[0] == "unknown" or got == exp
         layers.append({"layer": lm.index, "shape": [lq, lk], "observed": _expected_label(got),
                        "expected": _expected_label(exp), "ok": ok})
-        if not ok:
+        why = None if ok else _window_by_design(lm.module, got)
+        if why:
+            layers[-1]["by_design"] = why
+            designed.append(f"layer {lm.index}: {_expected_label(got)} ({why})")
+        elif not ok:
             bad.append(f"layer {lm.index}: {_expected_label(got)} (expected {_expected_label(exp)})")
     metrics = {"layers": layers}
     if bad:
         return _result(m, "mask-pattern", "fail", "; ".join(bad), **metrics)
     kinds = sorted({lay["observed"] for lay in layers})
+    if designed:
+        return _result(m, "mask-pattern", "warn",
+                       "window by the model's design, not the pattern the audit expected: "
+                       + "; ".join(designed), **metrics)
     if all(lay["expected"] == "unknown" for lay in layers):
         return _result(m, "mask-pattern", "warn",
                        f"observed {', '.join(kinds)} in {len(layers)} layers; nothing declared to compare with",
@@ -795,12 +780,12 @@ def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
         negative += int((p < 0).sum())
         per.append({"layer": lm.index, "max_row_sum_error": err})
     metrics = {"max_row_sum_error": worst, "negative_weights": negative, "all_zero_rows": empty,
-               "nan_rows": nan_rows, "layers": per, "tolerance": ROW_TOL}
+               "nan_rows": nan_rows, "layers": per, "tolerance": SUM_TOL[torch.float32]}
     if nan_rows:
         return _result(m, "normalization", "fail", f"{nan_rows} attention rows are NaN", **metrics)
     if negative:
         return _result(m, "normalization", "fail", f"{negative} negative attention weights", **metrics)
-    row_tol = ROW_TOLS.get(ctx.dtype, ROW_TOL)
+    row_tol = SUM_TOL.get(ctx.dtype, SUM_TOL[torch.float32])
     metrics["tolerance"] = row_tol
     if worst > row_tol:
         sinks = sorted({lm.module["class"] for lm in maps if lm.module and lm.module.get("sinks")})
@@ -879,6 +864,16 @@ def _expected_scale(m: AuditModel, lm: LayerMap) -> tuple[float | None, str]:
     return expected_scale_for(lm.module, lm.head_dim)
 
 
+def _declared_factor(facts: dict[str, Any] | None, ratio: float) -> tuple[str, float] | None:
+    """The module's own factor (:func:`attncheck.audit.hf.module_facts` ``factors``: a query
+    scale factor, a temperature) that explains ``ratio`` = effective / declared scale within
+    0.1 %, as ``(attribute, value)``; None when none does."""
+    for name, v in ((facts or {}).get("factors") or {}).items():
+        if v > 0 and ratio > 0 and abs(math.log(ratio / v)) <= 1e-3:
+            return name, v
+    return None
+
+
 def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
     maps, not_obs = probe_layers(m, ctx)
     if not maps:
@@ -886,7 +881,7 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
     measured = [lm for lm in maps if lm.effective_scale is not None]
     if not measured:
         return _result(m, "scale", "skip", "not observable: no q·kᵀ product found for the softmax inputs")
-    per, bad, unscaled = [], [], []
+    per, bad, unscaled, by_design = [], [], [], []
     for lm in measured:
         exp, source = _expected_scale(m, lm)
         if exp is None:
@@ -914,6 +909,11 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
                 and abs(lm.effective_scale - 1.0) <= 1e-6):
             unscaled.append(f"layer {lm.index} ({lm.module['class']})")
             continue
+        factor = _declared_factor(lm.module, ratio)
+        if factor is not None and m.expected_scale is None:
+            by_design.append(f"layer {lm.index} ({lm.module['class']}.{factor[0]} = {factor[1]:.4g})")
+            row["factor"] = {factor[0]: factor[1]}
+            continue
         cause = _scale_cause(ratio, lm.head_dim or m.head_dim, (lm.module or {}).get("heads") or m.num_heads)
         bad.append(f"layer {lm.index}: {lm.effective_scale:.4g} vs expected {exp:.4g} ({source})"
                    + (f" — likely {cause}" if cause else ""))
@@ -924,6 +924,12 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
         metrics["note"] = m.scale_note
     if bad:
         return _result(m, "scale", "fail", "; ".join(bad), **metrics)
+    if by_design:
+        return _result(m, "scale", "warn",
+                       f"scale by the model's design: {', '.join(by_design[:3])}"
+                       f"{' …' if len(by_design) > 3 else ''}: the module multiplies q·kᵀ by this "
+                       f"factor on top of its declared scale (effective = declared × factor)",
+                       by_design=by_design, **metrics)
     if unscaled:
         return _result(m, "scale", "warn",
                        f"unscaled attention by the model's design: {', '.join(unscaled[:3])}"
@@ -957,7 +963,7 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if not with_k:
         return _result(m, "gqa", "skip", "not observable on this dispatch path: K is not captured for a "
                        "hand-written softmax (checked on the SDPA path)")
-    per, bad = [], []
+    per, bad, designed = [], [], []
     for lm in with_k:
         hq = int(lm.probs.shape[-3])
         hkv = (lm.module or {}).get("kv_heads") or Hkv
@@ -979,6 +985,14 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
         per.append({"layer": lm.index, "kv_heads": distinct, "layout": layout, "ok": ok})
         if not ok:
             tile = [h % hkv for h in range(hq)]
+            groups = (lm.module or {}).get("kv_groups")
+            if layout == tile and groups is not None and groups != r:
+                # the module declares a grouping other than H / H_kv consecutive query heads:
+                # its K/V heads are laid out its own way (e.g. a mixture of attention heads)
+                per[-1]["by_design"] = True
+                designed.append(f"layer {lm.index} ({lm.module['class']} declares "
+                                f"num_key_value_groups = {groups}, not {r})")
+                continue
             why = ("K/V heads tiled (repeat) instead of repeat_interleave" if layout == tile
                    else f"{distinct} distinct K heads, layout {layout}")
             bad.append(f"layer {lm.index}: {why}; expected groups {expected}")
@@ -987,6 +1001,10 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
                "layers": per}
     if bad:
         return _result(m, "gqa", "fail", "; ".join(bad), **metrics)
+    if designed:
+        return _result(m, "gqa", "warn",
+                       "K/V heads tiled (repeat), not shared by consecutive query heads, by the "
+                       f"model's design: {'; '.join(designed)}", **metrics)
     if not checked:
         return _result(m, "gqa", "skip", "no attention call with a declared K/V head grouping", **metrics)
     return _result(m, "gqa", "pass",
@@ -1035,6 +1053,7 @@ ALL_CHECKS = ["lint", *PER_VARIANT, *CROSS_VARIANT]
 
 __all__ = [
     "ALL_CHECKS",
+    "NotComparable",
     "NonFiniteOutput",
     "require_finite",
     "causal_evidence",

@@ -1,0 +1,132 @@
+"""Expectation facts: what a model's config and modules declare about its design, read when a
+model-level check fails, so that a deviation that is the model's documented mechanism is reported
+as ``warn`` with the reason instead of ``fail``.
+
+The facts are read generically from the built model, never from its type name:
+
+- *random forward*: two eval-mode forwards of the same input differ (the model draws random
+  numbers at inference, e.g. MAE's random patch masking, He et al. 2021, with the ratio in
+  ``config.mask_ratio``): a sample's output then depends on the draw for the whole batch, so
+  ``batch-independence`` cannot be judged;
+- *position mixing outside attention*: convolutions with a kernel longer than 1 (span-based
+  dynamic convolution, convolution modules of Conformer blocks, depthwise convolutions over the
+  values), hidden states entering the first attention module that already mix positions
+  (trigram input embeddings), or attention that runs on a shorter, pooled sequence (Funnel
+  Transformer): padded slots then reach real positions through these operations, not through
+  the attention mask, so ``padding`` deviations are by design.
+
+Facts of a single attention module (sinks, a query scale factor, a declared window) are read by
+:func:`attncheck.audit.hf.module_facts` and judged by the per-layer checks themselves.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attncheck.audit.model import AuditModel
+
+__all__ = ["by_design", "conv_mixing", "mixes_before_attention", "random_forward"]
+
+
+def random_forward(m: AuditModel, ctx: Any) -> str | None:
+    """Why the model's eval forward is random (two runs on the same input differ), naming the
+    config's masking ratios when it has any; None when it is deterministic."""
+    x = m.make_inputs(2, m.seq_len, ctx.generator(41), ctx.device)
+    a, b = m.forward(x).out, m.forward(x).out
+    if a.shape != b.shape or torch.equal(a, b):
+        return None
+    d = float((a.double() - b.double()).abs().nan_to_num(nan=0.0).max())
+    cfg = getattr(m.module, "config", None)
+    ratios = {k: v for k, v in (vars(cfg) if cfg is not None else {}).items()
+              if "mask" in k and isinstance(v, float) and 0 < v < 1}
+    declared = (" (" + ", ".join(f"config.{k} = {v:g}" for k, v in ratios.items()) + ")") if ratios else ""
+    return (f"the forward is random in eval mode: two runs on the same input differ by {d:.3g}"
+            f"{declared}; each sample's output depends on the random draw of the whole batch")
+
+
+def conv_mixing(m: AuditModel) -> list[str]:
+    """Qualified names of convolutions whose kernel spans more than one position along the
+    first spatial axis (the sequence axis of ``Conv1d`` and of ``Conv2d`` over ``(L, 1)``)."""
+    out = []
+    for name, mod in m.module.named_modules():
+        if isinstance(mod, (torch.nn.Conv1d, torch.nn.Conv2d)) and mod.kernel_size[0] > 1:
+            out.append(f"{name} ({type(mod).__name__}, kernel {tuple(mod.kernel_size)})")
+    return out
+
+
+def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor | None:
+    h = kwargs.get("hidden_states")
+    if isinstance(h, torch.Tensor):
+        return h
+    return next((a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()), None)
+
+
+def mixes_before_attention(m: AuditModel, ctx: Any) -> str | None:
+    """Why the hidden states entering the model's first attention module already mix positions
+    (changing the token at one position changes the states at others), or why attention runs
+    on a sequence shorter than the input (pooling); None when neither is observed."""
+    if m.input_kind != "tokens" or not m.attention_modules:
+        return None
+    name, first = m.attention_modules[0]
+    seen: list[torch.Tensor] = []
+
+    def grab(_mod, args, kwargs):
+        if not seen:
+            h = _hidden_arg(args, kwargs)
+            if h is not None:
+                seen.append(h.detach().clone())
+
+    handle = first.register_forward_pre_hook(grab, with_kwargs=True)
+    try:
+        x = m.make_inputs(1, m.seq_len, ctx.generator(43), ctx.device)
+        j = m.seq_len // 2
+        pos = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
+        pos[:, j] = True
+        m.forward(x)
+        h0 = seen[:1]
+        seen.clear()
+        m.forward(m.perturb(x, pos, ctx.generator(44)))
+        h1 = seen[:1]
+    finally:
+        handle.remove()
+    if not h0 or not h1 or h0[0].shape != h1[0].shape or h0[0].dim() < 2:
+        return None
+    h0, h1 = h0[0], h1[0]
+    if h0.shape[1] != m.seq_len:
+        return None
+    d = (h1.double() - h0.double()).abs().reshape(h0.shape[0], h0.shape[1], -1).amax((0, 2))
+    others = [i for i in range(m.seq_len) if i != j and float(d[i]) > 0]
+    if others:
+        return (f"the hidden states entering {name} already mix positions: changing the token at "
+                f"position {j} changes positions {others[:6]}{' …' if len(others) > 6 else ''}")
+    return None
+
+
+def by_design(check: str, m: AuditModel, ctx: Any) -> str | None:
+    """The reason a failed ``check`` on model ``m`` is the model's design, or None.
+
+    ``batch-independence``: a random forward; ``padding``: position mixing outside attention
+    (:func:`conv_mixing`, :func:`mixes_before_attention`, attention maps on a pooled sequence
+    shorter than the input, from the probe's per-layer maps)."""
+    if check == "batch-independence":
+        return random_forward(m, ctx)
+    if check == "padding":
+        convs = conv_mixing(m)
+        if convs:
+            more = f" and {len(convs) - 2} more" if len(convs) > 2 else ""
+            return ("positions are mixed outside attention by convolutions over the sequence: "
+                    f"{'; '.join(convs[:2])}{more}; padded slots reach real positions through them")
+        why = mixes_before_attention(m, ctx)
+        if why:
+            return why + "; padded slots reach real positions through them"
+        from attncheck.audit.checks import probe_layers
+
+        maps, _ = probe_layers(m, ctx)
+        pooled = [lm.index for lm in maps if m.seq_len > lm.probs.shape[-2] > 1
+                  and lm.probs.shape[-1] < m.seq_len]
+        if pooled:
+            return (f"attention runs on a pooled sequence in {len(pooled)} map(s) (fewer query "
+                    f"and key positions than the {m.seq_len} inputs): pooling merges neighbouring "
+                    "positions, and padding shifts the pooling windows")
+    return None
