@@ -692,7 +692,50 @@ def _expected_label(exp: tuple[str, int | None]) -> str:
     return f"sliding window {exp[1]}" if exp[0] == "sliding" else exp[0]
 
 
-def _window_by_design(facts: dict[str, Any] | None, got: tuple[str, int | None]) -> str | None:
+def _own_block(allowed: torch.Tensor, m: AuditModel, lm: LayerMap) -> tuple[torch.Tensor, str | None]:
+    """The part of an ``(L_q, L_k)`` map that is one sample's self-attention, and how it was
+    found (None: the whole map):
+
+    - a *merged* self + cross-attention map (one softmax over the decoder's own keys and the
+      ``enc_len`` encoder keys, e.g. T5Gemma 2): keys of one side fully visible, the other side
+      of ``L_q`` keys is the self-attention map;
+    - a *packed* batch (one sequence holding every sample, a block-diagonal mask keeping samples
+      apart, e.g. Pixtral's images): the probe saw one map while the input batch has several
+      samples, and the map is block-diagonal with equal blocks; the first block is judged (the
+      others must equal it)."""
+    lq, lk = allowed.shape
+    if m.enc_len and lk == lq + m.enc_len:
+        if bool(allowed[:, lq:].all()):
+            return allowed[:, :lq], f"merged self ({lq} keys) + cross ({m.enc_len} keys) attention"
+        if bool(allowed[:, :m.enc_len].all()):
+            return allowed[:, m.enc_len:], f"merged cross ({m.enc_len} keys) + self ({lq} keys) attention"
+    nb = 2  # the probe's input batch (:func:`probe_layers`)
+    if lm.probs.shape[0] == 1 and lq == lk and lq % nb == 0 and lq > nb:
+        n = lq // nb
+        blocks = torch.block_diag(*[torch.ones(n, n, dtype=torch.bool)] * nb)
+        first = allowed[:n, :n]
+        if not bool((allowed & ~blocks).any()) and all(
+                torch.equal(allowed[b * n:(b + 1) * n, b * n:(b + 1) * n], first) for b in range(nb)):
+            return first, f"packed batch: {nb} samples in one sequence, block-diagonal mask"
+    return allowed, None
+
+
+def _band(allowed: torch.Tensor) -> tuple[int, int] | None:
+    """``(a, b)`` when the square map is exactly the band ``i − a ≤ j ≤ i + b`` (a, b ≥ 1)."""
+    L = allowed.shape[0]
+    if allowed.shape[1] != L or not bool(allowed.diagonal().all()):
+        return None
+    i = torch.arange(L)[:, None]
+    j = torch.arange(L)[None, :]
+    d = (j - i)[allowed]
+    a, b = int(-d.min()), int(d.max())
+    if a < 1 or b < 1 or not torch.equal(allowed, (j - i >= -a) & (j - i <= b)):
+        return None
+    return a, b
+
+
+def _window_by_design(facts: dict[str, Any] | None, got: tuple[str, int | None],
+                      allowed: torch.Tensor | None = None) -> str | None:
     """Why an observed local window is the attention module's own design (None: it is not):
     the module (or its config) declares a window ``w`` and the map shows exactly that window,
     causal (``sliding w``) where the module declares ``is_causal = True``, or bidirectional (a
@@ -708,6 +751,10 @@ def _window_by_design(facts: dict[str, Any] | None, got: tuple[str, int | None])
     if got == ("sliding", w) and (causal is True or facts.get("sliding_window")):
         return (f"{facts['class']} declares a window of {w}{where}"
                 + (" and is_causal = True" if causal is True else "") + ": a causal sliding window")
+    band = _band(allowed) if allowed is not None and got[0] == "other" else None
+    if band and sum(band) + 1 in (w, w + 1) and causal is False:
+        return (f"{facts['class']} declares a window of {w}{where} and is_causal = False: a "
+                f"bidirectional window of {band[0]} key(s) before and {band[1]} after each query")
     if got[0] == "band" and got[1] in (w - 1, w) and causal is False:
         return (f"{facts['class']} declares a window of {w}{where} and is_causal = False: the "
                 "window is applied on both sides of each query")
@@ -720,8 +767,9 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _no_maps(m, "mask-pattern", not_obs)
     layers, bad, designed = [], [], []
     for ordinal, lm in enumerate(maps):
-        lq, lk = lm.probs.shape[-2:]
-        got = classify_pattern(_allowed(lm.probs))
+        allowed, layout = _own_block(_allowed(lm.probs), m, lm)
+        lq, lk = allowed.shape
+        got = classify_pattern(allowed)
         exp = m.expected_pattern((lq, lk), ordinal, lm.module)
         if m.input_kind == "tokens" and lk not in (m.seq_len, m.enc_len):
             # not a (query × key) map in position order (e.g. Longformer's banded storage,
@@ -731,6 +779,8 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
             # a module with a local window: causal models see a sliding window, bidirectional
             # ones a band around each query (Longformer); a window ≥ L looks like no window
             exp = ("sliding", lm.module["sliding_window"]) if m.causal else ("band", None)
+        elif lm.module and lm.module.get("sliding_window") and exp[0] == "causal":
+            exp = ("sliding", lm.module["sliding_window"])  # the module's own window
         if exp == ("band", None) and got[0] in ("band", "full"):
             exp = got
         # a sliding window at least as long as the sequence looks causal
@@ -739,7 +789,9 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
         ok = exp[0] == "unknown" or got == exp
         layers.append({"layer": lm.index, "shape": [lq, lk], "observed": _expected_label(got),
                        "expected": _expected_label(exp), "ok": ok})
-        why = None if ok else _window_by_design(lm.module, got)
+        if layout:
+            layers[-1]["layout"] = layout
+        why = None if ok else _window_by_design(lm.module, got, allowed)
         if why:
             layers[-1]["by_design"] = why
             designed.append(f"layer {lm.index}: {_expected_label(got)} ({why})")
