@@ -8,6 +8,12 @@ The facts are read generically from the built model, never from its type name:
   numbers at inference, e.g. MAE's random patch masking, He et al. 2021, with the ratio in
   ``config.mask_ratio``): a sample's output then depends on the draw for the whole batch, so
   ``batch-independence`` cannot be judged;
+- *declared bidirectional attention*: a config attention-type field set to ``"bi"`` (XLNet's
+  permutation language model, Yang et al. 2019: the causal order is the ``perm_mask`` the caller
+  passes), so ``causality`` and ``mask-pattern`` deviations from a causal expectation are by
+  design;
+- *hashed attention*: modules that bucket queries and keys by locality-sensitive hashing
+  (``num_hashes``): the pattern is content-dependent, not a positional mask;
 - *position mixing outside attention*: convolutions with a kernel longer than 1 (span-based
   dynamic convolution, convolution modules of Conformer blocks, depthwise convolutions over the
   values), hidden states entering the first attention module that already mix positions
@@ -26,7 +32,8 @@ import torch
 
 from attncheck.audit.model import AuditModel
 
-__all__ = ["by_design", "conv_mixing", "mixes_before_attention", "random_forward"]
+__all__ = ["BIDIRECTIONAL_VALUES", "by_design", "conv_mixing", "declared_bidirectional",
+           "hashed_attention", "mixes_before_attention", "random_forward"]
 
 
 def random_forward(m: AuditModel, ctx: Any) -> str | None:
@@ -43,6 +50,40 @@ def random_forward(m: AuditModel, ctx: Any) -> str | None:
     declared = (" (" + ", ".join(f"config.{k} = {v:g}" for k, v in ratios.items()) + ")") if ratios else ""
     return (f"the forward is random in eval mode: two runs on the same input differ by {d:.3g}"
             f"{declared}; each sample's output depends on the random draw of the whole batch")
+
+
+#: config values that name bidirectional attention (XLNet's ``attn_type="bi"``; Transformer-XL
+#: style configs use ``"uni"`` for causal)
+BIDIRECTIONAL_VALUES = ("bi", "bidirectional")
+
+
+def declared_bidirectional(m: AuditModel) -> str | None:
+    """Why the model's config declares its attention bidirectional although the audit checks it
+    as causal (an attention-type field set to ``"bi"`` / ``"bidirectional"``); None otherwise."""
+    cfg = getattr(m.module, "config", None)
+    if cfg is None or m.causal is False:
+        return None
+    for k, v in vars(cfg).items():
+        if ("attn" in k or "attention" in k) and isinstance(v, str) and v.lower() in BIDIRECTIONAL_VALUES:
+            return (f"config.{k} = {v!r} declares bidirectional attention (the causal-LM head "
+                    "predicts under a permutation / prompt mask the caller passes, not a causal "
+                    "mask of the model's own)")
+    return None
+
+
+def hashed_attention(m: AuditModel) -> str | None:
+    """Why the model's attention pattern depends on the content: modules that hash queries and
+    keys into buckets (an int ``num_hashes`` / ``num_hash`` attribute: locality-sensitive
+    hashing attention, Kitaev et al. 2020, "Reformer", §2: queries and keys are shared, so a
+    token attends to itself only when no other key shares its bucket); None when there is none."""
+    for name, mod in m.module.named_modules():
+        for attr in ("num_hashes", "num_hash"):
+            v = getattr(mod, attr, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+                return (f"{name} ({type(mod).__name__}) hashes queries and keys into buckets "
+                        f"({attr} = {v}): which keys a query sees depends on the content, and "
+                        "with shared queries and keys a token does not attend to itself")
+    return None
 
 
 def conv_mixing(m: AuditModel) -> list[str]:
@@ -106,11 +147,16 @@ def mixes_before_attention(m: AuditModel, ctx: Any) -> str | None:
 def by_design(check: str, m: AuditModel, ctx: Any) -> str | None:
     """The reason a failed ``check`` on model ``m`` is the model's design, or None.
 
-    ``batch-independence``: a random forward; ``padding``: position mixing outside attention
+    ``batch-independence``: a random forward; ``causality`` and ``mask-pattern``: a config that
+    declares bidirectional attention; ``mask-pattern``: hashed (LSH) attention; ``padding``: position mixing outside attention
     (:func:`conv_mixing`, :func:`mixes_before_attention`, attention maps on a pooled sequence
     shorter than the input, from the probe's per-layer maps)."""
     if check == "batch-independence":
         return random_forward(m, ctx)
+    if check == "causality":
+        return declared_bidirectional(m)
+    if check == "mask-pattern":
+        return declared_bidirectional(m) or hashed_attention(m)
     if check == "padding":
         convs = conv_mixing(m)
         if convs:
