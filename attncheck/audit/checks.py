@@ -126,17 +126,24 @@ def position_offset(m: AuditModel) -> int | None:
     if "position_ids" not in m.supports or m.input_kind != "tokens":
         return None
     if "position_offset" not in m.info:
-        off = None
+        off, same = None, []
         x = m.make_inputs(1, m.seq_len, torch.Generator().manual_seed(7))
         base = m.forward(x).out
         for c in range(5):
             pids = torch.arange(c, c + m.seq_len, device=x.device)[None]
             try:
-                if torch.equal(m.forward(x, position_ids=pids).out, base):
-                    off = c
-                    break
+                same.append(torch.equal(m.forward(x, position_ids=pids).out, base))
             except Exception:  # noqa: BLE001
                 break
+            if same[-1] and off is None:
+                off = c
+            if off is not None and c > off:
+                break
+        if len(same) >= 2 and all(same):
+            # every offset gives the default output: the forward ignores position_ids (it sets
+            # its own positions), so padded runs cannot be given the unpadded positions
+            m.info["position_ids_ignored"] = True
+            off = None
         m.info["position_offset"] = off
     return m.info["position_offset"]
 
@@ -387,6 +394,8 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if m.input_kind != "features" and _positions_for(m, torch.ones(1, 1, dtype=torch.long)) is None:
         sides = ["right"]
         metrics["left"] = ("skipped: the model takes no position_ids" if "position_ids" not in m.supports
+                           else "skipped: the model ignores the position_ids it is given"
+                           if m.info.get("position_ids_ignored")
                            else "skipped: the model's default positions are not c + arange(L)")
     for side in sides:
         xp, am = _pad_inputs(m, x, side, g)

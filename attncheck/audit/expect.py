@@ -14,12 +14,18 @@ The facts are read generically from the built model, never from its type name:
   design;
 - *hashed attention*: modules that bucket queries and keys by locality-sensitive hashing
   (``num_hashes``): the pattern is content-dependent, not a positional mask;
+- *an evicting cache*: after decoding, the model's own cache holds fewer keys than tokens (a
+  sliding-window cache with the config's window) while the full forward is causal over every
+  earlier position: step-by-step decoding differs by the cache's design (the full forward's
+  own mask is judged by ``mask-pattern``);
 - *position mixing outside attention*: convolutions with a kernel longer than 1 (span-based
   dynamic convolution, convolution modules of Conformer blocks, depthwise convolutions over the
   values), hidden states entering the first attention module that already mix positions
   (trigram input embeddings), or attention that runs on a shorter, pooled sequence (Funnel
   Transformer): padded slots then reach real positions through these operations, not through
-  the attention mask, so ``padding`` deviations are by design.
+  the attention mask, so ``padding`` deviations are by design; likewise self-attention maps with
+  more keys than input positions (compressed summaries of blocks of positions, e.g. DeepSeek-V4's
+  compressed attention).
 
 Facts of a single attention module (sinks, a query scale factor, a declared window) are read by
 :func:`attncheck.audit.hf.module_facts` and judged by the per-layer checks themselves.
@@ -33,7 +39,7 @@ import torch
 from attncheck.audit.model import AuditModel
 
 __all__ = ["BIDIRECTIONAL_VALUES", "by_design", "conv_mixing", "declared_bidirectional",
-           "hashed_attention", "mixes_before_attention", "random_forward"]
+           "evicting_cache", "hashed_attention", "mixes_before_attention", "random_forward"]
 
 
 def random_forward(m: AuditModel, ctx: Any) -> str | None:
@@ -84,6 +90,21 @@ def hashed_attention(m: AuditModel) -> str | None:
                         f"({attr} = {v}): which keys a query sees depends on the content, and "
                         "with shared queries and keys a token does not attend to itself")
     return None
+
+
+def evicting_cache(m: AuditModel) -> str | None:
+    """Why step-by-step decoding differs from the full forward by the cache's design: after
+    decoding the ``seq_len`` tokens, the model's own cache holds fewer keys than that (a
+    sliding-window cache evicts the oldest keys, with the window the config declares), while the
+    full forward attends to every earlier position; None otherwise."""
+    kept = getattr(m.decode_fn, "kept_keys", None)
+    if kept is None or kept >= m.seq_len:
+        return None
+    cfg = getattr(m.module, "config", None)
+    win = getattr(cfg, "sliding_window", None)
+    declared = f" (config.sliding_window = {win})" if isinstance(win, int) else ""
+    return (f"the model's cache keeps {kept} keys of the {m.seq_len} decoded tokens{declared}: "
+            "decoding sees a window the full forward does not apply")
 
 
 def conv_mixing(m: AuditModel) -> list[str]:
@@ -148,11 +169,14 @@ def by_design(check: str, m: AuditModel, ctx: Any) -> str | None:
     """The reason a failed ``check`` on model ``m`` is the model's design, or None.
 
     ``batch-independence``: a random forward; ``causality`` and ``mask-pattern``: a config that
-    declares bidirectional attention; ``mask-pattern``: hashed (LSH) attention; ``padding``: position mixing outside attention
+    declares bidirectional attention; ``mask-pattern``: hashed (LSH) attention; ``kv-cache``:
+    a cache that evicts keys (:func:`evicting_cache`); ``padding``: position mixing outside attention
     (:func:`conv_mixing`, :func:`mixes_before_attention`, attention maps on a pooled sequence
     shorter than the input, from the probe's per-layer maps)."""
     if check == "batch-independence":
         return random_forward(m, ctx)
+    if check == "kv-cache":
+        return evicting_cache(m)
     if check == "causality":
         return declared_bidirectional(m)
     if check == "mask-pattern":
@@ -170,9 +194,16 @@ def by_design(check: str, m: AuditModel, ctx: Any) -> str | None:
 
         maps, _ = probe_layers(m, ctx)
         pooled = [lm.index for lm in maps if m.seq_len > lm.probs.shape[-2] > 1
-                  and lm.probs.shape[-1] < m.seq_len]
+                  and lm.probs.shape[-1] < m.seq_len and m.enc_len not in lm.probs.shape[-2:]]
         if pooled:
             return (f"attention runs on a pooled sequence in {len(pooled)} map(s) (fewer query "
                     f"and key positions than the {m.seq_len} inputs): pooling merges neighbouring "
                     "positions, and padding shifts the pooling windows")
+        extra = sorted({lm.probs.shape[-1] - m.seq_len for lm in maps
+                        if lm.probs.shape[-2] == m.seq_len and lm.probs.shape[-1] > m.seq_len
+                        and lm.probs.shape[-1] != m.seq_len + (m.enc_len or 0)})
+        if extra:
+            return (f"self-attention also reads {extra[0]} key(s) beyond the {m.seq_len} input "
+                    "positions (compressed summaries of blocks of positions): padded slots are "
+                    "compressed together with real tokens, and padding shifts the blocks")
     return None

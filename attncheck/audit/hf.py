@@ -346,6 +346,14 @@ def _find_seq(o, B: int, L: int):
     return None
 
 
+def _kept_keys(cache: Any) -> int | None:
+    """Fewest keys any layer of a transformers cache holds after decoding (a sliding-window cache
+    evicts the oldest), or None when the cache exposes no per-layer key tensors."""
+    kept = [k.shape[-2] for layer in getattr(cache, "layers", None) or ()
+            if isinstance(k := getattr(layer, "keys", None), torch.Tensor) and k.dim() >= 2]
+    return min(kept) if kept else None
+
+
 def _step_out(o, B: int, n: int) -> torch.Tensor:
     out = _find_seq(o, B, n)
     if out is None:
@@ -653,8 +661,10 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                 o = model(input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
                 past = _cache_of(o)
                 outs.append(_step_out(o, x.shape[0], b - a))
+            decode_tokens.kept_keys = _kept_keys(past)
             return torch.cat(outs, dim=1)
 
+        decode_tokens.kept_keys = None
         decode_fn = decode_tokens
 
     pattern_fn = None
