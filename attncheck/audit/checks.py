@@ -40,13 +40,16 @@ import torch
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.dynamic.base import tolerances
 from attncheck.dynamic.checks._compare import NOISE_FACTOR, NotComparable, compare, within_noise
+from attncheck.dynamic.checks.mask_pattern import classify_map as classify_pattern
 from attncheck.dynamic.checks.normalization import SUM_TOL
+from attncheck.dynamic.checks.saturation import SATURATED_P as SATURATED
+from attncheck.dynamic.checks.saturation import row_stats
+from attncheck.dynamic.checks.scale import classify_scale
 from attncheck.dynamic.targets import TargetOutputError
 from attncheck.results import CheckResult
 
 LEAK_ATOL = 1e-6  # correct models give exactly 0; broken masks measured Δ ≥ 0.09
 PAD = 3  # padded positions in padding paths
-SATURATED = 0.99
 SAT_SHARE_WARN = 0.2  # share of rows with max weight > SATURATED at initialisation
 SAT_ENTROPY_WARN = 0.4  # mean normalized row entropy (1 = uniform) of the least uniform layer
 
@@ -656,45 +659,6 @@ def _allowed(probs: torch.Tensor) -> torch.Tensor:
     return (probs.detach() > 0).reshape(-1, *probs.shape[-2:]).any(0).cpu()
 
 
-def classify_pattern(allowed: torch.Tensor) -> tuple[str, int | None]:
-    """Name the mask pattern of an ``(L_q, L_k)`` bool map (bottom-right aligned when L_q < L_k).
-
-    Returns ``("full", None)``, ``("causal", None)``, ``("sliding", w)`` (query i sees keys
-    ``i - w < j <= i``), ``("strict-causal", None)`` (diagonal masked: over-masking) or
-    ``("other", None)``.
-    """
-    lq, lk = allowed.shape
-    if bool(allowed.all()):
-        return "full", None
-    i = torch.arange(lq)[:, None] + (lk - lq)
-    j = torch.arange(lk)[None, :]
-    causal = j <= i
-    if torch.equal(allowed, causal):
-        return "causal", None
-    if torch.equal(allowed, j < i):
-        return "strict-causal", None
-    for s in range(1, lk):
-        if torch.equal(allowed, j <= i + s):
-            return f"causal shifted +{s} (sees {s} future key{'s' if s > 1 else ''})", None
-    if torch.equal(allowed, j > i):
-        return "inverted causal (future only)", None
-    if torch.equal(allowed, j >= i):
-        return "anti-causal", None
-    if lq == lk:
-        d = (i - j).abs()
-        r = int(d[allowed].max()) if allowed.any() else -1
-        if r >= 1 and torch.equal(allowed, d <= r):
-            return "band", r
-    if bool((allowed & ~causal).any()):
-        return "other", None
-    dist = (i - j).expand(lq, lk)[allowed]
-    if dist.numel():
-        w = int(dist.max()) + 1
-        if torch.equal(allowed, causal & (i - j < w)):
-            return "sliding", w
-    return "other", None
-
-
 def _expected_label(exp: tuple[str, int | None]) -> str:
     if exp[0] == "band":
         return f"local window ±{exp[1]}" if exp[1] is not None else "local window"
@@ -870,15 +834,10 @@ def check_saturation(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _no_maps(m, "saturation", not_obs)
     per, shares, ents = [], [], []
     for lm in maps:
-        p = torch.nan_to_num(lm.probs.double(), nan=0.0)
-        n_allowed = (p > 0).sum(-1)
-        rows = n_allowed >= 2  # rows with a single visible key are trivially "saturated"
-        if not rows.any():
+        st = row_stats(torch.nan_to_num(lm.probs, nan=0.0))  # rows with ≥ 2 visible keys
+        if st is None:
             continue
-        mx = p.amax(-1)[rows]
-        share = float((mx > SATURATED).double().mean())
-        ent = -(p * torch.log(p.clamp_min(1e-300))).sum(-1)[rows]
-        nent = float((ent / torch.log(n_allowed[rows].double())).mean())
+        share, nent = st["saturated_share"], st["entropy_norm_mean"]
         per.append({"layer": lm.index, "saturated_share": share, "normalized_entropy": nent})
         shares.append(share)
         ents.append(nent)
@@ -896,22 +855,13 @@ def check_saturation(m: AuditModel, ctx: AuditContext) -> CheckResult:
                    f"max share of saturated rows {share:.0%}, min normalized entropy {ent:.2f}", **metrics)
 
 
-def _scale_cause(ratio: float, head_dim: int | None, num_heads: int | None) -> str:
-    if head_dim is None:
+def _scale_cause(s: float, expected: float, head_dim: int | None, num_heads: int | None) -> str:
+    """The likely cause of an effective scale ``s`` ≠ ``expected`` (the causes of ``attncheck
+    check``'s :func:`~attncheck.dynamic.checks.scale.classify_scale`), or "" when none fits."""
+    if not head_dim:
         return ""
-    d = float(head_dim)
-    cands = {
-        "scale missing (no 1/sqrt(d_k))": math.sqrt(d),
-        "scaled by 1/d_k instead of 1/sqrt(d_k) (not square-rooted)": 1 / math.sqrt(d),
-        "scale applied twice": 1 / math.sqrt(d),
-        "scale inverted (multiplied by sqrt(d_k))": d,
-    }
-    if num_heads:
-        cands["d_model used instead of head_dim"] = 1 / math.sqrt(num_heads)
-    best = min(cands.items(), key=lambda kv: abs(math.log(ratio / kv[1])) if ratio > 0 else 1e9)
-    if ratio > 0 and abs(math.log(ratio / best[1])) < 1e-3:
-        return best[0]
-    return ""
+    ok, text = classify_scale(s, head_dim, num_heads, expected)
+    return "" if ok or text.startswith("unrecognised") else text
 
 
 def _expected_scale(m: AuditModel, lm: LayerMap) -> tuple[float | None, str]:
@@ -975,7 +925,8 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
             by_design.append(f"layer {lm.index} ({lm.module['class']}.{factor[0]} = {factor[1]:.4g})")
             row["factor"] = {factor[0]: factor[1]}
             continue
-        cause = _scale_cause(ratio, lm.head_dim or m.head_dim, (lm.module or {}).get("heads") or m.num_heads)
+        cause = _scale_cause(lm.effective_scale, exp, lm.head_dim or m.head_dim,
+                             (lm.module or {}).get("heads") or m.num_heads)
         bad.append(f"layer {lm.index}: {lm.effective_scale:.4g} vs expected {exp:.4g} ({source})"
                    + (f" — likely {cause}" if cause else ""))
     exp0 = next((r.get("expected_scale") for r in per if r.get("expected_scale") is not None), None)
