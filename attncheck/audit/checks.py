@@ -129,26 +129,33 @@ def position_offset(m: AuditModel) -> int | None:
     if "position_ids" not in m.supports or m.input_kind != "tokens":
         return None
     if "position_offset" not in m.info:
-        off, same = None, []
+        off = None
         x = m.make_inputs(1, m.seq_len, torch.Generator().manual_seed(7))
         base = m.forward(x).out
         for c in range(5):
             pids = torch.arange(c, c + m.seq_len, device=x.device)[None]
             try:
-                same.append(torch.equal(m.forward(x, position_ids=pids).out, base))
+                if torch.equal(m.forward(x, position_ids=pids).out, base):
+                    off = c
+                    break
             except Exception:  # noqa: BLE001
                 break
-            if same[-1] and off is None:
-                off = c
-            if off is not None and c > off:
-                break
-        if len(same) >= 2 and all(same):
-            # every offset gives the default output: the forward ignores position_ids (it sets
-            # its own positions), so padded runs cannot be given the unpadded positions
-            m.info["position_ids_ignored"] = True
-            off = None
         m.info["position_offset"] = off
     return m.info["position_offset"]
+
+
+def ignores_position_ids(m: AuditModel) -> bool:
+    """Whether the forward ignores the ``position_ids`` it is given (it sets its own positions):
+    shifting them by one past :func:`position_offset` leaves the output unchanged."""
+    c = position_offset(m)
+    if c is None:
+        return False
+    x = m.make_inputs(1, m.seq_len, torch.Generator().manual_seed(7))
+    try:
+        shifted = m.forward(x, position_ids=torch.arange(c + 1, c + 1 + m.seq_len, device=x.device)[None])
+    except Exception:  # noqa: BLE001 - positions the model cannot take: not ignored
+        return False
+    return torch.equal(shifted.out, m.forward(x).out)
 
 
 class NonFiniteOutput(Exception):
@@ -397,8 +404,6 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if m.input_kind != "features" and _positions_for(m, torch.ones(1, 1, dtype=torch.long)) is None:
         sides = ["right"]
         metrics["left"] = ("skipped: the model takes no position_ids" if "position_ids" not in m.supports
-                           else "skipped: the model ignores the position_ids it is given"
-                           if m.info.get("position_ids_ignored")
                            else "skipped: the model's default positions are not c + arange(L)")
     for side in sides:
         xp, am = _pad_inputs(m, x, side, g)
@@ -415,6 +420,12 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
         require_finite(r2, f"the {side}-padded output after changing the padded inputs")
         dpad = _diff(r2, real)
         metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad, "dtype_noise": noise}
+        if side == "left" and not ok and ignores_position_ids(m):
+            # left padding shifts the positions the model gives itself, and it cannot be told
+            # the unpadded ones: no padding verdict on this side
+            sides.remove("left")
+            metrics["left"] = "skipped: the model ignores the position_ids it is given"
+            break
         if not ok:
             problems.append(f"{side} padding changes real positions (max |Δ| {dmax:.3g} vs unpadded)")
         if dpad > ctx.leak_atol:
