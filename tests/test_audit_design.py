@@ -73,3 +73,18 @@ def test_band_reads_the_extent_before_and_after_each_query(L, a, b):
     assert _band(allowed & (j <= i)) is None  # one-sided: a sliding window, not a band
     if a != b:
         assert classify_pattern(allowed) == ("other", None)
+
+
+def test_window_attribute_of_a_global_layer_is_not_its_pattern():
+    # every Exaone 4 attention module stores config.sliding_window; only the layers whose layer
+    # type is sliding use it, so the global layer stays causal as the layer schedule says
+    res = _audit("exaone4", "mask-pattern")["mask-pattern[eager]"]
+    assert res.status == "pass", res.message
+    assert [lay["observed"] for lay in res.metrics["layers"]] == ["sliding window 4", "causal"]
+
+
+def test_merged_self_and_cross_attention_is_judged_on_the_self_block():
+    res = _audit("t5gemma2", "mask-pattern")["mask-pattern[eager]"]
+    merged = [lay for lay in res.metrics["layers"] if lay.get("layout", "").startswith("merged")]
+    assert merged and all(lay["ok"] for lay in merged)
+    assert {lay["observed"] for lay in merged} == {"sliding window 4", "causal"}

@@ -719,13 +719,24 @@ def _band(allowed: torch.Tensor) -> tuple[int, int] | None:
 
 
 def _window_by_design(facts: dict[str, Any] | None, got: tuple[str, int | None],
-                      allowed: torch.Tensor | None = None) -> str | None:
+                      allowed: torch.Tensor | None = None, m: AuditModel | None = None) -> str | None:
     """Why an observed local window is the attention module's own design (None: it is not):
     the module (or its config) declares a window ``w`` and the map shows exactly that window,
     causal (``sliding w``) where the module declares ``is_causal = True``, or bidirectional (a
     band of ``±(w − 1)`` or ``±w`` around each query) where it declares ``is_causal = False``
-    — while the audit expected the model's overall causality or per-layer schedule."""
+    — while the audit expected the model's overall causality or per-layer schedule.  Only when
+    the module says more than that expectation (``m`` given): its ``is_causal`` differs from the
+    model's, its layer type is local, or the model has no per-layer schedule."""
     if not facts:
+        return None
+    kind = facts.get("layer_type")
+    # the module must say more than the audit's expectation did: its own causality differs
+    # from the model's, its own layer type is not global, or no per-layer schedule was read (a
+    # window attribute alone is also stored by global layers that never use it)
+    if m is not None and not (
+            (facts.get("is_causal") is not None and facts.get("is_causal") != m.causal)
+            or (kind is not None and not any(t in kind for t in ("full", "global")))
+            or m.expected_pattern_fn is None):
         return None
     w = facts.get("sliding_window") or facts.get("config_window")
     where = "" if facts.get("sliding_window") else " (config)"
@@ -763,8 +774,10 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
             # a module with a local window: causal models see a sliding window, bidirectional
             # ones a band around each query (Longformer); a window ≥ L looks like no window
             exp = ("sliding", lm.module["sliding_window"]) if m.causal else ("band", None)
-        elif lm.module and lm.module.get("sliding_window") and exp[0] == "causal":
-            exp = ("sliding", lm.module["sliding_window"])  # the module's own window
+        elif lm.module and lm.module.get("sliding_window") and lm.module.get("layer_type") and exp[0] == "causal":
+            # a module whose own layer type is local (``layer_type = "sliding_attention"``)
+            # declares its window; a window attribute alone may be unused by a global layer
+            exp = ("sliding", lm.module["sliding_window"])
         if exp == ("band", None) and got[0] in ("band", "full"):
             exp = got
         # a sliding window at least as long as the sequence looks causal
@@ -775,7 +788,7 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
                        "expected": _expected_label(exp), "ok": ok})
         if layout:
             layers[-1]["layout"] = layout
-        why = None if ok else _window_by_design(lm.module, got, allowed)
+        why = None if ok else _window_by_design(lm.module, got, allowed, m)
         if why:
             layers[-1]["by_design"] = why
             designed.append(f"layer {lm.index}: {_expected_label(got)} ({why})")
