@@ -88,3 +88,11 @@ def test_merged_self_and_cross_attention_is_judged_on_the_self_block():
     merged = [lay for lay in res.metrics["layers"] if lay.get("layout", "").startswith("merged")]
     assert merged and all(lay["ok"] for lay in merged)
     assert {lay["observed"] for lay in merged} == {"sliding window 4", "causal"}
+
+
+def test_image_tower_convolution_does_not_excuse_a_text_padding_defect():
+    # AIMv2's text tower is causal only when a mask is passed (docs/audit.md); the patch
+    # convolution of its image tower never sees the token sequence
+    res = _audit("aimv2", "padding")["padding[eager]"]
+    assert res.status == "fail", res.message
+    assert "by_design" not in res.metrics

@@ -107,14 +107,30 @@ def evicting_cache(m: AuditModel) -> str | None:
             "decoding sees a window the full forward does not apply")
 
 
-def conv_mixing(m: AuditModel) -> list[str]:
-    """Qualified names of convolutions whose kernel spans more than one position along the
-    first spatial axis (the sequence axis of ``Conv1d`` and of ``Conv2d`` over ``(L, 1)``)."""
-    out = []
-    for name, mod in m.module.named_modules():
-        if isinstance(mod, (torch.nn.Conv1d, torch.nn.Conv2d)) and mod.kernel_size[0] > 1:
-            out.append(f"{name} ({type(mod).__name__}, kernel {tuple(mod.kernel_size)})")
-    return out
+def conv_mixing(m: AuditModel, ctx: Any) -> list[str]:
+    """Qualified names of convolutions that run over the checked sequence in one forward: a
+    kernel longer than 1 along the sequence axis (the last axis of a ``Conv1d`` input, the
+    first spatial axis of a ``Conv2d`` over ``(L, 1)``) of an input whose axis has the
+    sequence's length (an image tower's patch convolution does not count)."""
+    cands = {mod: name for name, mod in m.module.named_modules()
+             if isinstance(mod, (torch.nn.Conv1d, torch.nn.Conv2d)) and mod.kernel_size[0] > 1}
+    if not cands or m.input_kind != "tokens":
+        return []
+    ran: dict[str, str] = {}
+
+    def seen(mod, args, _out):
+        x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        axis = -1 if isinstance(mod, torch.nn.Conv1d) else -2
+        if x is not None and x.dim() >= 2 and x.shape[axis] == m.seq_len:
+            ran[cands[mod]] = f"{cands[mod]} ({type(mod).__name__}, kernel {tuple(mod.kernel_size)})"
+
+    handles = [mod.register_forward_hook(seen) for mod in cands]
+    try:
+        m.forward(m.make_inputs(1, m.seq_len, ctx.generator(42), ctx.device))
+    finally:
+        for h in handles:
+            h.remove()
+    return [ran[n] for n in sorted(ran, key=list(cands.values()).index)]
 
 
 def _hidden_arg(args: tuple, kwargs: dict) -> torch.Tensor | None:
@@ -165,6 +181,18 @@ def mixes_before_attention(m: AuditModel, ctx: Any) -> str | None:
     return None
 
 
+def _pooled_length(n: int, L: int) -> bool:
+    """Whether ``n`` query positions are ``L`` positions pooled by a power of two (within one
+    position: a separate [CLS] slot or a ceil), as stride-2 pooling between blocks makes them
+    (Funnel Transformer, Dai et al. 2020); an image tower's patch count is not."""
+    k = 2
+    while L / k >= 1:
+        if abs(n - L / k) <= 1 and n < L:
+            return True
+        k *= 2
+    return False
+
+
 def by_design(check: str, m: AuditModel, ctx: Any) -> str | None:
     """The reason a failed ``check`` on model ``m`` is the model's design, or None.
 
@@ -182,7 +210,7 @@ def by_design(check: str, m: AuditModel, ctx: Any) -> str | None:
     if check == "mask-pattern":
         return declared_bidirectional(m) or hashed_attention(m)
     if check == "padding":
-        convs = conv_mixing(m)
+        convs = conv_mixing(m, ctx)
         if convs:
             more = f" and {len(convs) - 2} more" if len(convs) > 2 else ""
             return ("positions are mixed outside attention by convolutions over the sequence: "
@@ -193,7 +221,7 @@ def by_design(check: str, m: AuditModel, ctx: Any) -> str | None:
         from attncheck.audit.checks import probe_layers
 
         maps, _ = probe_layers(m, ctx)
-        pooled = [lm.index for lm in maps if m.seq_len > lm.probs.shape[-2] > 1
+        pooled = [lm.index for lm in maps if _pooled_length(lm.probs.shape[-2], m.seq_len)
                   and lm.probs.shape[-1] < m.seq_len and m.enc_len not in lm.probs.shape[-2:]]
         if pooled:
             return (f"attention runs on a pooled sequence in {len(pooled)} map(s) (fewer query "
