@@ -687,9 +687,20 @@ def _no_maps(m: AuditModel, check: str, not_obs: list[str]) -> CheckResult:
     return _result(m, check, "skip", f"not observable: {why}")
 
 
+#: attention weights at or below the smallest normal float32 count as masked.  Softmax gives
+#: such a weight only to a logit at least 87 below the row maximum, which no score of a model
+#: at initialisation reaches but an additive mask constant does: Swin's shifted-window mask of
+#: −100 (Liu et al. 2021) leaves e^−100 ≈ 4e−44, a float32 / bfloat16 subnormal, where float16
+#: rounds it to exactly 0.  The threshold lies below float16's smallest subnormal (6e−8), so
+#: every dtype reads such a mask the same way.
+MASKED_WEIGHT = torch.finfo(torch.float32).tiny
+
+
 def _allowed(probs: torch.Tensor) -> torch.Tensor:
-    """(L_q, L_k) bool: key j got a non-zero weight from query i in some sample/head."""
-    return (probs.detach() > 0).reshape(-1, *probs.shape[-2:]).any(0).cpu()
+    """(L_q, L_k) bool: key j got a weight above :data:`MASKED_WEIGHT` from query i in some
+    sample/head.  ``probs``: (..., L_q, L_k) attention weights of any float dtype; NaN counts
+    as not allowed."""
+    return (probs.detach() > MASKED_WEIGHT).reshape(-1, *probs.shape[-2:]).any(0).cpu()
 
 
 def classify_pattern(allowed: torch.Tensor) -> tuple[str, int | None]:
@@ -825,7 +836,7 @@ def check_saturation(m: AuditModel, ctx: AuditContext) -> CheckResult:
     per, shares, ents = [], [], []
     for lm in maps:
         p = torch.nan_to_num(lm.probs.double(), nan=0.0)
-        n_allowed = (p > 0).sum(-1)
+        n_allowed = (p > MASKED_WEIGHT).sum(-1)
         rows = n_allowed >= 2  # rows with a single visible key are trivially "saturated"
         if not rows.any():
             continue
