@@ -30,6 +30,7 @@ position i changes when the input at position j changes):
 """
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -381,13 +382,25 @@ def causal_evidence(m: AuditModel, ctx: AuditContext) -> str | None:
         return None
     cfg = getattr(m.module, "config", None)
     for attr in ("is_causal", "is_decoder"):
-        if getattr(cfg, attr, None) is True:
+        if getattr(cfg, attr, None) is True and _forward_default(m.module, attr) in (None, True):
             return f"config.{attr} = True"
     try:
         probe_layers(m, ctx)
     except Exception:  # noqa: BLE001 - a forward that raises is reported by the dispatch paths
         return None
     return ctx.causal_evidence.get(m.label)
+
+
+def _forward_default(module: torch.nn.Module, name: str) -> Any:
+    """Default of the ``name`` parameter of ``module.forward`` (None when it has none or takes
+    no such parameter).  A forward with ``is_decoder=False`` (BLIP's text model) builds a
+    bidirectional mask unless its caller asks otherwise, whatever its config says; a default of
+    None falls back to the config."""
+    try:
+        p = inspect.signature(module.forward).parameters.get(name)
+    except (TypeError, ValueError):
+        return None
+    return None if p is None or p.default is inspect.Parameter.empty else p.default
 
 
 # ------------------------------------------------------------------------------------------------
