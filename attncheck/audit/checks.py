@@ -30,6 +30,7 @@ position i changes when the input at position j changes):
 """
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -353,13 +354,25 @@ def causal_evidence(m: AuditModel, ctx: AuditContext) -> str | None:
         return None
     cfg = getattr(m.module, "config", None)
     for attr in ("is_causal", "is_decoder"):
-        if getattr(cfg, attr, None) is True:
+        if getattr(cfg, attr, None) is True and _forward_default(m.module, attr) in (None, True):
             return f"config.{attr} = True"
     try:
         probe_layers(m, ctx)
     except Exception:  # noqa: BLE001 - a forward that raises is reported by the dispatch paths
         return None
     return ctx.causal_evidence.get(m.label)
+
+
+def _forward_default(module: torch.nn.Module, name: str) -> Any:
+    """Default of the ``name`` parameter of ``module.forward`` (None when it has none or takes
+    no such parameter).  A forward with ``is_decoder=False`` (BLIP's text model) builds a
+    bidirectional mask unless its caller asks otherwise, whatever its config says; a default of
+    None falls back to the config."""
+    try:
+        p = inspect.signature(module.forward).parameters.get(name)
+    except (TypeError, ValueError):
+        return None
+    return None if p is None or p.default is inspect.Parameter.empty else p.default
 
 
 # ------------------------------------------------------------------------------------------------
@@ -666,9 +679,20 @@ def _no_maps(m: AuditModel, check: str, not_obs: list[str]) -> CheckResult:
     return _result(m, check, "skip", f"not observable: {why}")
 
 
+#: attention weights at or below the smallest normal float32 count as masked.  Softmax gives
+#: such a weight only to a logit at least 87 below the row maximum, which no score of a model
+#: at initialisation reaches but an additive mask constant does: Swin's shifted-window mask of
+#: −100 (Liu et al. 2021) leaves e^−100 ≈ 4e−44, a float32 / bfloat16 subnormal, where float16
+#: rounds it to exactly 0.  The threshold lies below float16's smallest subnormal (6e−8), so
+#: every dtype reads such a mask the same way.
+MASKED_WEIGHT = torch.finfo(torch.float32).tiny
+
+
 def _allowed(probs: torch.Tensor) -> torch.Tensor:
-    """(L_q, L_k) bool: key j got a non-zero weight from query i in some sample/head."""
-    return (probs.detach() > 0).reshape(-1, *probs.shape[-2:]).any(0).cpu()
+    """(L_q, L_k) bool: key j got a weight above :data:`MASKED_WEIGHT` from query i in some
+    sample/head.  ``probs``: (..., L_q, L_k) attention weights of any float dtype; NaN counts
+    as not allowed."""
+    return (probs.detach() > MASKED_WEIGHT).reshape(-1, *probs.shape[-2:]).any(0).cpu()
 
 
 def _expected_label(exp: tuple[str, int | None]) -> str:
@@ -859,7 +883,8 @@ def check_saturation(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _no_maps(m, "saturation", not_obs)
     per, shares, ents = [], [], []
     for lm in maps:
-        st = row_stats(torch.nan_to_num(lm.probs, nan=0.0))  # rows with ≥ 2 visible keys
+        p = torch.nan_to_num(lm.probs, nan=0.0)
+        st = row_stats(p, visible=p > MASKED_WEIGHT)  # rows with ≥ 2 visible keys
         if st is None:
             continue
         share, nent = st["saturated_share"], st["entropy_norm_mean"]
