@@ -50,9 +50,11 @@ from torch.overrides import TorchFunctionMode
 __all__ = ["MASK_THRESHOLD", "AttentionRecord", "Probe", "opaque_reason", "sdpa_reference"]
 
 #: Logits at or below this value (or non-finite) are treated as masked entries, not scores.
-#: Real fills are ``-inf``, ``torch.finfo(dtype).min``, ``-1e9`` or ``-1e4`` (old BERT); raw scores
-#: of a layer at initialisation are orders of magnitude smaller.
-MASK_THRESHOLD = -1e4
+#: Real fills are ``-inf``, ``torch.finfo(dtype).min``, ``-1e9`` or ``-1e4`` (old BERT, additive
+#: masks of transformers' eager layers); an additive fill lands at ``fill + score``, so the
+#: threshold is half the weakest fill: raw scores of a layer at initialisation are orders of
+#: magnitude smaller than 5e3.
+MASK_THRESHOLD = -5e3
 
 _SOFTMAX_NAMES = {"softmax", "_softmax", "special_softmax"}
 _SDPA_NAMES = {"scaled_dot_product_attention"}

@@ -25,7 +25,7 @@ with SDPA on L2-normalised q and k (cosine attention, at the declared ``scale``)
   the expected scale;
 - every hand-written softmax whose q·kᵀ the probe recovered (``effective_scale`` known): the
   captured probabilities vs ``softmax(q·kᵀ · expected_scale)`` over the key axis (the last axis
-  of q·kᵀ), masked entries (``-inf`` or ≤ −1e4) kept masked;
+  of q·kᵀ), masked entries (``-inf`` or ≤ ``MASK_THRESHOLD`` = −5e3) kept masked;
 - modules with ``nn.MultiheadAttention``'s parameter layout (``in_proj_weight``,
   ``in_proj_bias``, ``out_proj``) — drop-in replacements — against
   ``F.multi_head_attention_forward`` in float64 with the same parameters.
