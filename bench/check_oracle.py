@@ -11,7 +11,9 @@ counted), then runs ``attncheck.check`` on it with the hints its user would give
 
 Prints, per injected fault, verified variants and recall (a check that names the fault failed)
 with the checks that fired, then false failures on correct variants (any check failing or
-erroring), the faults excluded as invisible to dynamic checks, the dropped variants and seconds.
+erroring), the faults excluded as invisible to dynamic checks, the dropped variants (a buggy
+one whose numerics match the reference, a correct one that differs or that autograd refuses)
+with the oracle's reasons, and seconds.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ def main(argv=None) -> int:
     hits, total = collections.Counter(), collections.Counter()
     fired = collections.defaultdict(collections.Counter)
     dropped, errors, excluded = collections.Counter(), [], collections.Counter()
+    why_dropped = collections.Counter()
     false_failures, misses = [], collections.defaultdict(list)
     correct, seconds = 0, []
     force = {None: True, "none": False}.get(args.fault, args.fault)
@@ -53,6 +56,7 @@ def main(argv=None) -> int:
             continue
         if not o.kept:
             dropped[v.fault or "correct"] += 1
+            why_dropped[o.verdict.why.split(":")[0]] += 1
             continue
         seconds.append(o.seconds)
         if v.fault is None:
@@ -69,8 +73,8 @@ def main(argv=None) -> int:
     n_b = sum(total.values())
     print(f"{args.n} seeds in {dt:.1f} s (attncheck.check: median {_median(seconds):.2f} s, "
           f"max {max(seconds, default=0):.2f} s per module); verified: {n_b} buggy, {correct} correct; "
-          f"dropped (label refuted by execution): {sum(dropped.values())} {dict(dropped)}; "
-          f"generator errors: {len(errors)}")
+          f"dropped (label refuted by execution): {sum(dropped.values())} {dict(dropped)} "
+          f"{dict(why_dropped)}; generator errors: {len(errors)}")
     print(f"{'fault':7} {'found':>6} {'of':>5} {'recall':>7}  checks that named it")
     for code in sorted(total):
         names = ", ".join(f"{c} {n}" for c, n in fired[code].most_common())
