@@ -312,6 +312,16 @@ def test_softmax_form_the_probe_does_not_follow_records_nothing():
     assert p.records == [] and not p.observed
 
 
+def test_hand_written_softmax_with_in_place_exp_of_the_logits_is_not_recorded():
+    """``s.exp_()`` overwrites the logits: there is nothing left to record them from."""
+    q = torch.randn(1, 2, 4, 8)
+    with Probe() as p:
+        s = q @ q.transpose(-2, -1)
+        s.exp_()
+        s / s.sum(-1, keepdim=True)
+    assert p.records == []
+
+
 @given(scale=st.floats(0.05, 4.0), dim=st.sampled_from([-1, 3, 2]),
        shift=st.sampled_from(["amax", "max", "none"]), masked=st.booleans())
 def test_hand_written_softmax_recorded_as_softmax_of_the_unshifted_logits(scale, dim, shift, masked):

@@ -6,7 +6,9 @@ While it is active it records, in call order:
 
 - every softmax: ``torch.nn.functional.softmax``, ``torch.softmax``, ``Tensor.softmax``,
   ``torch.special.softmax``, ``torch._softmax`` (``nn.Softmax`` goes through ``F.softmax``);
-  ``log_softmax`` is *not* recorded;
+  ``log_softmax`` is *not* recorded; a softmax written by hand, ``e = exp(s - s.amax(dim,
+  keepdim=True))`` (or no shift) then ``e / e.sum(dim, keepdim=True)``, is recorded as a
+  softmax of ``s`` when ``s`` derives from a q·kᵀ product;
 - every ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) call, with q, k, v, attn_mask,
   is_causal, scale, enable_gqa, dropout_p and the attention weights recomputed in float64
   (:func:`sdpa_reference`; PyTorch documents SDPA's semantics by the same reference code:
@@ -550,8 +552,9 @@ class Probe(TorchFunctionMode):
             if b is not None and self._rowstat.get(b) is a:
                 self._shifted.set(out, a)
         elif name in _EXP_NAMES:
-            if self._qk.get(a) is not None:
-                self._exps.set(out, self._shifted.get(a) if self._shifted.get(a) is not None else a)
+            logits = self._shifted.get(a) if self._shifted.get(a) is not None else a
+            if self._qk.get(a) is not None and logits is not out:  # ``s.exp_()`` lost ``s``
+                self._exps.set(out, logits)
         elif name in _SUM_NAMES:
             dim = _arg(args, kwargs, 1, "dim")
             if isinstance(dim, (tuple, list)) and len(dim) == 1:
