@@ -33,6 +33,7 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -626,12 +627,47 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     elif win is None and cfg is not None and (kind is not None or hasattr(cfg, "attention_window")):
         for a in _WINDOW_ATTRS:  # a local layer whose window is on the config
             win = win or _window_value(getattr(cfg, a, None), layer)
-    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv,
+    cfg_win = None
+    for a in _WINDOW_ATTRS if cfg is not None else ():
+        cfg_win = cfg_win or _window_value(getattr(cfg, a, None), layer)
+    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win, "kv_groups": groups,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
-            "sliding_window": win, "layer_type": kind,
-            "sinks": isinstance(getattr(mod, "sinks", None), torch.Tensor),
-            "scale_folded_into_q": scale_folded_into_q(mod)}
+            "sliding_window": win, "layer_type": kind, "sinks": _has_sinks(mod),
+            "scale_folded_into_q": scale_folded_into_q(mod), "factors": _logit_factors(mod)}
+
+
+def _has_sinks(mod: torch.nn.Module) -> bool:
+    """Whether the module joins attention sinks to its softmax (Xiao et al. 2023, "Efficient
+    Streaming Language Models with Attention Sinks"): a ``sinks`` tensor, or a ``sinks=``
+    argument its ``forward`` passes to the attention function (a sink logit computed per
+    token, e.g. by a projection)."""
+    if isinstance(getattr(mod, "sinks", None), torch.Tensor):
+        return True
+    try:
+        src = inspect.getsource(type(mod).forward)
+    except (OSError, TypeError):
+        return False
+    return re.search(r"\bsinks\s*=\s*(?!None\b)", src) is not None
+
+
+def _logit_factors(mod: torch.nn.Module) -> dict[str, float]:
+    """Numbers besides the declared scale that the module may multiply its q, k or logits by:
+    float attributes of the module (e.g. a query scale factor from the config) and scalar
+    parameters (a learned temperature), ``{attribute: value}``; values 0 and 1 are left out.
+    Declared-scale attributes (``scaling`` …) are not factors."""
+    out: dict[str, float] = {}
+    for name, v in vars(mod).items():
+        if name in _SCALE_ATTRS or name.startswith("_") or "dropout" in name:
+            continue
+        if isinstance(v, float) and math.isfinite(v) and v not in (0.0, 1.0):
+            out[name] = v
+    for name, prm in mod.named_parameters(recurse=False):
+        if prm.numel() == 1:
+            val = float(prm.detach().float())
+            if math.isfinite(val) and val not in (0.0, 1.0):
+                out[name] = val
+    return out
 
 
 def _find_seq(o, B: int, L: int):
@@ -658,6 +694,14 @@ def _find_seq(o, B: int, L: int):
         if v.dim() >= 2 and v.shape[0] == B and v.shape[1] == L and v.is_floating_point():
             return v
     return None
+
+
+def _kept_keys(cache: Any) -> int | None:
+    """Fewest keys any layer of a transformers cache holds after decoding (a sliding-window cache
+    evicts the oldest), or None when the cache exposes no per-layer key tensors."""
+    kept = [k.shape[-2] for layer in getattr(cache, "layers", None) or ()
+            if isinstance(k := getattr(layer, "keys", None), torch.Tensor) and k.dim() >= 2]
+    return min(kept) if kept else None
 
 
 def _step_out(o, B: int, n: int) -> torch.Tensor:
@@ -1037,8 +1081,10 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                 o = model(input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
                 past = _cache_of(o)
                 outs.append(_step_out(o, x.shape[0], b - a))
+            decode_tokens.kept_keys = _kept_keys(past)
             return torch.cat(outs, dim=1)
 
+        decode_tokens.kept_keys = None
         decode_fn = decode_tokens
 
     pattern_fn = None
