@@ -42,6 +42,7 @@ from typing import Any
 
 import libcst as cst
 
+from attncheck.lint.analysis import ops
 from attncheck.lint.context import dotted_name
 
 Region = str | None  # "Z" | "P" | "N" | None
@@ -56,36 +57,12 @@ FP16_MAX = 65504.0
 #: a literal fill at or below this blocks (exp(-50) ≈ 2e-22); Swin's -100.0 is fine
 BLOCKING_LITERAL = -50.0
 
-SOFTMAX_NAMES = frozenset({
-    "torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
-    "torch.log_softmax", "torch.nn.functional.log_softmax", "torch.special.log_softmax",
-})
-MHA_CLASSES = frozenset({
-    "torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention",
-    "torch.nn.Transformer", "torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder",
-    "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
-})
-SOFTMAX_CLASSES = frozenset({"torch.nn.Softmax", "torch.nn.LogSoftmax"})
-#: modules that pass their input through unchanged in shape and meaning (dropout, identity)
-PASSTHROUGH_CLASSES = frozenset({"torch.nn.Dropout", "torch.nn.Identity", "torch.nn.Dropout1d",
-                                 "torch.nn.Dropout2d"})
-#: keyword arguments of nn.MultiheadAttention / nn.Transformer* that take masks (True = blocked)
-MHA_MASK_KWARGS = frozenset({
-    "attn_mask", "key_padding_mask", "mask", "src_mask", "tgt_mask", "memory_mask",
-    "src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
-})
-_PRESERVE_METHODS = frozenset({
-    "view", "reshape", "unsqueeze", "expand", "expand_as", "contiguous", "clone", "detach",
-    "cuda", "cpu", "repeat", "repeat_interleave", "broadcast_to", "requires_grad_", "squeeze",
-    "unflatten", "to_dense", "pin_memory",
-})
-_CMP_METHODS = {"eq": "==", "ne": "!=", "gt": ">", "lt": "<", "ge": ">=", "le": "<="}
-_FLOAT_METHODS = frozenset({"float", "half", "bfloat16", "double"})
-_INT_METHODS = frozenset({"long", "int", "byte", "short"})
-_MATMUL_NAMES = frozenset({
-    "torch.matmul", "torch.bmm", "torch.baddbmm", "torch.einsum", "torch.mm",
-    "torch.functional.einsum", "numpy.einsum", "einops.einsum",
-})
+#: Tensor methods that keep a mask's pattern on the last two axes: copies and device moves, and
+#: the views that add, drop or broadcast leading axes (a (L, L) mask viewed as (1, 1, L, L))
+_PRESERVE_METHODS = ops.methods("copy") | ops.methods("shape", "reshape", "insert", "broadcast")
+#: ``torch.logical_and(a, b)`` / ``a.logical_and(b)`` … as the binary operator they compute
+_BINARY = {"and": cst.BitAnd(), "or": cst.BitOr(), "xor": cst.BitXor(), "mul": cst.Multiply(),
+           "add": cst.Add()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -565,28 +542,17 @@ def _kwarg(call: cst.Call, kw: str) -> cst.BaseExpression | None:
     return None
 
 
-_WIDE_DTYPES = frozenset({"torch.float", "torch.float32", "torch.float64", "torch.double",
-                          "torch.bfloat16"})
-
-
 def wide_dtype(node: cst.BaseExpression | None, ctx) -> bool:
     """Whether a ``dtype=`` argument names a float type with float32's exponent range or wider
     (``torch.float`` is float32; bfloat16 keeps float32's 8 exponent bits)."""
-    return node is not None and (ctx.qualname(node) or "") in _WIDE_DTYPES
+    return node is not None and (ctx.qualname(node) or "") in ops.WIDE_DTYPES
 
 
 def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
+    """``bool`` / ``float`` / ``int`` for a dtype argument (:func:`ops.dtype_kind`)."""
     if node is None:
         return None
-    name = ctx.qualname(node) or ""
-    if name in ("bool", "torch.bool"):
-        return "bool"
-    if name.startswith("torch.float") or name in ("float", "torch.half", "torch.bfloat16",
-                                                  "torch.double"):
-        return "float"
-    if name.startswith(("torch.int", "torch.long", "torch.uint")) or name == "int":
-        return "int"
-    return None
+    return ops.dtype_kind(ctx.qualname(node) or "")
 
 
 _KIDS: dict[int, list[cst.CSTNode]] = {}
@@ -741,8 +707,8 @@ def _names_in(node: cst.CSTNode) -> set[str]:
     return out
 
 
-_BOOL_METHODS = frozenset({"gt", "lt", "ge", "le", "eq", "ne", "logical_not", "logical_and",
-                           "logical_or", "bool", "isinf", "isnan", "isfinite"})
+#: methods whose result is a boolean tensor (a mask selecting positions, not data)
+_BOOL_METHODS = frozenset(ops.COMPARE_METHODS) | ops.methods("logical") | ops.methods("cast", "bool")
 
 
 def _data_names(node: cst.CSTNode, qualname) -> set[str]:
@@ -776,6 +742,9 @@ def _data_names(node: cst.CSTNode, qualname) -> set[str]:
         out |= _data_names(c, qualname)
     return out
 
+
+_SOFTMAX_METHODS = ops.methods("softmax")
+_MATMUL_METHODS = ops.methods("matmul")
 
 _KEEP_WORDS = ("valid", "keep", "not_pad", "non_pad", "nonpad", "is_token")
 _BLOCK_WORDS = ("pad", "is_masked", "blocked")
@@ -1147,10 +1116,10 @@ class _Analyzer:
         if type(node) is not _Call:
             return False
         func = node.func
-        if type(func) is _Attribute and func.attr.value in ("softmax", "log_softmax"):
+        if type(func) is _Attribute and func.attr.value in _SOFTMAX_METHODS:
             return True
         q = self.qualname(func)
-        if q in SOFTMAX_NAMES:
+        if q in ops.SOFTMAX_OR_LOG:
             return True
         if q is not None and q.startswith("self.") and self.current is not None:
             v = self.class_attr(self.current.cls, q[5:])
@@ -1166,10 +1135,9 @@ class _Analyzer:
             return True
         if t is _Call:
             q = self.qualname(node.func) or ""
-            if q in _MATMUL_NAMES:
+            if q in ops.MATMUL:
                 return True
-            if type(node.func) is _Attribute and node.func.attr.value in (
-                    "matmul", "bmm", "baddbmm", "einsum"):
+            if type(node.func) is _Attribute and node.func.attr.value in _MATMUL_METHODS:
                 return True
         return False
 
@@ -1592,7 +1560,7 @@ class _Analyzer:
                 is_mha = isinstance(v, ModuleRef) and v.kind == "mha"
         if is_mha:
             for a in call.args:
-                if a.keyword is None or a.keyword.value not in MHA_MASK_KWARGS:
+                if a.keyword is None or a.keyword.value not in ops.MHA_MASK_KWARGS:
                     continue
                 m = self._as_mask(a.value, state)
                 conv = None
@@ -1824,12 +1792,9 @@ class _Analyzer:
                 return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
             return None
         # --- modules
-        if q in MHA_CLASSES:
-            return ModuleRef("mha")
-        if q in SOFTMAX_CLASSES:
-            return ModuleRef("softmax")
-        if q in PASSTHROUGH_CLASSES:
-            return ModuleRef("passthrough")
+        mod = ops.MODULES.get(q)
+        if mod is not None and mod.family in ("mha", "softmax", "dropout", "identity"):
+            return ModuleRef(mod.family if mod.family in ("mha", "softmax") else "passthrough")
         if q.endswith("generate_square_subsequent_mask"):
             return MaskVal(("Z", "Z", "N"), "float", Fill("neg_inf"), None, node)
         # --- constructors
@@ -1877,20 +1842,18 @@ class _Analyzer:
             d = 0 if dnode is None else _int_of(dnode)
             p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
             return replace(src, pattern=p, origin=node)
-        if q in ("torch.logical_not", "torch.bitwise_not"):
+        fop = ops.FUNCTIONS.get(q)
+        if fop is not None and fop.family == "logical" and fop.kind == "not":
             src = self._ev(_arg(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal):
                 return MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
                                src.origin, src.repeated)
             return None
-        if q in ("torch.logical_and", "torch.logical_or", "torch.logical_xor", "torch.bitwise_and",
-                 "torch.bitwise_or", "torch.bitwise_xor", "torch.mul", "torch.add", "torch.maximum",
-                 "torch.minimum"):
+        if fop is not None and fop.family in ("logical", "pointwise") and fop.other is not None:
             if len(node.args) < 2:
                 return None
             a, b = self._ev(node.args[0].value, env, origin), self._ev(node.args[1].value, env, origin)
-            op = {"and": cst.BitAnd(), "or": cst.BitOr(), "xor": cst.BitXor(), "mul": cst.Multiply(),
-                  "add": cst.Add()}.get(q.split("_")[-1].split(".")[-1])
+            op = _BINARY.get(fop.kind)
             if op is None:
                 return None
             return self._binop(a, op, b, node)
@@ -1921,10 +1884,10 @@ class _Analyzer:
             return None
         if meth is None:
             return None
-        if meth in _CMP_METHODS and len(node.args) == 1 and node.args[0].keyword is None \
+        if meth in ops.COMPARE_METHODS and len(node.args) == 1 and node.args[0].keyword is None \
                 and isinstance(recv, (MaskVal, IndexVal)):
             other = self._ev(node.args[0].value, env, origin)
-            return self._compare_vals(recv, _CMP_METHODS[meth], other, node, node.args[0].value)
+            return self._compare_vals(recv, ops.COMPARE_METHODS[meth], other, node, node.args[0].value)
         if isinstance(recv, ModuleRef) and meth in ("eval", "train", "to", "cuda", "cpu", "half",
                                                     "float", "requires_grad_"):
             return recv
@@ -1965,9 +1928,9 @@ class _Analyzer:
             return m.with_pattern(p_transpose(m.pattern))
         if meth == "bool":
             return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
-        if meth in _FLOAT_METHODS:
+        if meth in ops.FLOAT_CASTS:
             return replace(m, dtype="float")
-        if meth in _INT_METHODS:
+        if meth in ops.INT_CASTS:
             return replace(m, dtype="int")
         if meth in ("to", "type", "type_as"):
             a = _arg(node, 0, "dtype")
@@ -1986,12 +1949,11 @@ class _Analyzer:
             return m
         if meth == "logical_not":
             return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin, m.repeated)
-        if meth in ("logical_and", "logical_or", "bitwise_and", "bitwise_or", "mul", "add"):
+        mop = ops.METHODS.get(meth)
+        if mop is not None and mop.family in ("logical", "pointwise") and mop.other is not None \
+                and not mop.inplace and mop.kind in _BINARY:
             other = self._ev(_arg(node, 0), env, origin) if node.args else None
-            op = {"logical_and": cst.BitAnd(), "bitwise_and": cst.BitAnd(),
-                  "logical_or": cst.BitOr(), "bitwise_or": cst.BitOr(), "mul": cst.Multiply(),
-                  "add": cst.Add()}[meth]
-            return self._binop(m, op, other, node)
+            return self._binop(m, _BINARY[mop.kind], other, node)
         if meth in ("masked_fill", "masked_fill_"):
             mm = self._ev(_arg(node, 0, "mask"), env, origin) if node.args else None
             fnode = _arg(node, 1, "value")

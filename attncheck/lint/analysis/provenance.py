@@ -32,6 +32,8 @@ from typing import Any
 
 import libcst as cst
 
+from attncheck.lint.analysis import ops
+
 # --------------------------------------------------------------------------- names → roles
 
 _HEAD_DIM_NAMES = {
@@ -439,13 +441,13 @@ class Provenance:
 
 #: T5's learned relative position bias (Raffel et al. 2020 fold 1/√d_kv into the q initialisation)
 _T5_BIAS = re.compile(r"(^|\.)position_bias(_\w+)?(\[…\])?$")
-_TORCH_SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}
-_SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
-_PASSTHROUGH_METHODS = {
-    "contiguous", "float", "half", "bfloat16", "double", "to", "type_as", "type", "clone", "detach",
-    "masked_fill", "masked_fill_", "clamp", "clamp_", "cuda", "cpu", "requires_grad_", "add", "add_",
-    "sub", "nan_to_num", "masked_scatter", "tanh",
-}
+#: Tensor methods that keep every fact tracked here (scores stay scores with the same factors,
+#: layout and softmax): copies and device moves, float casts, fills, and the pointwise maps that
+#: keep the logits' meaning (clamping, adding a bias, ``nan_to_num``, a ``tanh`` soft-cap)
+_PASSTHROUGH_METHODS = frozenset(
+    n for n, op in ops.METHODS.items()
+    if op.family in ("copy", "fill") or (op.family == "cast" and op.kind in ("float", ""))
+    or (op.family == "pointwise" and op.kind in ("clamp", "add", "sub", "nan_to_num", "tanh")))
 
 
 def _int_of(node: cst.BaseExpression) -> int | None:
@@ -500,6 +502,12 @@ def _code(node: cst.CSTNode) -> str:
     except Exception:  # pragma: no cover
         return "?"
 
+
+_SOFTMAX_MODULES = ops.modules("softmax", "softmax")
+_LINEAR_MODULES = ops.modules("linear")
+_EINSUM = ops.functions("matmul", "einsum")
+_REARRANGE = ops.functions("einops", "rearrange")
+_TRANSPOSE = ops.functions("shape", "transpose")
 
 _TRAINING_NAMES = frozenset({"training", "is_training", "train"})
 #: fields that only ever hold whitespace and punctuation (never a ``Name``)
@@ -1356,31 +1364,31 @@ class _Frame:
                 if isinstance(cand, Tensor) and cand.scores:
                     return cand
             return UNK
-        if name in ("torch.matmul",) and len(pos) >= 2:
-            return self.matmul(pos[0], pos[1], node, kind="matmul")
-        if name in ("torch.bmm",) and len(pos) >= 2:
-            return self.matmul(pos[0], pos[1], node, kind="bmm")
-        if name in ("torch.baddbmm",) and len(pos) >= 3:
-            r = self.matmul(pos[1], pos[2], node, kind="bmm")
+        op = ops.FUNCTIONS.get(name)
+        if op is not None and op.family == "matmul" and op.kind in ("matmul", "bmm", "baddbmm"):
+            if len(pos) <= op.other.pos:
+                return UNK
+            r = self.matmul(pos[op.input.pos], pos[op.other.pos], node,
+                            kind="matmul" if op.kind == "matmul" else "bmm")
             alpha = kw.get("alpha")
-            if isinstance(r, Tensor) and r.scores:
+            if op.kind == "baddbmm" and isinstance(r, Tensor) and r.scores:
                 s = self.as_sym(alpha) if alpha is not None else ONE
                 if s is None:
                     s = Sym(coef=None, opaque=True, name="alpha")
                 if alpha is not None:
                     r = replace(r, factors=r.factors + (Factor(s, "alpha", node),))
             return r
-        if name in ("torch.einsum", "einops.einsum", "opt_einsum.contract") or name.endswith(".einsum") or name == "einsum":
+        if name in _EINSUM or name.endswith(".einsum") or name == "einsum":
             return self.einsum(node, q)
-        if name in ("einops.rearrange", "rearrange"):
+        if name in _REARRANGE:
             return self.rearrange(node, pos, kw)
-        if name == "torch.exp" and pos and isinstance(pos[0], Tensor) and pos[0].scores:
+        if name in ops.EXP and pos and isinstance(pos[0], Tensor) and pos[0].scores:
             return replace(pos[0], exped=True)
-        if name in _TORCH_SOFTMAX:
+        if name in ops.SOFTMAX:
             if pos:
-                return self.softmax(pos[0], node, _arg(node, 1, "dim"), name)
+                return self.softmax(pos[0], node, ops.FUNCTIONS[name].dim.of(node), name)
             return UNK
-        if name in _SDPA:
+        if name in ops.SDPA:
             return self.sdpa(node, pos, kw)
         if name in ("torch.nn.functional.normalize",) or leaf == "l2norm" or leaf == "l2_norm":
             t = self.tensorize(pos[0]) if pos else None
@@ -1400,18 +1408,18 @@ class _Frame:
         if name in ("torch.nn.functional.linear",) and pos:
             x = self.tensorize(pos[0])
             return self.project(x, None)
-        if name in ("torch.nn.functional.dropout", "torch.dropout") and pos:
+        if name in ops.F_DROPOUT and pos:
             return pos[0] if isinstance(pos[0], Tensor) else UNK
-        if name in ("torch.transpose", "torch.swapaxes") and len(pos) == 3:
+        if name in _TRANSPOSE and len(pos) == 3:
             t = self.tensorize(pos[0])
             i, j = _int_of(node.args[1].value), _int_of(node.args[2].value)
             if t is not None and i is not None and j is not None:
                 return self.transpose(t, i, j)
             return UNK
-        if name in ("torch.nn.Softmax", "torch.nn.modules.activation.Softmax"):
-            d = _arg(node, 0, "dim")
+        if name in _SOFTMAX_MODULES:
+            d = ops.MODULES[name].dim.of(node)
             return ModVal("softmax", dim=_int_of(d) if d is not None else None, has_dim=d is not None)
-        if name in ("torch.nn.Linear", "torch.nn.LazyLinear") or leaf in ("Conv1D",):
+        if name in _LINEAR_MODULES or leaf in ("Conv1D",):
             in_f = self.as_sym(pos[0]) if pos else None
             out_f = self.as_sym(pos[1]) if len(pos) > 1 else None
             if leaf == "Conv1D" and len(pos) > 1:  # HF Conv1D(nf, nx): out first

@@ -21,20 +21,13 @@ from typing import Any
 
 import libcst as cst
 
+from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.layout import arg, tensors
 from attncheck.lint.analysis.provenance import _num_of, mentions_training
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 from attncheck.lint.rules import _edits
 
-_F_DROPOUT = {
-    "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
-    "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout",
-    "torch.nn.functional.feature_alpha_dropout", "torch.dropout",
-}
-_SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
-_FLASH_LEAVES = {"flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpacked_func",
-                 "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"}
 
 
 _arg = arg  # the argument at position pos or keyword kw (shared with the layout analysis)
@@ -136,7 +129,7 @@ class DropoutInEval(Rule):
         literal ``training=True`` is flagged: it drops in eval() whatever the caller does."""
         for call, guarded in scan.calls:
             q = self.ctx.qualname(call.func) or ""
-            if q in _F_DROPOUT and q != "torch.dropout" and not guarded and attention_probs(self.ctx, call):
+            if q in ops.F_DROPOUT and q != "torch.dropout" and not guarded and attention_probs(self.ctx, call):
                 train = _arg(call, 2, "training")
                 p = _arg(call, 1, "p")
                 if p is not None and _num_of(p.value) == 0:
@@ -201,15 +194,14 @@ class DropoutInEval(Rule):
     def _check(self, scan: _Method) -> None:
         for call, guarded in scan.calls:
             q = self.ctx.qualname(call.func) or ""
-            leaf = q.rsplit(".", 1)[-1]
-            if q in _F_DROPOUT:
+            if q in ops.F_DROPOUT:
                 self._f_dropout(call, q, guarded, scan)
-            elif q in _SDPA:
-                self._prob(call, _arg(call, 4, "dropout_p"), guarded, scan, "F.scaled_dot_product_attention")
-            elif leaf in _FLASH_LEAVES:
-                self._prob(call, _arg(call, None, "dropout_p"), guarded, scan, leaf)
-            elif leaf == "memory_efficient_attention":
-                self._prob(call, _arg(call, 4, "p"), guarded, scan, leaf)
+                continue
+            op = ops.kernel(q)
+            if op is None or op.dropout is None:
+                continue
+            name = "F.scaled_dot_product_attention" if op.kind == "sdpa" else q.rsplit(".", 1)[-1]
+            self._prob(call, _arg(call, op.dropout.pos, op.dropout.kw), guarded, scan, name)
 
     def _f_dropout(self, call: cst.Call, q: str, guarded: bool, scan: _Method) -> None:
         p = _arg(call, 1, "p")
