@@ -33,9 +33,7 @@ constant used to mask (for the fill-value rules).  Nothing is imported or execut
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-import operator
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -43,6 +41,7 @@ from typing import Any
 import libcst as cst
 
 from attncheck.lint.analysis import ops
+from attncheck.lint.analysis.syntax import arg_value, child_nodes, int_of, kwarg
 from attncheck.lint.context import dotted_name
 
 Region = str | None  # "Z" | "P" | "N" | None
@@ -499,49 +498,6 @@ class MaskAnalysis:
 # evaluation
 # --------------------------------------------------------------------------------------------
 
-def _int_of(node: cst.BaseExpression | None) -> int | None:
-    if node is None:
-        return None
-    if type(node) is cst.Integer:
-        return int(node.evaluated_value)
-    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
-        v = _int_of(node.expression)
-        return None if v is None else -v
-    return None
-
-
-def _num_of(node: cst.BaseExpression) -> float | None:
-    if type(node) in (cst.Integer, cst.Float):
-        return float(node.evaluated_value)
-    if type(node) is cst.UnaryOperation:
-        v = _num_of(node.expression)
-        if v is None:
-            return None
-        if type(node.operator) is cst.Minus:
-            return -v
-        if type(node.operator) is cst.Plus:
-            return v
-    return None
-
-
-def _arg(call: cst.Call, pos: int, kw: str | None = None) -> cst.BaseExpression | None:
-    positional = [a for a in call.args if a.keyword is None and a.star == ""]
-    if kw is not None:
-        for a in call.args:
-            if a.keyword is not None and a.keyword.value == kw:
-                return a.value
-    if pos is not None and 0 <= pos < len(positional):
-        return positional[pos].value
-    return None
-
-
-def _kwarg(call: cst.Call, kw: str) -> cst.BaseExpression | None:
-    for a in call.args:
-        if a.keyword is not None and a.keyword.value == kw:
-            return a.value
-    return None
-
-
 def wide_dtype(node: cst.BaseExpression | None, ctx) -> bool:
     """Whether a ``dtype=`` argument names a float type with float32's exponent range or wider
     (``torch.float`` is float32; bfloat16 keeps float32's 8 exponent bits)."""
@@ -562,15 +518,6 @@ _OPS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
 _NAMES: dict[int, tuple[cst.CSTNode, set[str]]] = {}
 
 
-_GETTERS: dict[type, Any] = {}
-_SKIP_FIELDS = frozenset({
-    "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
-    "trailing_whitespace", "lines_after_decorators", "equal", "dot", "colon", "operator",
-    "first_line", "empty_lines", "asynchronous",
-})
-#: ``isinstance(x, cst.CSTNode)`` per concrete type: libcst's classes are ABCs, whose
-#: ``isinstance`` runs Python-level ``ABCMeta.__instancecheck__`` (slow on hot paths)
-_NODE_TYPE: dict[type, bool] = {}
 #: nested scopes ``_walk_exprs`` does not enter (leaf classes: exact type tests are exact)
 _SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 _Call, _Name, _Attribute, _BinaryOperation = cst.Call, cst.Name, cst.Attribute, cst.BinaryOperation
@@ -601,48 +548,11 @@ def _is_block_type(t: type) -> bool:
     return r
 
 
-def _is_node_type(t: type) -> bool:
-    r = _NODE_TYPE.get(t)
-    if r is None:
-        r = _NODE_TYPE[t] = issubclass(t, cst.CSTNode)
-    return r
-
-
-def _field_getter(t: type):
-    """A function returning, as a tuple, the fields of a ``t`` node that :func:`_children`
-    reads (all but whitespace, parentheses, commas and operators), in field order."""
-    from attncheck.lint.walk import field_getter
-
-    return field_getter(t, _SKIP_FIELDS, _GETTERS)
-
-
 def _children(n: cst.CSTNode) -> list[cst.CSTNode]:
-    """Child nodes that can hold expressions or statements (whitespace, parentheses and
-    operators left out), read straight from the dataclass fields: libcst's ``children``
-    property re-visits the node on every read and dominated the analysis's run time."""
+    """:func:`~attncheck.lint.analysis.syntax.child_nodes`, computed once per node and analysis."""
     k = _KIDS.get(id(n))
     if k is None:
-        g = _GETTERS.get(type(n))
-        if g is None:
-            g = _field_getter(type(n))
-        node_type = _NODE_TYPE
-        k = []
-        for v in g(n):
-            tv = type(v)
-            isn = node_type.get(tv)
-            if isn is None:
-                isn = _is_node_type(tv)
-            if isn:
-                k.append(v)
-            elif tv is tuple or tv is list or isinstance(v, (list, tuple)):
-                for x in v:
-                    tx = type(x)
-                    isn = node_type.get(tx)
-                    if isn is None:
-                        isn = _is_node_type(tx)
-                    if isn:
-                        k.append(x)
-        _KIDS[id(n)] = k
+        k = _KIDS[id(n)] = child_nodes(n)
     return k
 
 
@@ -1094,8 +1004,8 @@ class _Analyzer:
         meth = expr.func.attr.value
         recv = expr.func.value
         if meth == "register_buffer" and type(recv) is cst.Name and recv.value == "self":
-            name_node = _arg(expr, 0, "name")
-            tensor = _arg(expr, 1, "tensor")
+            name_node = arg_value(expr, 0, "name")
+            tensor = arg_value(expr, 1, "tensor")
             cls = self.current.cls if self.current else None
             if (cls is not None and type(name_node) is cst.SimpleString
                     and tensor is not None):
@@ -1503,9 +1413,9 @@ class _Analyzer:
         # x.masked_fill(m, v) / torch.masked_fill(x, m, v)
         if meth in ("masked_fill", "masked_fill_") or q == "torch.masked_fill":
             if q == "torch.masked_fill":
-                base, mnode, vnode = _arg(call, 0), _arg(call, 1, "mask"), _arg(call, 2, "value")
+                base, mnode, vnode = arg_value(call, 0), arg_value(call, 1, "mask"), arg_value(call, 2, "value")
             else:
-                base, mnode, vnode = func.value, _arg(call, 0, "mask"), _arg(call, 1, "value")
+                base, mnode, vnode = func.value, arg_value(call, 0, "mask"), arg_value(call, 1, "value")
             if base is None or mnode is None or vnode is None:
                 return
             if isinstance(self.ev(base, state.env), MaskVal):
@@ -1518,7 +1428,7 @@ class _Analyzer:
                          reaches_softmax=self._reaches_softmax(call, tgts, state, in_softmax))
             return
         if q == "torch.where":
-            c, a, b = _arg(call, 0, "condition"), _arg(call, 1, "input"), _arg(call, 2, "other")
+            c, a, b = arg_value(call, 0, "condition"), arg_value(call, 1, "input"), arg_value(call, 2, "other")
             if c is None or a is None or b is None:
                 return
             fa, fb = self._fill(a, state), self._fill(b, state)
@@ -1536,7 +1446,7 @@ class _Analyzer:
                          reaches_softmax=self._reaches_softmax(call, targets, state, in_softmax))
             return
         if q.endswith("scaled_dot_product_attention"):
-            mnode = _arg(call, 3, "attn_mask")
+            mnode = arg_value(call, 3, "attn_mask")
             if mnode is None:
                 return
             m = self._as_mask(mnode, state)
@@ -1714,7 +1624,7 @@ class _Analyzer:
         base = self._ev(node.value, env, node)
         elems = [e.slice for e in node.slice]
         if isinstance(base, IndicesVal) and base.part is None and len(elems) == 1:
-            i = _int_of(elems[0].value) if type(elems[0]) is cst.Index else None
+            i = int_of(elems[0].value) if type(elems[0]) is cst.Index else None
             if i in (0, 1):
                 return IndicesVal(base.pattern, i, base.origin)
             return None
@@ -1769,13 +1679,13 @@ class _Analyzer:
                 return Fill("literal", v, node)
             inner = self._ev(a, env, origin)
             return inner if isinstance(inner, Fill) else None
-        shape0 = _arg(node, 0, "size")
+        shape0 = arg_value(node, 0, "size")
         scalar_shape = type(shape0) in (cst.List, cst.Tuple) and not shape0.elements
         if scalar_shape and q in ("torch.zeros", "torch.ones"):  # torch.zeros(()) is a scalar
             return Fill("literal", 0.0 if q == "torch.zeros" else 1.0, node)
         if q in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor") or meth == "new_tensor" \
                 or (q == "torch.full" and scalar_shape):
-            a = _arg(node, 1, "fill_value") if q == "torch.full" else _arg(node, 0, "data")
+            a = arg_value(node, 1, "fill_value") if q == "torch.full" else arg_value(node, 0, "data")
             inner = self._ev(a, env, origin) if a is not None else None
             return inner if isinstance(inner, Fill) else None
         # --- same-file functions
@@ -1801,9 +1711,9 @@ class _Analyzer:
         if q in ("torch.ones", "torch.ones_like", "torch.zeros", "torch.zeros_like",
                  "torch.empty", "torch.full", "torch.full_like") or meth in (
                 "new_ones", "new_zeros", "new_full") and recv is None:
-            dt = _dtype_of(_kwarg(node, "dtype"), self.ctx)
+            dt = _dtype_of(kwarg(node, "dtype"), self.ctx)
             if q.endswith("_like") and dt is None:
-                src = self._ev(_arg(node, 0), env, origin) if _arg(node, 0) is not None else None
+                src = self._ev(arg_value(node, 0), env, origin) if arg_value(node, 0) is not None else None
                 dt = src.dtype if isinstance(src, MaskVal) else None
             if q == "torch.empty":
                 return None
@@ -1812,13 +1722,13 @@ class _Analyzer:
                 return MaskVal(ALL_P, dt or default, None, None, node)
             if "zeros" in (q + (meth or "")):
                 return MaskVal(ALL_Z, dt or default, None, None, node)
-            fv = _arg(node, 1, "fill_value")
+            fv = arg_value(node, 1, "fill_value")
             f = self._ev(fv, env, origin) if fv is not None else None
             if not isinstance(f, Fill):
                 return None
             if f.overflows_fp16 and self.recording:
                 self.result.fill_sites.append(FillSite(f, f.node or fv, "full",
-                                                       wide=wide_dtype(_kwarg(node, "dtype"), self.ctx),
+                                                       wide=wide_dtype(kwarg(node, "dtype"), self.ctx),
                                                        escapes=self.escapes(node)))
             if dt is None:
                 dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
@@ -1829,22 +1739,22 @@ class _Analyzer:
         if q == "torch.arange":
             return IndexVal("vec", 0)
         if q in ("torch.triu_indices", "torch.tril_indices"):
-            off = _arg(node, 2, "offset")
-            d = 0 if off is None else _int_of(off)
+            off = arg_value(node, 2, "offset")
+            d = 0 if off is None else int_of(off)
             p = p_triu(ALL_P, d) if q.endswith("triu_indices") else p_tril(ALL_P, d)
             return IndicesVal(p, None, node) if d is not None else None
         if q in ("torch.tril", "torch.triu"):
-            x = _arg(node, 0, "input")
+            x = arg_value(node, 0, "input")
             src = self._ev(x, env, origin) if x is not None else None
             if not isinstance(src, MaskVal):
                 return None
-            dnode = _arg(node, 1, "diagonal")
-            d = 0 if dnode is None else _int_of(dnode)
+            dnode = arg_value(node, 1, "diagonal")
+            d = 0 if dnode is None else int_of(dnode)
             p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
             return replace(src, pattern=p, origin=node)
         fop = ops.FUNCTIONS.get(q)
         if fop is not None and fop.family == "logical" and fop.kind == "not":
-            src = self._ev(_arg(node, 0), env, origin) if node.args else None
+            src = self._ev(arg_value(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal):
                 return MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
                                src.origin, src.repeated)
@@ -1858,9 +1768,9 @@ class _Analyzer:
                 return None
             return self._binop(a, op, b, node)
         if q == "torch.where":
-            c = self._ev(_arg(node, 0, "condition"), env, origin) if node.args else None
-            a = _arg(node, 1, "input")
-            b = _arg(node, 2, "other")
+            c = self._ev(arg_value(node, 0, "condition"), env, origin) if node.args else None
+            a = arg_value(node, 1, "input")
+            b = arg_value(node, 2, "other")
             if not isinstance(c, MaskVal) or a is None or b is None:
                 return None
             fa, fb = self._ev(a, env, origin), self._ev(b, env, origin)
@@ -1878,7 +1788,7 @@ class _Analyzer:
                                c.polarity, c.origin or origin, c.repeated, unit=unit)
             return None
         if q.endswith("functional.pad") or q == "torch.nn.functional.pad":
-            src = self._ev(_arg(node, 0), env, origin) if node.args else None
+            src = self._ev(arg_value(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal) and src.pattern == ALL_P:
                 return MaskVal(None, src.dtype, None, "keep", origin)
             return None
@@ -1894,13 +1804,13 @@ class _Analyzer:
         # --- methods on a mask value
         if isinstance(recv, IndexVal):
             if meth == "unsqueeze":
-                d = _int_of(_arg(node, 0, "dim"))
+                d = int_of(arg_value(node, 0, "dim"))
                 if d in (-1, 1):
                     return IndexVal("row", recv.offset)
                 if d in (0, -2):
                     return IndexVal("col", recv.offset)
             if meth in ("view", "reshape") and len(node.args) == 2:
-                a, b = _int_of(node.args[0].value), _int_of(node.args[1].value)
+                a, b = int_of(node.args[0].value), int_of(node.args[1].value)
                 if b == 1:
                     return IndexVal("row", recv.offset)
                 if a == 1:
@@ -1912,17 +1822,17 @@ class _Analyzer:
             return None
         m = recv
         if meth in ("tril", "triu", "tril_", "triu_"):
-            dnode = _arg(node, 0, "diagonal")
-            d = 0 if dnode is None else _int_of(dnode)
+            dnode = arg_value(node, 0, "diagonal")
+            d = 0 if dnode is None else int_of(dnode)
             p = p_tril(m.pattern, d) if meth.startswith("tril") else p_triu(m.pattern, d)
             return replace(m, pattern=p, origin=node if origin is node or not meth.endswith("_")
                            else origin)
         if meth in _PRESERVE_METHODS:
-            if meth == "repeat" and node.args and _int_of(node.args[0].value) != 1:
+            if meth == "repeat" and node.args and int_of(node.args[0].value) != 1:
                 return replace(m, repeated=True)
             return m
         if meth in ("transpose", "swapaxes") and len(node.args) == 2:
-            dims = {_int_of(node.args[0].value), _int_of(node.args[1].value)}
+            dims = {int_of(node.args[0].value), int_of(node.args[1].value)}
             return m.with_pattern(p_transpose(m.pattern)) if dims == {-1, -2} else m.with_pattern(None)
         if meth in ("t", "mT"):
             return m.with_pattern(p_transpose(m.pattern))
@@ -1933,7 +1843,7 @@ class _Analyzer:
         if meth in ops.INT_CASTS:
             return replace(m, dtype="int")
         if meth in ("to", "type", "type_as"):
-            a = _arg(node, 0, "dtype")
+            a = arg_value(node, 0, "dtype")
             text = self.ctx.module.code_for_node(a) if a is not None else ""
             dt = _dtype_of(a, self.ctx) if a is not None else None
             if meth == "type_as":
@@ -1952,11 +1862,11 @@ class _Analyzer:
         mop = ops.METHODS.get(meth)
         if mop is not None and mop.family in ("logical", "pointwise") and mop.other is not None \
                 and not mop.inplace and mop.kind in _BINARY:
-            other = self._ev(_arg(node, 0), env, origin) if node.args else None
+            other = self._ev(arg_value(node, 0), env, origin) if node.args else None
             return self._binop(m, _BINARY[mop.kind], other, node)
         if meth in ("masked_fill", "masked_fill_"):
-            mm = self._ev(_arg(node, 0, "mask"), env, origin) if node.args else None
-            fnode = _arg(node, 1, "value")
+            mm = self._ev(arg_value(node, 0, "mask"), env, origin) if node.args else None
+            fnode = arg_value(node, 1, "value")
             f = self._ev(fnode, env, origin) if fnode is not None else None
             if not isinstance(f, Fill):
                 return m.with_pattern(None)

@@ -24,8 +24,6 @@ Everything unknown stays unknown: rules only fire on established facts.
 """
 from __future__ import annotations
 
-import dataclasses
-import operator
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -33,6 +31,14 @@ from typing import Any
 import libcst as cst
 
 from attncheck.lint.analysis import ops
+from attncheck.lint.analysis.syntax import (
+    arg_value,
+    int_of,
+    mentions_name,
+    num_of,
+    parse_einsum,
+    short_code,
+)
 
 # --------------------------------------------------------------------------- names → roles
 
@@ -450,59 +456,6 @@ _PASSTHROUGH_METHODS = frozenset(
     or (op.family == "pointwise" and op.kind in ("clamp", "add", "sub", "nan_to_num", "tanh")))
 
 
-def _int_of(node: cst.BaseExpression) -> int | None:
-    if type(node) is cst.Integer:
-        return int(node.evaluated_value)  # 0xFF, 0o17, 1_000 too
-    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
-        v = _int_of(node.expression)
-        return -v if v is not None else None
-    return None
-
-
-def _num_of(node: cst.BaseExpression) -> float | None:
-    if type(node) in (cst.Integer, cst.Float):
-        try:
-            return float(node.value.replace("_", ""))
-        except ValueError:
-            return None
-    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
-        v = _num_of(node.expression)
-        return -v if v is not None else None
-    return None
-
-
-def _arg(call: cst.Call, pos: int | None, kw: str | None) -> cst.BaseExpression | None:
-    i = 0
-    for a in call.args:
-        if a.keyword is not None:
-            if kw is not None and a.keyword.value == kw:
-                return a.value
-            continue
-        if a.star:
-            return None
-        if pos is not None and i == pos:
-            return a.value
-        i += 1
-    return None
-
-
-def _code(node: cst.CSTNode) -> str:
-    from attncheck.lint.context import dotted_name
-
-    if type(node) in (cst.Name, cst.Attribute):
-        d = dotted_name(node)
-        if d is not None:
-            return d
-    if type(node) is cst.Subscript:
-        return _code(node.value) + "[…]"
-    if type(node) is cst.Call:
-        return _code(node.func) + "(…)"
-    try:
-        return cst.Module([]).code_for_node(node)
-    except Exception:  # pragma: no cover
-        return "?"
-
-
 _SOFTMAX_MODULES = ops.modules("softmax", "softmax")
 _LINEAR_MODULES = ops.modules("linear")
 _EINSUM = ops.functions("matmul", "einsum")
@@ -510,97 +463,12 @@ _REARRANGE = ops.functions("einops", "rearrange")
 _TRANSPOSE = ops.functions("shape", "transpose")
 
 _TRAINING_NAMES = frozenset({"training", "is_training", "train"})
-#: fields that only ever hold whitespace and punctuation (never a ``Name``)
-_NAMELESS_FIELDS = frozenset({
-    "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
-    "trailing_whitespace", "lines_after_decorators", "equal", "dot", "colon", "operator",
-    "first_line", "empty_lines", "asynchronous",
-})
-_FIELD_GETTERS: dict[type, Any] = {}
-_IS_NODE: dict[type, bool] = {}
-
-
-def _field_getter(t: type) -> Any:
-    """A function returning, as a tuple, the fields of a ``t`` node that can hold a ``Name``."""
-    from attncheck.lint.walk import field_getter
-
-    return field_getter(t, _NAMELESS_FIELDS, _FIELD_GETTERS)
-
-
-def _is_node(t: type) -> bool:
-    """``issubclass(t, cst.CSTNode)``, cached (libcst's classes are slow ABCs)."""
-    r = _IS_NODE.get(t)
-    if r is None:
-        r = _IS_NODE[t] = issubclass(t, cst.CSTNode)
-    return r
-
-
 def mentions_training(node: cst.CSTNode) -> bool:
     """Whether an expression reads a ``training`` flag (``self.training``, ``module.training``, ``training``).
 
     That is: some ``Name`` in the subtree (an attribute's ``attr`` included) is ``training``,
     ``is_training`` or ``train``."""
-    name = cst.Name
-    stack = [node]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        n = pop()
-        t = type(n)
-        if t is name:
-            if n.value in _TRAINING_NAMES:
-                return True
-            continue
-        g = _FIELD_GETTERS.get(t)
-        if g is None:
-            g = _field_getter(t)
-        for v in g(n):
-            tv = type(v)
-            isn = _IS_NODE.get(tv)
-            if isn is None:
-                isn = _is_node(tv)
-            if isn:
-                push(v)
-            elif tv is tuple or tv is list or isinstance(v, (list, tuple)):
-                for x in v:
-                    tx = type(x)
-                    isn = _IS_NODE.get(tx)
-                    if isn is None:
-                        isn = _is_node(tx)
-                    if isn:
-                        push(x)
-    return False
-
-
-def parse_einsum(eq: str) -> tuple[list[str], str] | None:
-    """``"bhid,bhjd->bhij"`` → (["bhid", "bhjd"], "bhij"); einops-style spaces allowed; None if odd."""
-    if "->" not in eq:
-        return None
-    lhs, rhs = eq.split("->", 1)
-    ins = []
-    for part in lhs.split(","):
-        tok = part.replace(" ", "").replace("...", "…")
-        ins.append(tok)
-    out = rhs.replace(" ", "").replace("...", "…")
-    # einops multi-letter names: only accept single-letter patterns (or space-separated single tokens)
-    if " " in lhs.strip() or " " in rhs.strip():
-        names_in = [p.split() for p in lhs.split(",")]
-        names_out = rhs.split()
-        if any(len(n) > 1 and n != "..." for grp in names_in for n in grp) or any(
-                len(n) > 1 and n != "..." for n in names_out):
-            # map multi-letter names to unique chars
-            table: dict[str, str] = {}
-
-            def ch(n: str) -> str:
-                if n == "...":
-                    return "…"
-                if n not in table:
-                    table[n] = chr(0x4E00 + len(table))
-                return table[n]
-
-            ins = ["".join(ch(n) for n in grp) for grp in names_in]
-            out = "".join(ch(n) for n in names_out)
-    return ins, out
+    return mentions_name(node, _TRAINING_NAMES)
 
 
 # --------------------------------------------------------------------------- the interpreter
@@ -781,7 +649,7 @@ class Analyzer:
 
     def _param_default(self, name: str, default: cst.BaseExpression, fn: cst.FunctionDef,
                        passed_somewhere: bool, init: bool = False, bound_call: bool = False) -> Any:
-        v = _num_of(default)
+        v = num_of(default)
         if SCALE_PARAM.match(name) and v == 1.0 and not passed_somewhere:
             return Sym(coef=1.0, default_one=name)
         if init and v is not None:
@@ -1016,7 +884,7 @@ class _Frame:
                 return UNK
             return _ParamRef(node.value, glob=True)
         if t in (cst.Integer, cst.Float):
-            v = _num_of(node)
+            v = num_of(node)
             return Sym.lit(v) if v is not None else UNK
         if t is cst.UnaryOperation:
             v = self.eval(node.expression)
@@ -1133,7 +1001,7 @@ class _Frame:
             return _ParamRef(f"self.{attr}", glob=True)
         if isinstance(base, Tensor):
             if attr == "shape":
-                return ShapeVal(base, _code(node.value) + ".shape")
+                return ShapeVal(base, short_code(node.value) + ".shape")
             if attr == "mT":
                 return self.transpose(base, -2, -1)
             if attr in ("real", "data"):
@@ -1141,12 +1009,12 @@ class _Frame:
             return UNK
         if isinstance(base, _ParamRef):
             if attr == "shape":
-                return ShapeVal(self.tensorize(base), _code(node.value) + ".shape")
+                return ShapeVal(self.tensorize(base), short_code(node.value) + ".shape")
             if attr == "mT":
                 return self.transpose(self.tensorize(base), -2, -1)
             return _ParamRef(f"{base.name}.{attr}", glob=True)
         if isinstance(base, (ModVal, Unknown)):
-            name = dotted = _code(node)
+            name = dotted = short_code(node)
             return _ParamRef(dotted, glob=True) if "(" not in name and "[" not in name else UNK
         return UNK
 
@@ -1170,17 +1038,17 @@ class _Frame:
         if isinstance(base, ShapeVal) and len(sl) == 1:
             el = sl[0].slice
             if type(el) is cst.Index:
-                i = _int_of(el.value)
+                i = int_of(el.value)
                 if i is not None:
                     return self._shape_dim(base, i, node)
             elif type(el) is cst.Slice:
-                lo = _int_of(el.lower) if el.lower is not None else 0
-                hi = _int_of(el.upper) if el.upper is not None else None
+                lo = int_of(el.lower) if el.lower is not None else 0
+                hi = int_of(el.upper) if el.upper is not None else None
                 if lo == 0 and hi is not None and hi < 0:
                     return replace(base, stop_minus=-hi)
             return UNK
         if isinstance(base, Tup) and len(sl) == 1 and type(sl[0].slice) is cst.Index:
-            i = _int_of(sl[0].slice.value)
+            i = int_of(sl[0].slice.value)
             if i is not None and not base.star_unknown and -len(base.items) <= i < len(base.items):
                 return base.items[i]
             return UNK
@@ -1195,7 +1063,7 @@ class _Frame:
                     return t
                 return replace(t, rank=None, axes=None, key_axis=None, pending=None)
             if t.parts and len(sl) == 1 and type(sl[0].slice) is cst.Index \
-                    and _int_of(sl[0].slice.value) is not None:
+                    and int_of(sl[0].slice.value) is not None:
                 return replace(t, parts=False)  # qkv[0] of qkv = x.chunk(3, dim=-1)
             kept = _index_axes(t, sl)
             if kept is not None:  # qkv[0] of (3, B, H, L, d): an integer index drops its axis
@@ -1248,7 +1116,7 @@ class _Frame:
                                                               node),))
             s = self.as_sym(other) if not isinstance(other, _ParamRef) or not other.glob else _glob_sym(other)
             if s is None:
-                s = Sym(coef=None, opaque=True, name=_code(rn if ta else ln) if (rn or ln) else "?")
+                s = Sym(coef=None, opaque=True, name=short_code(rn if ta else ln) if (rn or ln) else "?")
             if op == "Divide":
                 if not ta:  # scalar / tensor
                     return replace(t, factors=t.factors + (Factor(Sym(coef=None, opaque=True, name="recip"),
@@ -1262,7 +1130,7 @@ class _Frame:
             else:
                 s = a if ta else b
                 other = rn if ta else ln
-            if op == "Add" and s.scores and other is not None and _T5_BIAS.search(_code(other)):
+            if op == "Add" and s.scores and other is not None and _T5_BIAS.search(short_code(other)):
                 return replace(s, biased=True)
             return s if not (ta and tb) else replace(s)
         if op == "Add" and isinstance(a, (ShapeVal, Tup)) and isinstance(b, (ShapeVal, Tup)):
@@ -1287,7 +1155,7 @@ class _Frame:
             # sums: opaque unless literal
             if sa.is_literal() and sb.is_literal():
                 return Sym.lit(sa.coef + sb.coef if op == "Add" else sa.coef - sb.coef)
-            return Sym.dim(Dim(_code(node), "?"))
+            return Sym.dim(Dim(short_code(node), "?"))
         return UNK
 
     # ---- calls
@@ -1328,7 +1196,7 @@ class _Frame:
             return next(v for v in args if isinstance(v, FuncRef))
         if leaf == "getattr" and len(node.args) >= 2 and type(node.args[1].value) is cst.SimpleString:
             attr = node.args[1].value.evaluated_value
-            base = _code(node.args[0].value)
+            base = short_code(node.args[0].value)
             if isinstance(attr, str) and role_by_name(attr) != "?":
                 return Sym.dim(Dim(f"{base}.{attr}", role_by_name(attr)))
             return _ParamRef(f"{base}.{attr}", glob=True)
@@ -1339,15 +1207,15 @@ class _Frame:
             s = self.as_sym(pos[0]) if pos else None
             if isinstance(pos[0] if pos else None, Tensor):
                 s = None
-            return s.pow(0.5) if s is not None else Sym(coef=None, opaque=True, name=_code(node))
+            return s.pow(0.5) if s is not None else Sym(coef=None, opaque=True, name=short_code(node))
         if name in ("torch.rsqrt",):
             s = self.as_sym(pos[0]) if pos else None
-            return s.pow(-0.5) if s is not None else Sym(coef=None, opaque=True, name=_code(node))
+            return s.pow(-0.5) if s is not None else Sym(coef=None, opaque=True, name=short_code(node))
         if name in ("math.pow", "pow", "torch.pow") and len(pos) == 2:
             a, b = self.as_sym(pos[0]), self.as_sym(pos[1])
             if a is not None and b is not None and b.is_literal():
                 return a.pow(b.coef)
-            return Sym(coef=None, opaque=True, name=_code(node))
+            return Sym(coef=None, opaque=True, name=short_code(node))
         if name in ("float", "int", "torch.tensor", "torch.as_tensor", "numpy.float32", "math.floor"):
             if pos:
                 s = self.as_sym(pos[0])
@@ -1395,8 +1263,8 @@ class _Frame:
             if t is not None and t.softmax_evs and name == "torch.nn.functional.normalize":
                 # F.normalize(x, p, dim) divides by the p-norm over dim (defaults p=2, dim=1,
                 # PyTorch docs): with p=1 on non-negative weights, by their sum
-                pa, da = _arg(node, 1, "p"), _arg(node, 2, "dim")
-                pv = _num_of(pa) if pa is not None else 2.0
+                pa, da = arg_value(node, 1, "p"), arg_value(node, 2, "dim")
+                pv = num_of(pa) if pa is not None else 2.0
                 if pv is None and pa is not None:
                     pv = self._int_value(pa, None)
                 dim = self._int_value(da, 1)
@@ -1412,13 +1280,13 @@ class _Frame:
             return pos[0] if isinstance(pos[0], Tensor) else UNK
         if name in _TRANSPOSE and len(pos) == 3:
             t = self.tensorize(pos[0])
-            i, j = _int_of(node.args[1].value), _int_of(node.args[2].value)
+            i, j = int_of(node.args[1].value), int_of(node.args[2].value)
             if t is not None and i is not None and j is not None:
                 return self.transpose(t, i, j)
             return UNK
         if name in _SOFTMAX_MODULES:
             d = ops.MODULES[name].dim.of(node)
-            return ModVal("softmax", dim=_int_of(d) if d is not None else None, has_dim=d is not None)
+            return ModVal("softmax", dim=int_of(d) if d is not None else None, has_dim=d is not None)
         if name in _LINEAR_MODULES or leaf in ("Conv1D",):
             in_f = self.as_sym(pos[0]) if pos else None
             out_f = self.as_sym(pos[1]) if len(pos) > 1 else None
@@ -1489,19 +1357,19 @@ class _Frame:
         t = self.tensorize(recv)
         if t is None:
             return None
-        ints = [_int_of(a.value) for a in node.args if a.keyword is None]
+        ints = [int_of(a.value) for a in node.args if a.keyword is None]
         if meth == "size":
             if not node.args:
-                return ShapeVal(t, _code(node.func.value) + ".size()")
+                return ShapeVal(t, short_code(node.func.value) + ".size()")
             i = ints[0] if ints else None
             if i is not None:
-                return self._shape_dim(ShapeVal(t, _code(node.func.value) + ".shape"), i, node)
+                return self._shape_dim(ShapeVal(t, short_code(node.func.value) + ".shape"), i, node)
             return UNK
         if meth in ("transpose", "swapaxes", "swapdims") and len(ints) == 2 and None not in ints:
             return self.transpose(t, ints[0], ints[1])
         if meth == "permute":
             if len(ints) == 1 and node.args and type(node.args[0].value) in (cst.Tuple, cst.List):
-                ints = [_int_of(e.value) for e in node.args[0].value.elements]
+                ints = [int_of(e.value) for e in node.args[0].value.elements]
             if ints and None not in ints:
                 return self.permute(t, ints)
             return replace(t, rank=None, axes=None, kT=False, split_node=None)
@@ -1509,8 +1377,8 @@ class _Frame:
             return self.view(t, node)
         if meth == "unflatten":
             # x.unflatten(-1, (H, d)) is x.view(*x.shape[:-1], H, d)
-            dn, sizes = _arg(node, 0, "dim"), _arg(node, 1, "sizes")
-            dv = _int_of(dn) if dn is not None else None
+            dn, sizes = arg_value(node, 0, "dim"), arg_value(node, 1, "sizes")
+            dv = int_of(dn) if dn is not None else None
             if sizes is not None and type(sizes) in (cst.Tuple, cst.List) and (
                     dv == -1 or (t.rank is not None and dv == t.rank - 1)):
                 items = [self.eval(e.value) for e in sizes.elements]
@@ -1528,10 +1396,10 @@ class _Frame:
                                    token_major=axes[-1] == ("H", "d"), pending=None, dims=())
             return replace(t, rank=None, axes=None, split_node=None, key_axis=t.key_axis if t.key_axis == -1 and ints and ints[0] not in (-1,) else None)
         if meth in ("softmax",):
-            return self.softmax(t, node, _arg(node, 0, "dim"), "Tensor.softmax")
+            return self.softmax(t, node, arg_value(node, 0, "dim"), "Tensor.softmax")
         if meth in ("split", "chunk", "unbind", "tensor_split"):
-            dim = _arg(node, 1 if meth != "unbind" else 0, "dim")
-            di = _int_of(dim) if dim is not None else (0 if meth == "unbind" else 0)
+            dim = arg_value(node, 1 if meth != "unbind" else 0, "dim")
+            di = int_of(dim) if dim is not None else (0 if meth == "unbind" else 0)
             if meth == "unbind":
                 if di == -1 or (t.rank is not None and di == t.rank - 1):
                     # unbinding the feature axis leaves scalars per token: head_dim is 1
@@ -1566,12 +1434,12 @@ class _Frame:
         if meth == "exp" and t.scores:
             return replace(t, exped=True)
         if meth in ("sum", "nansum") and t.exped and t.scores:
-            dn = _arg(node, 0, "dim")
+            dn = arg_value(node, 0, "dim")
             return replace(t, exped=False, scores=False, factors=(), exp_sum=dn) if dn is not None else UNK
         if meth in ("sum", "nansum") and t.softmax_evs:
-            kd = _arg(node, None, "keepdim")
+            kd = arg_value(node, None, "keepdim")
             keep = isinstance(kd, cst.Name) and kd.value == "True"
-            return self.row_sum(t, self._int_value(_arg(node, 0, "dim"), None), keep)
+            return self.row_sum(t, self._int_value(arg_value(node, 0, "dim"), None), keep)
         return None
 
     def module_call(self, mv: ModVal, node: cst.Call, pos: list) -> Any:
@@ -2039,7 +1907,7 @@ class _Frame:
             elif dim_node is None:
                 implicit = True
             else:
-                dim = _int_of(dim_node)
+                dim = int_of(dim_node)
                 if dim is None:
                     dim = "?"
             evs: tuple = ()
@@ -2056,7 +1924,7 @@ class _Frame:
         """A literal int argument, or one that evaluates to a literal (an inlined default)."""
         if node is None:
             return default
-        i = _int_of(node)
+        i = int_of(node)
         if i is not None:
             return i
         v = self.eval(node)
@@ -2068,7 +1936,7 @@ class _Frame:
             ps = self.an.stack[-1].params
             for prm in (*ps.posonly_params, *ps.params, *ps.kwonly_params):
                 if prm.name.value == node.value and prm.default is not None:
-                    return _int_of(prm.default)
+                    return int_of(prm.default)
         return None
 
     def row_sum(self, t: Tensor, dim: int | None, keepdim: bool) -> Tensor:
@@ -2089,7 +1957,7 @@ class _Frame:
         q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
         k = self.tensorize(pos[1]) if len(pos) > 1 else self.tensorize(kw.get("key"))
         v = self.tensorize(pos[2]) if len(pos) > 2 else self.tensorize(kw.get("value"))
-        scale_node = _arg(node, 6, "scale")
+        scale_node = arg_value(node, 6, "scale")
         if q is None or k is None:
             return UNK
         factors = tuple(replace(f, where="q") for f in q.factors) + tuple(replace(f, where="k") for f in k.factors)
@@ -2105,7 +1973,7 @@ class _Frame:
                 factors += (Factor(s, "sdpa-default", node),)
             else:
                 if s is None:
-                    s = Sym(coef=None, opaque=True, name=_code(scale_node))
+                    s = Sym(coef=None, opaque=True, name=short_code(scale_node))
                 if s.is_literal() and s.coef == 1.0 and not s.default_one:
                     s = Sym(coef=1.0, explicit_one=True)
                 factors += (Factor(s, "sdpa", node),)
@@ -2328,7 +2196,7 @@ def _index_axes(t: Tensor, sl: Any) -> tuple | None:
     for i, e in enumerate(sl):
         s = e.slice
         if type(s) is cst.Index:
-            if _int_of(s.value) is None:
+            if int_of(s.value) is None:
                 return None
             drop.append(i)
         elif not (type(s) is cst.Slice and s.lower is None and s.upper is None and s.step is None):

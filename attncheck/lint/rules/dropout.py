@@ -23,7 +23,8 @@ import libcst as cst
 
 from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.layout import arg, tensors
-from attncheck.lint.analysis.provenance import _num_of, mentions_training
+from attncheck.lint.analysis.provenance import mentions_training
+from attncheck.lint.analysis.syntax import num_of
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 from attncheck.lint.rules import _edits
@@ -132,7 +133,7 @@ class DropoutInEval(Rule):
             if q in ops.F_DROPOUT and q != "torch.dropout" and not guarded and attention_probs(self.ctx, call):
                 train = _arg(call, 2, "training")
                 p = _arg(call, 1, "p")
-                if p is not None and _num_of(p.value) == 0:
+                if p is not None and num_of(p.value) == 0:
                     continue
                 owner = _param_attr_base(p.value, scan.fn) if p is not None and train is None else None
                 if owner is not None:
@@ -208,7 +209,7 @@ class DropoutInEval(Rule):
         train = _arg(call, 2, "training" if q != "torch.dropout" else "train")
         if guarded:
             return
-        if p is not None and _num_of(p.value) == 0:
+        if p is not None and num_of(p.value) == 0:
             return
         if not attention_probs(self.ctx, call):
             return
@@ -231,7 +232,7 @@ class DropoutInEval(Rule):
 
     def _gated(self, expr: cst.BaseExpression, scan: _Method, depth: int = 0) -> bool | None:
         """True: gated/zero; False: an ungated module attribute or non-zero literal; None: unknown."""
-        n = _num_of(expr)
+        n = num_of(expr)
         if n is not None:
             return n == 0
         if mentions_training(expr):
@@ -264,7 +265,7 @@ class DropoutInEval(Rule):
         if self._gated(arg.value, scan) is False:
             code = cst.Module([]).code_for_node(arg.value)
             kw = arg.keyword.value if arg.keyword is not None else "dropout_p"
-            simple = isinstance(arg.value, (cst.Name, cst.Attribute)) or _num_of(arg.value) is not None
+            simple = isinstance(arg.value, (cst.Name, cst.Attribute)) or num_of(arg.value) is not None
             gated = f"{code if simple else '(' + code + ')'} if self.training else 0.0"
             fix = None
             if "\n" not in code:
