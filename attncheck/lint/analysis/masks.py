@@ -41,6 +41,7 @@ from typing import Any
 import libcst as cst
 
 from attncheck.lint.analysis import ops
+from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
 from attncheck.lint.analysis.syntax import arg_value, child_nodes, int_of, kwarg
 from attncheck.lint.context import dotted_name
 
@@ -528,15 +529,6 @@ _LEAVES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.Simple
 
 
 _BLOCK_TYPE: dict[type, bool] = {}
-_EXPR_TYPE: dict[type, bool] = {}
-
-
-def _is_expr_type(t: type) -> bool:
-    """``issubclass(t, cst.BaseExpression)``, cached per type."""
-    r = _EXPR_TYPE.get(t)
-    if r is None:
-        r = _EXPR_TYPE[t] = issubclass(t, cst.BaseExpression)
-    return r
 
 
 def _is_block_type(t: type) -> bool:
@@ -712,62 +704,31 @@ def _flip(pol: str | None) -> str | None:
     return {"keep": "block", "block": "keep"}.get(pol or "", None)
 
 
-class _Function:
-    __slots__ = ("busy", "cls", "node", "params", "qual")
-
-    def __init__(self, node: cst.FunctionDef, cls: _Class | None, qual: str) -> None:
-        self.node = node
-        self.cls = cls
-        self.qual = qual
-        params = node.params
-        self.params = [p.name.value for p in (*params.posonly_params, *params.params)]
-        self.busy = False
-
-
-class _Class:
-    __slots__ = ("attrs", "bases", "done", "methods", "name", "node")
-
-    def __init__(self, node: cst.ClassDef) -> None:
-        self.node = node
-        self.name = node.name.value
-        self.attrs: dict[str, Any] = {}
-        self.methods: dict[str, _Function] = {}
-        self.bases = [dotted_name(b.value) for b in node.bases]
-        self.done = False
-
-
 class _Analyzer:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.result = MaskAnalysis()
-        self.functions: dict[str, _Function] = {}
-        self.classes: dict[str, _Class] = {}
-        self.all_functions: list[_Function] = []
+        self.index = ctx.index
+        self.functions = self.index.functions
+        self.classes = self.index.classes
+        #: attributes ``self.X`` each class's ``__init__`` sets (run once, on first look-up)
+        self.class_attrs: dict[int, dict[str, Any]] = {}  # by id of the ClassInfo
+        self._inited: set[int] = set()  # classes whose ``__init__`` ran
+        self._busy: set[int] = set()  # functions being run for a return value (recursion)
         self.globals: dict[str, Any] = {}
         self.callsite_args: dict[int, dict[int, Any]] = {}  # id(function) -> parameter index -> value
         self.recording = False
         self.collecting = True  # pass 1: gather call-site arguments (frozen for pass 2)
         self._return_depth = 0
-        self.current: _Function | None = None
+        self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
     def _collect(self, module: cst.Module) -> None:
+        """Module-level masks and fills (``CAUSAL = torch.tril(…)``, ``NEG = -1e9``)."""
         for stmt in module.body:
-            if type(stmt) is cst.FunctionDef:
-                f = _Function(stmt, None, stmt.name.value)
-                self.functions[stmt.name.value] = f
-                self.all_functions.append(f)
-            elif type(stmt) is cst.ClassDef:
-                c = _Class(stmt)
-                self.classes[c.name] = c
-                for s in stmt.body.body:
-                    if type(s) is cst.FunctionDef:
-                        f = _Function(s, c, f"{c.name}.{s.name.value}")
-                        c.methods[s.name.value] = f
-                        self.all_functions.append(f)
-            elif type(stmt) is cst.SimpleStatementLine:
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if (type(small) is cst.Assign and len(small.targets) == 1
                             and type(small.targets[0].target) is cst.Name):
@@ -775,11 +736,17 @@ class _Analyzer:
                         if isinstance(v, (Fill, MaskVal)):
                             self.globals[small.targets[0].target.value] = v
 
-    def class_attr(self, cls: _Class | None, attr: str, depth: int = 0) -> Any:
-        if cls is None or depth > 5:
+    def _attrs(self, cls: ClassInfo) -> dict[str, Any]:
+        attrs = self.class_attrs.get(id(cls))
+        if attrs is None:
+            attrs = self.class_attrs[id(cls)] = {}
+        return attrs
+
+    def class_attr(self, cls: ClassInfo | None, attr: str, depth: int = 0) -> Any:
+        if cls is None or depth > self.index.MAX_BASES:
             return None
-        if not cls.done:
-            cls.done = True
+        if id(cls) not in self._inited:
+            self._inited.add(id(cls))
             init = cls.methods.get("__init__")
             if init is not None:
                 saved = (self.recording, self.current)
@@ -788,41 +755,32 @@ class _Analyzer:
                     self._run_function(init, {}, cls_env=cls)
                 finally:
                     self.recording, self.current = saved
-        if attr in cls.attrs:
-            return cls.attrs[attr]
-        for b in cls.bases:
-            if b in self.classes:
-                v = self.class_attr(self.classes[b], attr, depth + 1)
-                if v is not None:
-                    return v
+        attrs = self._attrs(cls)
+        if attr in attrs:
+            return attrs[attr]
+        for b in self.index.bases_of(cls):
+            v = self.class_attr(b, attr, depth + 1)
+            if v is not None:
+                return v
         return None
 
-    def method(self, cls: _Class | None, name: str, depth: int = 0) -> _Function | None:
-        if cls is None or depth > 5:
-            return None
-        if name in cls.methods:
-            return cls.methods[name]
-        for b in cls.bases:
-            if b in self.classes:
-                m = self.method(self.classes[b], name, depth + 1)
-                if m is not None:
-                    return m
-        return None
+    def method(self, cls: ClassInfo | None, name: str) -> FunctionInfo | None:
+        return self.index.method(cls, name)
 
     #: nested helper calls evaluated for one return value (``a(b(c(d(m))))``); deeper is unknown
     MAX_RETURN_DEPTH = 4
 
-    def return_value(self, f: _Function, call: cst.Call, env: dict[str, Any]) -> Any:
+    def return_value(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> Any:
         """What the same-file function ``f`` returns at ``call``: its body run with the call's
         arguments (evaluated in the caller's ``env``) bound to its parameters.  Per call, not
         per function: the value at one call site never depends on the file's other calls of
         ``f``, their order, or whether a region parse kept them (:mod:`attncheck.lint.regions`
         keeps a kept function's helpers, not every caller of those helpers)."""
-        if f.busy or self._return_depth >= self.MAX_RETURN_DEPTH:
+        if id(f) in self._busy or self._return_depth >= self.MAX_RETURN_DEPTH:
             return None  # recursion
         params = self._params(f)
         penv = {params[i]: v for i, v in self._call_args(f, call, env).items() if i < len(params)}
-        f.busy = True
+        self._busy.add(id(f))
         self._return_depth += 1
         saved = (self.recording, self.current)
         self.recording, self.current = False, f
@@ -831,13 +789,13 @@ class _Analyzer:
         finally:
             self.recording, self.current = saved
             self._return_depth -= 1
-            f.busy = False
+            self._busy.discard(id(f))
 
     @staticmethod
-    def _params(f: _Function) -> list[str]:
-        return f.params[1:] if f.cls is not None and f.params[:1] == ["self"] else f.params
+    def _params(f: FunctionInfo) -> list[str]:
+        return f.call_params()
 
-    def _call_args(self, f: _Function, call: cst.Call, env: dict[str, Any]) -> dict[int, Any]:
+    def _call_args(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> dict[int, Any]:
         """The known argument values of ``call`` (evaluated in ``env``) by parameter index of ``f``
         (``self`` not counted); stops at a ``*args``."""
         out: dict[int, Any] = {}
@@ -856,7 +814,7 @@ class _Analyzer:
                 out[idx] = v
         return out
 
-    def _param_env(self, f: _Function) -> dict[str, Any]:
+    def _param_env(self, f: FunctionInfo) -> dict[str, Any]:
         env: dict[str, Any] = {}
         args = self.callsite_args.get(id(f), {})
         params = self._params(f)
@@ -866,7 +824,7 @@ class _Analyzer:
         return env
 
     # ---- statements -----------------------------------------------------------------------
-    def _run_function(self, f: _Function, env: dict[str, Any], cls_env: _Class | None = None) -> Any:
+    def _run_function(self, f: FunctionInfo, env: dict[str, Any], cls_env: ClassInfo | None = None) -> Any:
         """Run ``f``'s body in ``env``; return the join of what its ``return`` statements give."""
         saved = getattr(self, "_returns", None)
         self._returns: list[Any] = []
@@ -991,7 +949,7 @@ class _Analyzer:
         elif type(target) is cst.Attribute and cls_env is not None:
             d = dotted_name(target)
             if d is not None and d.startswith("self.") and d.count(".") == 1 and val is not None:
-                cls_env.attrs[target.attr.value] = val
+                self._attrs(cls_env)[target.attr.value] = val
         elif type(target) is cst.Attribute:
             d = dotted_name(target)
             if d is not None and tag is not None:
@@ -1011,7 +969,7 @@ class _Analyzer:
                     and tensor is not None):
                 v = self.ev(tensor, state.env)
                 if v is not None:
-                    cls.attrs[name_node.evaluated_value] = v
+                    self._attrs(cls)[name_node.evaluated_value] = v
             return
         if meth.endswith("_") and type(recv) is cst.Name and recv.value in state.env:
             fake = expr.with_changes(func=expr.func.with_changes(attr=cst.Name(meth[:-1])))
@@ -1213,7 +1171,7 @@ class _Analyzer:
                 return True
         return False
 
-    def _linear(self, f: _Function) -> list:
+    def _linear(self, f: FunctionInfo) -> list:
         cache = getattr(self, "_lin_cache", None)
         if cache is None:
             cache = self._lin_cache = {}
@@ -1239,7 +1197,7 @@ class _Analyzer:
         cache[id(f)] = out
         return out
 
-    def _stmt_index(self, f: _Function) -> dict[int, int]:
+    def _stmt_index(self, f: FunctionInfo) -> dict[int, int]:
         """``id(node)`` → index of the first :meth:`_linear` entry of ``f`` whose
         :func:`_walk_exprs` holds the node."""
         cache = getattr(self, "_idx_cache", None)
@@ -2100,11 +2058,10 @@ def analyze(ctx) -> MaskAnalysis:
 
 def _analyze(ctx) -> MaskAnalysis:
     an = _Analyzer(ctx)
-    nested: list[_Function] = []
-    for f in an.all_functions:
-        for n in _walk_nested(f.node):
-            nested.append(_Function(n, f.cls, f"{f.qual}.{n.name.value}"))
-    everything = an.all_functions + nested
+    nested: list[FunctionInfo] = []
+    for f in an.index.defs:
+        nested.extend(an.index.nested(f))
+    everything = an.index.defs + nested
     names = {id(f): _identifiers(f.node) for f in everything}
     mask_globals = an.globals.keys()  # module-level masks and fills (``CAUSAL = torch.tril(…)``)
     relevant = {id(f) for f in everything
@@ -2127,7 +2084,7 @@ def _analyze(ctx) -> MaskAnalysis:
     return an.result
 
 
-def _relevant_helpers(an: _Analyzer, everything: list[_Function], relevant: set[int]):
+def _relevant_helpers(an: _Analyzer, everything: list[FunctionInfo], relevant: set[int]):
     """For each function, the names of the relevant helpers it can call the way the analysis
     resolves calls: top-level functions, methods of its class and the class's same-file bases
     (``self.m()``), and functions nested in it.  A method of an unrelated class with the same
@@ -2144,20 +2101,10 @@ def _relevant_helpers(an: _Analyzer, everything: list[_Function], relevant: set[
         else:
             by_scope.setdefault(g.qual.rsplit(".", 1)[0], set()).add(name)
 
-    def classes(c: _Class | None) -> list[str]:
-        out: list[str] = []
-        stack = [c] if c is not None else []
-        while stack:
-            k = stack.pop()
-            if k.name not in out:
-                out.append(k.name)
-                stack.extend(an.classes[b] for b in k.bases if b in an.classes)
-        return out
-
-    def names_for(f: _Function) -> set[str]:
+    def names_for(f: FunctionInfo) -> set[str]:
         out = set(top)
         out.update(by_scope.get(f.qual, ()))
-        for k in classes(f.cls):
+        for k in an.index.lineage(f.cls):
             out.update(by_scope.get(k, ()))
         out.discard(f.node.name.value)
         return out
@@ -2197,17 +2144,3 @@ def _identifiers(fn: cst.FunctionDef) -> set[str]:
             if type(c) not in scopes:
                 push(c)
     return out
-
-
-def _walk_nested(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
-    stack = list(_children(fn.body))
-    while stack:
-        n = stack.pop()
-        t = type(n)
-        if t is cst.FunctionDef:
-            yield n
-            stack.extend(_children(n.body))
-        elif t is cst.ClassDef or t is cst.Lambda or _is_expr_type(t):
-            continue
-        else:
-            stack.extend(_children(n))

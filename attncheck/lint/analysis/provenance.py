@@ -536,18 +536,11 @@ class Analyzer:
 
     # ---- module walk
     def run(self) -> Provenance:
-        module = self.ctx.module
-        for stmt in module.body:
-            if type(stmt) is cst.FunctionDef:
-                self.funcs[stmt.name.value] = stmt
-            elif type(stmt) is cst.ClassDef:
-                self.classes[stmt.name.value] = stmt
-                ms = {}
-                for s in stmt.body.body:
-                    if type(s) is cst.FunctionDef:
-                        ms[s.name.value] = s
-                self.methods[stmt.name.value] = ms
-        self._collect_calls(module)
+        index = self.ctx.index
+        self.funcs = {n: f.node for n, f in index.functions.items()}
+        self.classes = {n: c.node for n, c in index.classes.items()}
+        self.methods = {n: {m: f.node for m, f in c.methods.items()} for n, c in index.classes.items()}
+        self._collect_calls(self.ctx.module)
         init_heads: dict[str, frozenset[str]] = {}  # heads by structure in each class's __init__
         for cname, ms in self.methods.items():
             sv = SelfVal(cname)

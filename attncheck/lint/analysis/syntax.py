@@ -135,6 +135,17 @@ def is_node_type(t: type) -> bool:
     return r
 
 
+_EXPR_TYPE: dict[type, bool] = {}
+
+
+def is_expr_type(t: type) -> bool:
+    """``issubclass(t, cst.BaseExpression)``, cached per type."""
+    r = _EXPR_TYPE.get(t)
+    if r is None:
+        r = _EXPR_TYPE[t] = issubclass(t, cst.BaseExpression)
+    return r
+
+
 def child_nodes(n: cst.CSTNode) -> list[cst.CSTNode]:
     """Child nodes of ``n`` that can hold expressions or statements, read straight from the
     dataclass fields (libcst's ``children`` property re-visits the node on every read)."""
