@@ -82,6 +82,9 @@ class Fill:
     value: float | None = None
     node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
     is_bool: bool = False
+    #: held in a 0-dim tensor created with an explicit dtype of float32's range
+    #: (``torch.full((), -1e9, dtype=q.dtype)`` with ``q`` float32 or bfloat16)
+    wide: bool = field(default=False, compare=False)
 
     @property
     def region(self) -> Region:
@@ -186,6 +189,20 @@ class ModuleRef:
     dropout / identity)."""
 
     kind: str
+
+
+@dataclass(frozen=True)
+class Dtype:
+    """A floating tensor of a known dtype whose mask contents are not tracked, or a
+    ``torch.dtype`` object; ``names`` holds every dtype it may have on the paths joined
+    (``x.float()``, then ``x.bfloat16()`` under an ``if``: float32 or bfloat16)."""
+
+    names: frozenset[str]
+
+    @property
+    def wide(self) -> bool:
+        """Every dtype it may have keeps float32's exponent range (max ≈ 3.4e38)."""
+        return self.names <= ops.WIDE_DTYPES
 
 
 @dataclass(frozen=True)
@@ -454,6 +471,8 @@ class MaskUse:
     #: other than a torch op (``False``: it only meets comparisons / top-k in this function,
     #: e.g. beam-search scores)
     escapes: bool = True
+    #: the filled tensor's dtype is tracked to float32's range (``s = s.float()`` before it)
+    wide: bool = False
 
     @property
     def blocked(self) -> Blocked | None:
@@ -485,6 +504,10 @@ class FillSite:
     wide: bool = False
     #: see :attr:`MaskUse.escapes`
     escapes: bool = True
+    #: ``False`` when the mask it builds is added, in the same expression, to a tensor that is
+    #: neither established attention scores nor reaches a softmax (beam-search log-probabilities
+    #: penalised with ``log_probs += finished * -1e9``): it masks something other than attention
+    attention: bool = True
 
 
 @dataclass
@@ -499,10 +522,54 @@ class MaskAnalysis:
 # evaluation
 # --------------------------------------------------------------------------------------------
 
-def wide_dtype(node: cst.BaseExpression | None, ctx) -> bool:
-    """Whether a ``dtype=`` argument names a float type with float32's exponent range or wider
-    (``torch.float`` is float32; bfloat16 keeps float32's 8 exponent bits)."""
-    return node is not None and (ctx.qualname(node) or "") in ops.WIDE_DTYPES
+def _linear_terms(node: cst.BaseExpression, text) -> tuple[dict[str, int], int] | None:
+    """``node`` as an integer combination of opaque terms (names, attributes, subscripts,
+    calls; keyed by ``text(term)``) plus a constant: ``j - i + 1`` → ``({"j": 1, "i": -1}, 1)``;
+    ``None`` for anything else (a product, a float)."""
+    t = type(node)
+    if t is cst.Integer:
+        return {}, int(node.evaluated_value)
+    if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
+        r = _linear_terms(node.expression, text)
+        return None if r is None else ({k: -v for k, v in r[0].items()}, -r[1])
+    if t is _BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract):
+        a, b = _linear_terms(node.left, text), _linear_terms(node.right, text)
+        if a is None or b is None:
+            return None
+        sign = 1 if type(node.operator) is cst.Add else -1
+        terms = dict(a[0])
+        for k, v in b[0].items():
+            terms[k] = terms.get(k, 0) + sign * v
+        return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+    if t in (_Name, _Attribute, cst.Subscript, _Call):
+        return {text(node): 1}, 0
+    return None
+
+
+def _size_args(call: cst.Call, q: str) -> list[cst.BaseExpression] | None:
+    """The size arguments of a tensor constructor (``torch.ones(i, j)``,
+    ``torch.ones((i, j), dtype=torch.bool)``, ``torch.full((i, j), v)``, ``x.new_ones(i, j)``)."""
+    meth = call.func.attr.value if type(call.func) is _Attribute else None
+    full = q == "torch.full" or meth == "new_full"
+    if not (full or q in ("torch.ones", "torch.zeros", "torch.empty")
+            or meth in ("new_ones", "new_zeros", "new_empty")):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    size = kwarg(call, "size")
+    if size is None and positional:
+        size = positional[0]
+    if type(size) in (cst.Tuple, cst.List):
+        return [e.value for e in size.elements if type(e) is cst.Element]
+    return None if full else positional
+
+
+#: ``torch.<dtype>`` names of the floating dtypes, and the tensor methods that cast to them
+_FLOAT_DTYPES = ops.dtypes(lambda d: d.kind == "float")
+_CAST_METHODS = {n: op.dtype_name for n, op in ops.METHODS.items()
+                 if op.family == "cast" and op.kind == "float"}
+#: tensor methods whose result keeps the receiver's dtype: copies, views, axis moves and fills
+_SAME_DTYPE_METHODS = (_PRESERVE_METHODS | ops.methods("shape", "transpose", "permute", "flatten", "t")
+                       | ops.methods("fill"))
 
 
 def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
@@ -1376,13 +1443,15 @@ class _Analyzer:
                 base, mnode, vnode = func.value, arg_value(call, 0, "mask"), arg_value(call, 1, "value")
             if base is None or mnode is None or vnode is None:
                 return
-            if isinstance(self.ev(base, state.env), MaskVal):
+            bv = self.ev(base, state.env)
+            if isinstance(bv, MaskVal):
                 return  # building a mask, not applying one
             fill = self._fill(vnode, state)
             tgts = targets if meth != "masked_fill_" else [base]
             self._record(consumer="masked_fill", convention="true_blocked", node=mnode, call=call,
                          mask=self._as_mask(mnode, state), fill=fill, target=base,
                          target_tag=self._target_tag(base, state),
+                         wide=isinstance(bv, Dtype) and bv.wide,
                          reaches_softmax=self._reaches_softmax(call, tgts, state, in_softmax))
             return
         if q == "torch.where":
@@ -1392,7 +1461,8 @@ class _Analyzer:
             fa, fb = self._fill(a, state), self._fill(b, state)
             if (fa is None) == (fb is None):
                 return
-            if isinstance(self.ev(a if fb is not None else b, state.env), MaskVal):
+            tv = self.ev(a if fb is not None else b, state.env)
+            if isinstance(tv, MaskVal):
                 return
             if fb is not None:
                 conv, fill, target = "true_kept", fb, a
@@ -1401,6 +1471,7 @@ class _Analyzer:
             self._record(consumer="where", convention=conv, node=c, call=call,
                          mask=self._as_mask(c, state), fill=fill, target=target,
                          target_tag=self._target_tag(target, state),
+                         wide=isinstance(tv, Dtype) and tv.wide,
                          reaches_softmax=self._reaches_softmax(call, targets, state, in_softmax))
             return
         if q.endswith("scaled_dot_product_attention"):
@@ -1555,6 +1626,11 @@ class _Analyzer:
         attr = node.attr.value
         if q in ("math.inf", "torch.inf", "numpy.inf", "np.inf"):
             return Fill("pos_inf", None, node)
+        if q in _FLOAT_DTYPES:
+            return Dtype(frozenset({q}))
+        if attr == "dtype":
+            base = self._ev(node.value, env, node)
+            return base if isinstance(base, Dtype) else None
         if attr in ("min", "max") and type(node.value) is cst.Call:
             fq = self.qualname(node.value.func) or ""
             if fq.endswith("finfo"):
@@ -1577,6 +1653,53 @@ class _Analyzer:
                 v = self.class_attr(base.cls, attr)
                 return v if isinstance(v, (MaskVal, Fill)) else None
         return None
+
+    def _wide_dtype(self, node: cst.BaseExpression | None, env) -> bool:
+        """Whether a ``dtype=`` argument is float32's range or wider: named (``torch.float32``)
+        or tracked (``q.dtype`` after ``q = q.float()``)."""
+        if node is None:
+            return False
+        v = self._ev(node, env, node)
+        return isinstance(v, Dtype) and v.wide
+
+    def _cast(self, node: cst.Call, meth: str, recv: Any, env, origin) -> Dtype | None:
+        """The dtype of ``recv.<meth>(...)`` for a tensor whose mask contents are not tracked:
+        ``.float()``/``.half()``/``.bfloat16()``/``.double()``, ``.to(dtype)``,
+        ``.to(other)``/``.type_as(other)`` of a tracked tensor, and shape methods of a tracked
+        one (``view``, ``transpose``, ``masked_fill``) that keep its dtype."""
+        if meth in _CAST_METHODS and not node.args:
+            return Dtype(frozenset({_CAST_METHODS[meth]}))
+        if meth in ("to", "type", "type_as"):
+            a = arg_value(node, 0, "dtype" if meth != "type_as" else "other")
+            v = self._ev(a, env, origin) if a is not None else None
+            return v if isinstance(v, Dtype) else None
+        if meth in _SAME_DTYPE_METHODS and isinstance(recv, Dtype):
+            return recv
+        return None
+
+    def _diagonal(self, dnode: cst.BaseExpression | None, m: MaskVal) -> int | None:
+        """The ``diagonal`` of ``tril``/``triu`` on ``m``, relative to the diagonal its
+        consumers read: an integer, or ``cols - rows + c`` where ``m`` was created as a
+        ``(rows, cols)`` tensor — with a KV cache the L_q queries are the last of L_k keys, so
+        query ``r`` sits on key ``r + L_k - L_q`` (``torch.ones(i, j).triu(j - i + 1)`` blocks
+        the future of each query as ``triu(1)`` does on a square mask)."""
+        if dnode is None:
+            return 0
+        d = int_of(dnode)
+        if d is not None or type(m.origin) is not _Call:
+            return d
+        size = _size_args(m.origin, self.qualname(m.origin.func) or "")
+        if size is None or len(size) < 2:
+            return None
+
+        def text(n: cst.CSTNode) -> str:
+            return "".join(self.ctx.module.code_for_node(n).split())
+
+        lin = _linear_terms(dnode, text)
+        rows, cols = text(size[-2]), text(size[-1])
+        if lin is None or rows == cols or lin[0] != {cols: 1, rows: -1}:
+            return None
+        return lin[1]
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
         base = self._ev(node.value, env, node)
@@ -1645,7 +1768,10 @@ class _Analyzer:
                 or (q == "torch.full" and scalar_shape):
             a = arg_value(node, 1, "fill_value") if q == "torch.full" else arg_value(node, 0, "data")
             inner = self._ev(a, env, origin) if a is not None else None
-            return inner if isinstance(inner, Fill) else None
+            if not isinstance(inner, Fill):
+                return None
+            return replace(inner, wide=True) if self._wide_dtype(kwarg(node, "dtype"), env) \
+                else inner
         # --- same-file functions
         if q in self.functions and q not in ("float",):
             v = self.return_value(self.functions[q], node, env)
@@ -1686,7 +1812,7 @@ class _Analyzer:
                 return None
             if f.overflows_fp16 and self.recording:
                 self.result.fill_sites.append(FillSite(f, f.node or fv, "full",
-                                                       wide=wide_dtype(kwarg(node, "dtype"), self.ctx),
+                                                       wide=self._wide_dtype(kwarg(node, "dtype"), env),
                                                        escapes=self.escapes(node)))
             if dt is None:
                 dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
@@ -1706,8 +1832,7 @@ class _Analyzer:
             src = self._ev(x, env, origin) if x is not None else None
             if not isinstance(src, MaskVal):
                 return None
-            dnode = arg_value(node, 1, "diagonal")
-            d = 0 if dnode is None else int_of(dnode)
+            d = self._diagonal(arg_value(node, 1, "diagonal"), src)
             p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
             return replace(src, pattern=p, origin=node)
         fop = ops.FUNCTIONS.get(q)
@@ -1737,8 +1862,9 @@ class _Analyzer:
                 if fill is not None and fill.overflows_fp16 and self.recording:
                     # torch.where of two Python scalars has the default dtype, float32 (PyTorch
                     # type promotion): safe while only out-of-place ops promote it onwards
+                    # torch.where of 0-dim tensors of a float32-range dtype keeps that range
                     self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive",
-                                                           wide=self.stays_wide(node),
+                                                           wide=fill.wide or self.stays_wide(node),
                                                            escapes=self.escapes(node)))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
@@ -1752,6 +1878,8 @@ class _Analyzer:
             return None
         if meth is None:
             return None
+        if recv is None or isinstance(recv, Dtype):
+            return self._cast(node, meth, recv, env, origin)
         if meth in ops.COMPARE_METHODS and len(node.args) == 1 and node.args[0].keyword is None \
                 and isinstance(recv, (MaskVal, IndexVal)):
             other = self._ev(node.args[0].value, env, origin)
@@ -1780,8 +1908,7 @@ class _Analyzer:
             return None
         m = recv
         if meth in ("tril", "triu", "tril_", "triu_"):
-            dnode = arg_value(node, 0, "diagonal")
-            d = 0 if dnode is None else int_of(dnode)
+            d = self._diagonal(arg_value(node, 0, "diagonal"), m)
             p = p_tril(m.pattern, d) if meth.startswith("tril") else p_triu(m.pattern, d)
             return replace(m, pattern=p, origin=node if origin is node or not meth.endswith("_")
                            else origin)
@@ -2009,6 +2136,8 @@ def _join(a: Any, b: Any) -> Any:
                        unit=a.unit and b.unit)
     if isinstance(a, Fill) and isinstance(b, Fill):
         return a if a.kind == b.kind and a.value == b.value else None
+    if isinstance(a, Dtype) and isinstance(b, Dtype):
+        return Dtype(a.names | b.names)
     return None
 
 
@@ -2081,6 +2210,11 @@ def _analyze(ctx) -> MaskAnalysis:
         an.current = f
         an._run_function(f, an._param_env(f))
     an.current = None
+    other = {id(n) for u in an.result.uses if u.consumer == "additive" and not u.attention
+             for n in _walk_list(u.node)}
+    for site in an.result.fill_sites:
+        if id(site.node) in other:
+            site.attention = False
     return an.result
 
 
