@@ -34,7 +34,6 @@ constant used to mask (for the fill-value rules).  Nothing is imported or execut
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -42,7 +41,7 @@ import libcst as cst
 
 from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
-from attncheck.lint.analysis.syntax import arg_value, child_nodes, int_of, kwarg
+from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
 from attncheck.lint.context import dotted_name
 
 Region = str | None  # "Z" | "P" | "N" | None
@@ -579,20 +578,10 @@ def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
     return ops.dtype_kind(ctx.qualname(node) or "")
 
 
-_KIDS: dict[int, list[cst.CSTNode]] = {}
-#: per-analysis caches keyed by ``id(node)``; each value keeps its node alive (no id reuse)
-_WALKS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
-_OPS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
-_NAMES: dict[int, tuple[cst.CSTNode, set[str]]] = {}
-
-
-#: nested scopes ``_walk_exprs`` does not enter (leaf classes: exact type tests are exact)
-_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+#: nested scopes a function's statements do not include
+_NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 _Call, _Name, _Attribute, _BinaryOperation = cst.Call, cst.Name, cst.Attribute, cst.BinaryOperation
 _MatrixMultiply, _Add = cst.MatrixMultiply, cst.Add
-#: node classes whose :func:`_children` is always empty (their only kept field is a ``str``)
-_LEAVES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
-                     cst.Ellipsis, cst.Pass, cst.Break, cst.Continue})
 
 
 _BLOCK_TYPE: dict[type, bool] = {}
@@ -605,75 +594,6 @@ def _is_block_type(t: type) -> bool:
         r = _BLOCK_TYPE[t] = issubclass(t, (cst.BaseCompoundStatement, cst.BaseSuite, cst.Else,
                                             cst.ExceptHandler, cst.Finally))
     return r
-
-
-def _children(n: cst.CSTNode) -> list[cst.CSTNode]:
-    """:func:`~attncheck.lint.analysis.syntax.child_nodes`, computed once per node and analysis."""
-    k = _KIDS.get(id(n))
-    if k is None:
-        k = _KIDS[id(n)] = child_nodes(n)
-    return k
-
-
-def _walk_list(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """:func:`_walk_exprs` as a list, computed once per node and analysis."""
-    w = _WALKS.get(id(node))
-    if w is not None:
-        return w[1]
-    out: list[cst.CSTNode] = []
-    add = out.append
-    scopes = _SCOPES
-    leaves = _LEAVES
-    kids = _KIDS
-    stack = [node]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        n = pop()
-        add(n)
-        if type(n) in leaves:
-            continue
-        k = kids.get(id(n))
-        if k is None:
-            k = _children(n)
-        for c in reversed(k):
-            if type(c) not in scopes:
-                push(c)
-    _WALKS[id(node)] = (node, out)
-    return out
-
-
-def _walk_exprs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``node`` without descending into nested functions/classes/lambdas."""
-    return iter(_walk_list(node))
-
-
-def _ops_list(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The calls and binary operations of :func:`_walk_exprs` (in its order): the only nodes
-    that can be a softmax, a matmul or a mask consumer."""
-    w = _OPS.get(id(node))
-    if w is not None:
-        return w[1]
-    out = [n for n in _walk_list(node) if type(n) is _Call or type(n) is _BinaryOperation]
-    _OPS[id(node)] = (node, out)
-    return out
-
-
-def _names_in(node: cst.CSTNode) -> set[str]:
-    w = _NAMES.get(id(node))
-    if w is not None:
-        return w[1]
-    out = set()
-    for n in _walk_list(node):
-        t = type(n)
-        if t is _Name:
-            out.add(n.value)
-        elif t is _Attribute:
-            d = dotted_name(n)
-            if d is not None and d.startswith("self."):
-                out.add(d)
-    _NAMES[id(node)] = (node, out)
-    return out
 
 
 #: methods whose result is a boolean tensor (a mask selecting positions, not data)
@@ -789,6 +709,7 @@ class _Analyzer:
         self._return_depth = 0
         self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
+        self.nodes = NodeCache()  # walks of this file's nodes, for this run only
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
@@ -1086,14 +1007,14 @@ class _Analyzer:
     def tag_of(self, expr: cst.BaseExpression, state: _State) -> str | None:
         has_softmax = has_mm = False
         names = set()
-        for n in _ops_list(expr):  # only calls / binary operations can be either
+        for n in self.nodes.ops(expr):  # only calls / binary operations can be either
             if self.is_softmax_call(n, state):
                 has_softmax = True
             elif self._is_matmul(n):
                 has_mm = True
         if has_softmax:
             return "probs"
-        names = _names_in(expr)
+        names = self.nodes.names(expr)
         tags = {state.tags.get(n) for n in names}
         if "scores" in tags and _normalised(expr):
             return "probs"  # exp(s - max) / exp(s - max).sum(dim): a softmax written out
@@ -1113,18 +1034,18 @@ class _Analyzer:
         if not self.recording:
             # still record call-site arguments of same-file functions (pass 1)
             if self.collecting:
-                for n in _ops_list(expr):
+                for n in self.nodes.ops(expr):
                     if type(n) is _Call:
                         self._callsite(n, state)
             return
         in_softmax: set[int] = set()
         self._in_matmul = in_matmul = set()
-        ops = _ops_list(expr)  # _operands is empty for every other node
+        ops = self.nodes.ops(expr)  # _operands is empty for every other node
         for n in ops:
             for a in self._operands(n, state, "softmax"):
-                in_softmax.update(id(x) for x in _walk_list(a))
+                in_softmax.update(id(x) for x in self.nodes.walk(a))
             for a in self._operands(n, state, "matmul"):
-                in_matmul.update(id(x) for x in _walk_list(a))
+                in_matmul.update(id(x) for x in self.nodes.walk(a))
         for n in ops:
             if type(n) is _Call:
                 self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
@@ -1178,9 +1099,9 @@ class _Analyzer:
             return False
         tainted = set(names)
         # toward a softmax only values count (not masks that select positions of other scores)
-        names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else _names_in
+        names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else self.nodes.names
         for s, _ in stmts[start + 1:]:
-            for n in _ops_list(s):  # _operands is empty for every other node
+            for n in self.nodes.ops(s):  # _operands is empty for every other node
                 argnodes = self._operands(n, state, want)
                 if argnodes and any(names_of(a) & tainted for a in argnodes):
                     return True
@@ -1225,7 +1146,7 @@ class _Analyzer:
     def _opaque_call(self, expr: cst.CSTNode) -> bool:
         """Whether ``expr`` calls a layer or helper (``self.layer(x)``, ``block(x)``): taint does
         not flow through those (the masked tensor is no longer the same scores)."""
-        for n in _ops_list(expr):
+        for n in self.nodes.ops(expr):
             if type(n) is not _Call or self.is_softmax_call(n):
                 continue
             q = self.qualname(n.func) or ""
@@ -1247,9 +1168,9 @@ class _Analyzer:
         out = []
 
         def rec(node):
-            for c in _children(node):
+            for c in self.nodes.children(node):
                 t = type(c)
-                if t in _SCOPES:
+                if t in _NESTED_SCOPES:
                     continue
                 if t is cst.SimpleStatementLine:
                     for s in c.body:
@@ -1266,7 +1187,7 @@ class _Analyzer:
 
     def _stmt_index(self, f: FunctionInfo) -> dict[int, int]:
         """``id(node)`` → index of the first :meth:`_linear` entry of ``f`` whose
-        :func:`_walk_exprs` holds the node."""
+        :meth:`NodeCache.walk` holds the node."""
         cache = getattr(self, "_idx_cache", None)
         if cache is None:
             cache = self._idx_cache = {}
@@ -1274,7 +1195,7 @@ class _Analyzer:
         if idx is None:
             idx = cache[id(f)] = {}
             for i, (s, _) in enumerate(self._linear(f)):
-                for n in _walk_list(s):
+                for n in self.nodes.walk(s):
                     idx.setdefault(id(n), i)
         return idx
 
@@ -1315,7 +1236,7 @@ class _Analyzer:
         for j, (s2, _) in enumerate(stmts[i:]):
             if j and type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
                 return True
-            for n in _ops_list(s2):
+            for n in self.nodes.ops(s2):
                 if type(n) is not _Call:
                     continue
                 if self.is_softmax_call(n):
@@ -1370,14 +1291,14 @@ class _Analyzer:
         data = lambda n: _data_names(n, self.qualname)  # noqa: E731
         tainted = set(names)
         for j, (s2, _) in enumerate(stmts[i:]):
-            for n in _ops_list(s2):
+            for n in self.nodes.ops(s2):
                 if self.is_softmax_call(n) and (
                         any(data(a.value) & tainted for a in n.args[:1])
                         or type(n.func) is _Attribute and data(n.func.value) & tainted):
                     return True  # the masked scores reach their softmax in float32
             if type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
                 return False
-            for n in _ops_list(s2):
+            for n in self.nodes.ops(s2):
                 if type(n) is not _Call:
                     continue
                 q = self.qualname(n.func) or ""
@@ -2176,13 +2097,7 @@ def analyze(ctx) -> MaskAnalysis:
     the first collects the mask/fill values passed at same-file call sites, the second binds
     them to parameters and records every consumer (:class:`MaskUse`).
     """
-    global _KIDS, _WALKS, _OPS, _NAMES
-    saved = _KIDS, _WALKS, _OPS, _NAMES
-    _KIDS, _WALKS, _OPS, _NAMES = {}, {}, {}, {}
-    try:
-        return _analyze(ctx)
-    finally:
-        _KIDS, _WALKS, _OPS, _NAMES = saved
+    return _analyze(ctx)
 
 
 def _analyze(ctx) -> MaskAnalysis:
@@ -2191,7 +2106,7 @@ def _analyze(ctx) -> MaskAnalysis:
     for f in an.index.defs:
         nested.extend(an.index.nested(f))
     everything = an.index.defs + nested
-    names = {id(f): _identifiers(f.node) for f in everything}
+    names = {id(f): an.nodes.identifiers(f.node.body) for f in everything}
     mask_globals = an.globals.keys()  # module-level masks and fills (``CAUSAL = torch.tril(…)``)
     relevant = {id(f) for f in everything
                 if names[id(f)] & _RELEVANT or names[id(f)] & mask_globals
@@ -2211,7 +2126,7 @@ def _analyze(ctx) -> MaskAnalysis:
         an._run_function(f, an._param_env(f))
     an.current = None
     other = {id(n) for u in an.result.uses if u.consumer == "additive" and not u.attention
-             for n in _walk_list(u.node)}
+             for n in an.nodes.walk(u.node)}
     for site in an.result.fill_sites:
         if id(site.node) in other:
             site.attention = False
@@ -2252,29 +2167,3 @@ _RELEVANT = frozenset({
     "log_softmax", "generate_square_subsequent_mask", "finfo", "MultiheadAttention",
     "multi_head_attention_forward", "is_causal", "attn_mask",
 })
-
-
-def _identifiers(fn: cst.FunctionDef) -> set[str]:
-    """Every identifier in a function's body (a cheap relevance test)."""
-    # the names of _walk_exprs(fn.body), without building (or caching) the walk itself
-    out: set[str] = set()
-    scopes = _SCOPES
-    leaves = _LEAVES
-    kids = _KIDS
-    stack = [fn.body]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        n = pop()
-        t = type(n)
-        if t in leaves:
-            if t is _Name:
-                out.add(n.value)
-            continue
-        k = kids.get(id(n))
-        if k is None:
-            k = _children(n)
-        for c in k:
-            if type(c) not in scopes:
-                push(c)
-    return out

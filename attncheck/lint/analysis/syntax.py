@@ -220,3 +220,115 @@ def parse_einsum(eq: str) -> tuple[list[str], str] | None:
             ins = ["".join(ch(n) for n in grp) for grp in names_in]
             out = "".join(ch(n) for n in names_out)
     return ins, out
+
+
+#: nested scopes :meth:`NodeCache.walk` does not enter (leaf classes: exact type tests are exact)
+_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+#: node classes whose :func:`child_nodes` is always empty (their only kept field is a ``str``)
+_LEAVES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
+                     cst.Ellipsis, cst.Pass, cst.Break, cst.Continue})
+
+
+class NodeCache:
+    """Walks of one tree, each computed once: owned by one analysis run and dropped with it.
+
+    Keyed by ``id(node)``; each entry keeps its node alive, so an id is never reused while the
+    cache lives."""
+
+    __slots__ = ("_kids", "_names", "_ops", "_walks")
+
+    def __init__(self) -> None:
+        self._kids: dict[int, list[cst.CSTNode]] = {}
+        self._walks: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+        self._ops: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
+        self._names: dict[int, tuple[cst.CSTNode, set[str]]] = {}
+
+    def children(self, n: cst.CSTNode) -> list[cst.CSTNode]:
+        """:func:`child_nodes` of ``n``."""
+        k = self._kids.get(id(n))
+        if k is None:
+            k = self._kids[id(n)] = child_nodes(n)
+        return k
+
+    def walk(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """Every node under ``node`` (pre-order, ``node`` first) without descending into nested
+        functions, classes or lambdas."""
+        w = self._walks.get(id(node))
+        if w is not None:
+            return w[1]
+        out: list[cst.CSTNode] = []
+        add = out.append
+        scopes = _SCOPES
+        leaves = _LEAVES
+        kids = self._kids
+        stack = [node]
+        pop = stack.pop
+        push = stack.append
+        while stack:
+            n = pop()
+            add(n)
+            if type(n) in leaves:
+                continue
+            k = kids.get(id(n))
+            if k is None:
+                k = self.children(n)
+            for c in reversed(k):
+                if type(c) not in scopes:
+                    push(c)
+        self._walks[id(node)] = (node, out)
+        return out
+
+    def ops(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        """The calls and binary operations of :meth:`walk` (in its order)."""
+        w = self._ops.get(id(node))
+        if w is not None:
+            return w[1]
+        call, binop = cst.Call, cst.BinaryOperation
+        out = [n for n in self.walk(node) if type(n) is call or type(n) is binop]
+        self._ops[id(node)] = (node, out)
+        return out
+
+    def names(self, node: cst.CSTNode) -> set[str]:
+        """Names read in :meth:`walk` of ``node``: every ``Name`` and every ``self.x…`` chain."""
+        from attncheck.lint.context import dotted_name
+
+        w = self._names.get(id(node))
+        if w is not None:
+            return w[1]
+        out = set()
+        name, attribute = cst.Name, cst.Attribute
+        for n in self.walk(node):
+            t = type(n)
+            if t is name:
+                out.add(n.value)
+            elif t is attribute:
+                d = dotted_name(n)
+                if d is not None and d.startswith("self."):
+                    out.add(d)
+        self._names[id(node)] = (node, out)
+        return out
+
+    def identifiers(self, node: cst.CSTNode) -> set[str]:
+        """The ``Name`` values of :meth:`walk` of ``node``, without building (or caching) it."""
+        out: set[str] = set()
+        scopes = _SCOPES
+        leaves = _LEAVES
+        kids = self._kids
+        name = cst.Name
+        stack = [node]
+        pop = stack.pop
+        push = stack.append
+        while stack:
+            n = pop()
+            t = type(n)
+            if t in leaves:
+                if t is name:
+                    out.add(n.value)
+                continue
+            k = kids.get(id(n))
+            if k is None:
+                k = self.children(n)
+            for c in k:
+                if type(c) not in scopes:
+                    push(c)
+        return out
