@@ -24,6 +24,7 @@ Everything unknown stays unknown: rules only fire on established facts.
 """
 from __future__ import annotations
 
+import contextvars
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -79,15 +80,18 @@ def _leaf(text: str) -> str:
 #: does; never what another class or function of the file does.  The scope is exactly what a
 #: region parse keeps of a method (its class's ``__init__`` and the helpers it names), so findings
 #: do not depend on code a region parse drops, nor on the order of definitions.  Empty outside
-#: :func:`analyze`: a rule asking for a role afterwards gets the role by name.
-_HEADS_BY_STRUCTURE: set[str] = set()
+#: :func:`analyze`: a rule asking for a role afterwards gets the role by name.  The set is the
+#: running :class:`Analyzer`'s (``Analyzer.heads``), visible through this context variable while
+#: :func:`analyze` runs, so that :func:`role_by_name` and :meth:`Dim.get_atoms` need no analyzer.
+_HEADS_BY_STRUCTURE: contextvars.ContextVar[set[str] | frozenset[str]] = contextvars.ContextVar(
+    "heads_by_structure", default=frozenset())
 
 
 def role_by_name(text: str) -> str:
     """Role of a dimension from its name: ``d`` head dim, ``E`` width, ``H`` heads, ``B``, ``L``, ``?``."""
     leaf = _leaf(text)
     raw = text.rsplit(".", 1)[-1]
-    if leaf in _HEADS_NAMES or leaf in _HEADS_BY_STRUCTURE:
+    if leaf in _HEADS_NAMES or leaf in _HEADS_BY_STRUCTURE.get():
         return "H"
     if leaf in _HEAD_DIM_NAMES:
         return "d"
@@ -114,7 +118,7 @@ class Dim:
     def get_atoms(self) -> tuple[str, ...]:
         if self.atoms is not None:
             return self.atoms
-        if self.role == "?" and _leaf(self.text) in _HEADS_BY_STRUCTURE:
+        if self.role == "?" and _leaf(self.text) in _HEADS_BY_STRUCTURE.get():
             return ("H",)
         return {"B": ("B",), "L": ("L",), "H": ("H",), "d": ("d",), "E": ("H", "d")}.get(
             self.role, ("?" + self.text,))
@@ -533,6 +537,8 @@ class Analyzer:
         self.selfs: dict[str, SelfVal] = {}
         self.called: set[str] = set()
         self.stack: list[cst.FunctionDef] = []
+        #: head counts found by structure in the scope being analysed (see _HEADS_BY_STRUCTURE)
+        self.heads: set[str] = set()
 
     # ---- module walk
     def run(self) -> Provenance:
@@ -546,16 +552,16 @@ class Analyzer:
             sv = SelfVal(cname)
             self.selfs[cname] = sv
             init = ms.get("__init__")
-            _HEADS_BY_STRUCTURE.clear()
+            self.heads.clear()
             if init is not None:
                 self._run_function(init, sv, None, depth=0, record=False)
-            init_heads[cname] = frozenset(_HEADS_BY_STRUCTURE)
+            init_heads[cname] = frozenset(self.heads)
         for cname, ms in self.methods.items():
             for mname, fn in ms.items():
                 if mname == "__init__" or (mname in self.called and mname != "forward"):
                     continue
-                _HEADS_BY_STRUCTURE.clear()
-                _HEADS_BY_STRUCTURE.update(init_heads[cname])
+                self.heads.clear()
+                self.heads.update(init_heads[cname])
                 # each method starts from the attributes ``__init__`` sets: what another method
                 # assigns (``self.scale = 1.0`` in a setter) is unknown here, whatever the order
                 sv = self.selfs[cname]
@@ -563,7 +569,7 @@ class Analyzer:
         for fname, fn in self.funcs.items():
             if fname in self.called:
                 continue
-            _HEADS_BY_STRUCTURE.clear()
+            self.heads.clear()
             self._run_function(fn, None, None, depth=0)
         return self.result
 
@@ -1897,7 +1903,7 @@ class _Frame:
         if rest or per_head:
             leaf = _leaf(d.text)
             if leaf.isidentifier():
-                _HEADS_BY_STRUCTURE.add(leaf)
+                self.an.heads.add(leaf)
 
     def softmax(self, v: Any, node: cst.Call, dim_node: Any, func: str, mod: ModVal | None = None) -> Any:
         t = self.tensorize(v)
@@ -2072,8 +2078,9 @@ def _note_heads(s: Sym) -> None:
     den = [d for d, e in ps.items() if e == -1 and d.role == "?" and d.atoms is None]
     if len(wid) == 1 and len(den) == 1 and den[0].value != 1:
         leaf = _leaf(den[0].text)
-        if leaf.isidentifier():
-            _HEADS_BY_STRUCTURE.add(leaf)
+        heads = _HEADS_BY_STRUCTURE.get()
+        if leaf.isidentifier() and isinstance(heads, set):  # a set only while analysing
+            heads.add(leaf)
 
 
 def _named(v: Any, name: str) -> Any:
@@ -2183,14 +2190,14 @@ def _reorder(in_axes: tuple, out_axes: tuple, token_major: bool) -> str | None:
 
 def analyze(ctx: Any) -> Provenance:
     """Run score provenance over ``ctx.module`` (a :class:`FileContext`)."""
-    _HEADS_BY_STRUCTURE.clear()
     an = Analyzer(ctx)
+    token = _HEADS_BY_STRUCTURE.set(an.heads)
     try:
         res = an.run()
     except RecursionError:  # pragma: no cover - pathological nesting
         res = an.result
     finally:
-        _HEADS_BY_STRUCTURE.clear()
+        _HEADS_BY_STRUCTURE.reset(token)
     return res
 
 
