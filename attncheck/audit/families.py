@@ -27,11 +27,9 @@ raises :class:`UnknownSpec` (→ exit 2, lists the known names), :class:`FamilyU
 """
 from __future__ import annotations
 
-import copy
 import importlib
 import importlib.util
 import inspect
-import math
 import os
 import sys
 from collections.abc import Callable
