@@ -179,3 +179,29 @@ def test_query_delta_compares_nan_explicitly():
     b = torch.tensor([[1.0, float("nan")], [2.0, float("nan")], [float("nan"), 1.5]])
     d = _query_delta(a, b, 0)
     assert d.tolist() == [0.0, float("inf"), 0.5]
+
+
+class _SequenceFirstMHAFedBatchFirst(torch.nn.Module):
+    """Default (sequence-first) nn.MultiheadAttention fed (B, L, E): attends along the batch axis,
+    with no causal mask at all."""
+
+    def __init__(self, d_model=32, num_heads=2):
+        super().__init__()
+        self.attn = torch.nn.MultiheadAttention(d_model, num_heads)
+
+    def forward(self, x):
+        return self.attn(x, x, x)[0]
+
+
+def test_layer_mixing_along_the_batch_axis_fails_instead_of_passing():
+    torch.manual_seed(0)
+    r = run(_SequenceFirstMHAFedBatchFirst(), causal=True)
+    assert r.status == "fail", r.message
+    assert "batch_first" in r.message and "batch axis" in r.message
+    assert r.metrics["batch_delta"] > 0.1
+
+
+def test_correct_layer_control_is_unchanged_by_the_perturbed_batch_rows():
+    r = run(torch.nn.MultiheadAttention(32, 2, batch_first=True), causal=True)
+    assert r.status == "pass", r.message
+    assert r.metrics["batch_delta"] < 1e-5

@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from attncheck.dynamic.base import RunContext, register_check
+from attncheck.dynamic.checks._compare import compare
 from attncheck.dynamic.probe import Probe
 from attncheck.dynamic.targets import Example, Inputs, Target, causal_blocked
 from attncheck.results import CheckResult
@@ -73,6 +74,10 @@ class DependencyMap:
         tolerance: the Δ above which ``depends`` is True: 4 × ``jitter``, i.e. 0 — an exact
             comparison — when two unperturbed copies in the same batch are bit-identical.
         jitter: max |Δ| between the two unperturbed copies of the batch.
+        batch_delta: max |Δ| between the unperturbed control run alone (``B = 1``) and its copy
+            in the perturbed batch; ``batch_mixed`` is True when that exceeds the dtype
+            tolerance, i.e. the perturbed rows moved the control row: the target mixes along
+            the batch axis and ``depends`` is meaningless.
     """
 
     def __init__(self, depends, delta, nan_rows, probe, tolerance, example):
@@ -83,6 +88,8 @@ class DependencyMap:
         self.tolerance: float = tolerance
         self.example: Example = example
         self.jitter: float = 0.0
+        self.batch_delta: float = 0.0
+        self.batch_mixed: bool = False
 
 
 def _perturb(target: Target, inputs: Inputs, keys: list[int], gen: torch.Generator,
@@ -167,12 +174,18 @@ def dependency_map(target: Target, ctx: RunContext, ex: Example, *, causal: bool
         keys = list(range(L_k))
         step = MAX_VARIANTS - 2
         jitter = 0.0
+        batch_delta, batch_mixed = 0.0, False
+        atol, rtol = ctx.tolerances
         for start in range(0, L_k, step):
             ctx.check_time()
             chunk = keys[start:start + step]
             batch = _perturb(target, inputs, chunk, ctx.generator, noise)
             out = target(batch).out
             jitter = max(jitter, float(_query_delta(out[-1], out[0], qdim).max()))
+            if out.shape[1:] == ctrl.shape[1:]:
+                alone = compare(out[0], ctrl0, atol, rtol)
+                batch_delta = max(batch_delta, alone.max_abs)
+                batch_mixed = batch_mixed or not alone.ok
             for b, j in enumerate(chunk, start=1):
                 delta[:, j] = _query_delta(out[b], out[0], qdim).cpu()
     if math.isfinite(jitter):
@@ -184,6 +197,7 @@ def dependency_map(target: Target, ctx: RunContext, ex: Example, *, causal: bool
     depends = delta > tol
     dm = DependencyMap(depends, delta, nan_rows, probe, tol, ex)
     dm.jitter = jitter
+    dm.batch_delta, dm.batch_mixed = batch_delta, batch_mixed
     return dm
 
 
@@ -347,6 +361,18 @@ def check_causality(target: Target, ctx: RunContext) -> CheckResult:
         metrics["not_observable"] = list(dm.probe.not_observable)
     if dm.nan_rows:
         metrics["nan_rows"] = dm.nan_rows
+    metrics["batch_delta"] = dm.batch_delta
+    if dm.batch_mixed:
+        # each sample of the perturbation batch must be computed on its own; when the perturbed
+        # rows move the unperturbed control, the target attends along the batch axis (e.g. a
+        # sequence-first nn.MultiheadAttention fed (B, L, E)) and no leak map can be read
+        return _result(ctx, "fail",
+                       f"an unperturbed sample's output changed when other samples of the "
+                       f"batch were perturbed (max Δ={dm.batch_delta:.3g}): the target mixes "
+                       "along the batch axis, so causality over the sequence cannot be "
+                       "observed; is the sequence axis where the target expects it "
+                       "(batch_first?)",
+                       metrics, example=dm.example)
 
     causal = declared
     how = "declared" if declared is not None else None
