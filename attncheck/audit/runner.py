@@ -14,6 +14,7 @@ still run.  The model's parameters, buffers and RNG state are restored afterward
 """
 from __future__ import annotations
 
+import ast
 import inspect
 import os
 import time
@@ -75,6 +76,82 @@ def source_files(objects: Iterable[Any]) -> list[str]:
     return own or sorted(files)
 
 
+def _bound_names(stmt: ast.stmt) -> set[str]:
+    """Names a module-level statement binds (def / class name, assignment targets, imports)."""
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {stmt.name}
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return {(a.asname or a.name).split(".")[0] for a in stmt.names}
+    return {n.id for n in ast.walk(stmt) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _used_names(nodes: Iterable[ast.AST]) -> set[str]:
+    return {n.id for node in nodes for n in ast.walk(node)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def reached_lines(path: str, seeds: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Line ranges of ``path`` (1-based, inclusive) reached from the ``seeds`` ranges (the source
+    of the audited classes / functions): the seeds themselves plus every module-level statement
+    that binds a name the reached code reads, transitively (helper functions, mask builders,
+    constants, imports).  Read statically (``ast``), never executed.  An unparsable file gives
+    ``[(1, last line)]``: the whole file."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return [(1, max(1, text.count("\n") + 1))]
+    top = list(tree.body)
+
+    def inside(stmt: ast.stmt, ranges: list[tuple[int, int]]) -> bool:
+        end = stmt.end_lineno or stmt.lineno
+        return any(a <= stmt.lineno and end <= b for a, b in ranges)
+
+    seed_nodes = [n for st in top for n in ast.walk(st)
+                  if isinstance(n, ast.stmt) and inside(n, seeds)]
+    ranges = list(seeds)
+    wanted = _used_names(seed_nodes)
+    reached: set[int] = set()
+    changed = True
+    while changed:
+        changed = False
+        for i, st in enumerate(top):
+            if i in reached or inside(st, seeds) or not (_bound_names(st) & wanted):
+                continue
+            reached.add(i)
+            ranges.append((st.lineno, st.end_lineno or st.lineno))
+            wanted |= _used_names([st])
+            changed = True
+    return sorted(ranges)
+
+
+def source_scopes(objects: Iterable[Any]) -> dict[str, list[tuple[int, int]] | None]:
+    """Per source file of :func:`source_files`, the line ranges the audited objects reach
+    (:func:`reached_lines`), or None for the whole file (a module object, or a source the line
+    range of which cannot be found)."""
+    objects = list(objects)
+    files = source_files(objects)
+    seeds: dict[str, list[tuple[int, int]] | None] = {f: [] for f in files}
+    for obj in objects:
+        try:
+            f = os.path.abspath(inspect.getsourcefile(obj) or "")
+        except (TypeError, OSError):
+            continue
+        if f not in seeds or seeds[f] is None:
+            continue
+        if inspect.ismodule(obj):
+            seeds[f] = None
+            continue
+        try:
+            lines, start = inspect.getsourcelines(obj)
+        except (TypeError, OSError):
+            seeds[f] = None
+            continue
+        seeds[f].append((max(start, 1), max(start, 1) + len(lines) - 1))
+    return {f: (None if r is None or not r else reached_lines(f, r)) for f, r in seeds.items()}
+
+
 _LINT_CACHE: dict[tuple[str, int, int], tuple[list[Any], list[str]]] = {}
 
 
@@ -90,13 +167,23 @@ def _lint_file(path: str) -> tuple[list[Any], list[str]]:
     return _LINT_CACHE[key]
 
 
-def run_lint(files: list[str]) -> tuple[CheckResult, dict[str, Any]]:
+def run_lint(files: list[str], scopes: dict[str, list[tuple[int, int]] | None] | None = None,
+             ) -> tuple[CheckResult, dict[str, Any]]:
     """Lint ``files`` with the default rules (no project config: ``isolated``); return the
-    ``lint`` result and the JSON section.  Results are cached per file within the process."""
+    ``lint`` result and the JSON section.  With ``scopes`` (:func:`source_scopes`), only
+    findings inside a file's ranges count (a sibling class in the same file is not the audited
+    model); the others are counted as ``outside_scope``.  Results are cached per file within the
+    process."""
     t = time.perf_counter()
     findings, errors = [], []
+    outside = 0
     for f in files:
         fs, es = _lint_file(f)
+        ranges = (scopes or {}).get(f)
+        if ranges is not None:
+            kept = [x for x in fs if any(a <= x.line <= b for a, b in ranges)]
+            outside += len(fs) - len(kept)
+            fs = kept
         findings += fs
         errors += es
     dt = time.perf_counter() - t
@@ -106,8 +193,10 @@ def run_lint(files: list[str]) -> tuple[CheckResult, dict[str, Any]]:
     for f in findings:
         by_sev[f.severity] = by_sev.get(f.severity, 0) + 1
     section = {"files": files, "findings": items, "counts": by_sev, "errors": errors,
-               "seconds": round(dt, 4)}
+               "outside_scope": outside, "seconds": round(dt, 4)}
     metrics = {"files": len(files), "findings": len(items), "by_severity": by_sev}
+    if outside:
+        metrics["outside_scope"] = outside
     if not files:
         return CheckResult("lint", "skip", "no Python source found for the model's classes", metrics), section
     codes = sorted({f.code for f in findings})
@@ -389,7 +478,8 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, 
         t = time.perf_counter()
         try:
             objs = [o for m in models for o in m.source_objects]
-            res, section = run_lint(source_files(objs))
+            scopes = source_scopes(objs)
+            res, section = run_lint(list(scopes), scopes)
             report.results.append(res)
             report.extra["lint"] = section
         except Exception as exc:  # noqa: BLE001
