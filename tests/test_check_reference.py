@@ -129,6 +129,7 @@ def test_learned_scale_hint_keeps_the_targets_temperature():
     assert hints.pop("scale") == "learned"  # the fixture declares its learned temperature
     bad = run(obj, "reference", **hints)
     assert bad.status == "fail"            # logit scale 10 is not 1/√8 without the hint
+    assert "--hint scale=learned" in bad.message, bad.message
     (entry,) = bad.metrics["compared"]
     assert entry["effective_scale"] == pytest.approx(10.0, rel=1e-3)
     ok = run(obj, "reference", scale="learned", **hints)

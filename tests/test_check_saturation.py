@@ -99,7 +99,8 @@ def test_learned_temperature_judged_by_gradient_flow_not_entropy():
     assert r.metrics["dead_gradient_share"] <= 0.05
     assert "learned temperature" in r.message
     hints.pop("scale")
-    assert run(sw.WindowCosineAttention(), **hints).status == "fail"
+    bad = run(sw.WindowCosineAttention(), **hints)
+    assert bad.status == "fail" and "--hint scale=learned" in bad.message, bad.message
     hot = sw.WindowCosineAttention()
     with torch.no_grad():
         hot.logit_scale.fill_(math.log(100.0))       # the clamp's maximum: temperature 100

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import attncheck
 from attncheck.dynamic.base import RunContext
-from attncheck.dynamic.checks.scale import check_scale, classify_scale
+from attncheck.dynamic.checks.scale import check_scale, classify_scale, learned_scale_hint
 from attncheck.dynamic.targets import target
 
 K = load("dynamic/probe_kernels.py")
@@ -121,3 +121,21 @@ def test_classify_scale_ambiguities_and_unknowns():
     assert classify_scale(1 / math.sqrt(64) * 1.01, 64)[0]
     assert not classify_scale(1 / math.sqrt(64) * 1.05, 64)[0]
     assert classify_scale(float("nan"), 8) == (False, "non-finite scale nan")
+
+
+def test_unrecognised_scale_points_to_the_learned_hint_known_mistakes_do_not():
+    sw = load("lint/correct/swin_cosine.py")
+    r = run(sw.WindowCosineAttention(), causal=False)      # cos(q, k) · 10: no 1/√d_k cause
+    assert r.status == "fail" and "--hint scale=learned" in r.message, r.message
+    assert r.metrics["effective_scale"] == pytest.approx(10.0, rel=1e-3)
+    missing = check_scale(target(K.scaled_kernel("missing", "div"), head_dim=8, num_heads=2),
+                          RunContext(check="scale"))
+    assert missing.status == "fail" and "scale=learned" not in missing.message
+
+
+@given(d=st.sampled_from([4, 8, 16, 64]), H=st.integers(1, 8))
+def test_learned_scale_hint_only_for_scales_no_cause_explains(d, H):
+    for known in (1 / math.sqrt(d), 1.0, 1 / d, math.sqrt(d), 1 / math.sqrt(H * d)):
+        assert learned_scale_hint(known, d, H) == ""
+    assert "--hint scale=learned" in learned_scale_hint(10.0 * math.sqrt(d) + 0.5, d, H)
+    assert learned_scale_hint(None, d, H) == learned_scale_hint(float("nan"), d, H) == ""

@@ -52,6 +52,7 @@ import torch.nn.functional as F
 from attncheck.dynamic.base import RunContext, register_check
 from attncheck.dynamic.checks._common import failure_result
 from attncheck.dynamic.checks._compare import compare, hint
+from attncheck.dynamic.checks.scale import learned_scale_hint
 from attncheck.dynamic.probe import MASK_THRESHOLD, Probe, sdpa_reference
 from attncheck.dynamic.strategies import Fail, examples, run_property
 from attncheck.dynamic.targets import Example, Inputs, Target, causal_blocked
@@ -493,7 +494,8 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
                     problems.append(
                         f"SDPA call #{r.index}: logits scaled by {eff:.4g} × q·kᵀ (scalars "
                         f"folded into q/k included), reference {exp:.4g} = 1/√{r.head_dim}: "
-                        f"output off by max |Δ|={m2['max_abs_diff']:.3g}")
+                        f"output off by max |Δ|={m2['max_abs_diff']:.3g}"
+                        + learned_scale_hint(eff, r.head_dim, expected=exp))
         elif r.kind == "softmax" and r.effective_scale and r.logits is not None \
                 and r.probs is not None and r.logits.dim() >= 2:
             exp = _expected_scale(target, r.head_dim) or r.effective_scale
@@ -515,7 +517,9 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
                 why = []
                 if abs(r.effective_scale - exp) > SCALE_RTOL * exp:
                     why.append(f"logits scaled by {r.effective_scale:.4g}, reference "
-                               f"{exp:.4g} = 1/√{r.head_dim}")
+                               f"{exp:.4g} = 1/√{r.head_dim}"
+                               + learned_scale_hint(r.effective_scale, r.head_dim,
+                                                    expected=exp))
                 if r.dim != r.key_axis:
                     why.append(f"softmax over dim {r.dim}, not the key axis {r.key_axis}")
                 problems.append(f"softmax #{r.index}: attention weights differ from the "

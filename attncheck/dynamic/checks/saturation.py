@@ -294,7 +294,11 @@ def check_saturation(target: Target, ctx: RunContext) -> CheckResult:
     if status == "pass":
         msg = f"not saturated at init{where}: {desc}"
     else:
+        from attncheck.dynamic.checks.scale import learned_scale_hint
+
+        hint_txt = next((h for h in (learned_scale_hint(r.effective_scale, r.head_dim)
+                                     for r in recs) if h), "")
         msg = (f"softmax {'saturated' if status == 'fail' else 'close to saturation'} at "
                f"default initialisation{where}: {desc} — check the 1/√d_k scale and the "
-               "initialisation")
+               f"initialisation{hint_txt}")
     return ctx.result(status, msg, metrics, example=ex if status == "fail" else None)

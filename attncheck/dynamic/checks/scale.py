@@ -47,10 +47,18 @@ from attncheck.dynamic.probe import Probe
 from attncheck.dynamic.targets import Target
 from attncheck.results import CheckResult
 
-__all__ = ["SCALE_RTOL", "check_scale", "classify_scale", "declared_scale", "own_scale"]
+__all__ = ["LEARNED_SCALE_HINT", "SCALE_RTOL", "check_scale", "classify_scale", "declared_scale",
+           "learned_scale_hint", "own_scale"]
 
 SCALE_RTOL = 0.02
 MIN_R2 = 0.999
+#: start of :func:`classify_scale`'s text when no known mistake explains the scale
+UNRECOGNISED = "unrecognised"
+#: the pointer a scale / saturation / reference failure adds when the effective scale matches no
+#: known mistake: cosine attention (Swin Transformer V2, Liu et al. 2022) multiplies cos(q, k) by a
+#: learned temperature exp(logit_scale) instead of 1/√d_k, judged at its own scale once declared
+LEARNED_SCALE_HINT = ("a learned temperature (cosine attention as in Swin V2)? declare it with "
+                      "--hint scale=learned (scale='learned' in Python)")
 
 
 def _close(a: float, b: float, rtol: float = SCALE_RTOL) -> bool:
@@ -97,7 +105,18 @@ def classify_scale(s: float, head_dim: int, num_heads: int | None = None,
     hits = [c for c, v in causes if _close(s, v)]
     if hits:
         return False, " or ".join(hits)
-    return False, f"unrecognised: s/expected = {s / exp:.4g}"
+    return False, f"{UNRECOGNISED}: s/expected = {s / exp:.4g}"
+
+
+def learned_scale_hint(s: float | None, head_dim: int | None, num_heads: int | None = None,
+                       expected: float | None = None) -> str:
+    """``"; "`` + :data:`LEARNED_SCALE_HINT` when the effective scale ``s`` is finite, wrong and
+    matches none of the causes :func:`classify_scale` knows, else ``""`` (also when ``s`` or
+    ``head_dim`` is unknown)."""
+    if s is None or not head_dim or not math.isfinite(s):
+        return ""
+    ok, cause = classify_scale(s, head_dim, num_heads, expected)
+    return "" if ok or not cause.startswith(UNRECOGNISED) else f"; {LEARNED_SCALE_HINT}"
 
 
 def declared_scale(target: Target) -> Any:
@@ -274,7 +293,9 @@ def check_scale(target: Target, ctx: RunContext) -> CheckResult:
             "fail", f"{b['op']}: effective softmax scale {b['effective_scale']:.4g}, expected "
                     f"{exp_txt} (head_dim {b['head_dim']}) — {b['cause']}"
                     + (f"; {len(bad)} of {len(found)} attentions affected" if len(found) > 1
-                       else ""), metrics, example=ex)
+                       else "")
+                    + learned_scale_hint(b["effective_scale"], b["head_dim"], b["num_heads"],
+                                         expected), metrics, example=ex)
     exp_txt = ("the declared scale" if expected is not None else "1/√head_dim")
     srcs = sorted({f["source"] for f in found})
     return ctx.result("pass", f"{len(found)} attention(s) scaled by {exp_txt} "
