@@ -37,3 +37,24 @@ def test_softmax_over_batch_fails_on_perturbation():
     assert "perturbed" in r.message
     assert r.metrics["perturb_max_delta"] > 1e-3
     assert "reproduce" in r.details
+
+
+class CausalAlongTheBatchAxis(nn.Module):
+    """Buggy: a sequence-first nn.MultiheadAttention with a causal mask over its first axis, fed
+    (B, L, E): each sample sees the samples before it, never the ones after."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, 2)
+
+    def forward(self, x):
+        n = x.size(0)
+        blocked = torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+        return self.attn(x, x, x, attn_mask=blocked)[0]
+
+
+def test_mixing_forward_along_the_batch_fails_on_perturbing_the_first_sample():
+    r = run(CausalAlongTheBatchAxis(), "batch-independence", causal=False)
+    assert r.status == "fail", r.message
+    assert "when sample 0 was perturbed" in r.message and "batch_first" in r.message
+    assert r.metrics["perturb_max_delta"] > 1e-3

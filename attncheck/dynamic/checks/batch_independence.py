@@ -4,8 +4,10 @@ For hypothesis-drawn examples (``B ≥ 2``; L_q, L_k, heads, head_dim, seed as i
 :func:`~attncheck.dynamic.strategies.examples`) the check runs, with a distinct random mask per
 sample when the target takes one (key padding / ``(B, 1, L_q, L_k)`` masks; key 0 always kept):
 
-1. **perturb another sample** — the last sample's inputs get large finite noise (N(0, 4²)) and,
-   with a mask, a different random mask; every other sample's output must stay the same,
+1. **perturb another sample** — the last sample's inputs, then the first sample's, get large
+   finite noise (N(0, 4²)) and, with a mask, a different random mask; every other sample's
+   output must stay the same (both ends, so mixing that runs only forward along the batch, as
+   a causal mask over a batch axis taken for the sequence, is caught too),
    near-exactly (≤ 64 ulp × max|output|: the batch shape is unchanged, so correct code computes
    each sample bit-identically; measured Δ = 0 on every correct fixture);
 2. **alone vs in a batch** — sample 0 run alone (``B = 1``) equals sample 0 of the batch within
@@ -50,9 +52,8 @@ def _keep_for(target: Target, ex: Example, ctx: RunContext) -> torch.Tensor | No
     return target.random_keep(ex, device=ctx.device)
 
 
-def _perturb_last(target: Target, inputs: Inputs, gen: torch.Generator) -> Inputs:
-    """Copy of ``inputs`` whose last sample has noisy tensors and (if any) a different mask."""
-    b = inputs.example.B - 1
+def _perturb_sample(target: Target, inputs: Inputs, gen: torch.Generator, b: int) -> Inputs:
+    """Copy of ``inputs`` whose sample ``b`` has noisy tensors and (if any) a different mask."""
 
     def pert(t: torch.Tensor) -> torch.Tensor:
         t = t.detach().clone()
@@ -77,7 +78,8 @@ def _perturb_last(target: Target, inputs: Inputs, gen: torch.Generator) -> Input
 @register_check("batch-independence",
                 description="a sample's output does not depend on the other samples")
 def check_batch_independence(target: Target, ctx: RunContext) -> CheckResult:
-    """Perturb the last sample (inputs and mask), compare the others; sample 0 alone vs batched."""
+    """Perturb the last, then the first sample (inputs and mask), compare the others; sample 0
+    alone vs batched."""
     atol, rtol = ctx.tolerances
     worst = {"perturb": 0.0, "alone": 0.0}
     gen = ctx.generator
@@ -89,16 +91,20 @@ def check_batch_independence(target: Target, ctx: RunContext) -> CheckResult:
             out = target(inputs).out
             if out.shape[0] != ex.B:
                 raise Fail(f"output batch axis has {out.shape[0]} entries for B={ex.B}")
-            out2 = target(_perturb_last(target, inputs, gen)).out
-            ref = out[:-1]
-            cmp = compare(out2[:-1], ref, exact_tol(ref, ULPS), 0.0)
-            worst["perturb"] = max(worst["perturb"], cmp.max_abs)
-            if not cmp.ok:
-                b = cmp.worst[0] if cmp.worst else 0
-                raise Fail(f"sample {b}'s output changed when sample {ex.B - 1} was perturbed "
-                           f"(max Δ={cmp.max_abs:.3g}, B={ex.B}): samples are mixed"
-                           + (" (a per-sample mask expanded in the wrong batch/head order?)"
-                              if keep is not None else ""))
+            for b in (ex.B - 1, 0):
+                out2 = target(_perturb_sample(target, inputs, gen, b)).out
+                others = [i for i in range(ex.B) if i != b]
+                ref = out[others]
+                cmp = compare(out2[others], ref, exact_tol(ref, ULPS), 0.0)
+                worst["perturb"] = max(worst["perturb"], cmp.max_abs)
+                if not cmp.ok:
+                    moved = others[cmp.worst[0]] if cmp.worst else others[0]
+                    raise Fail(f"sample {moved}'s output changed when sample {b} was perturbed "
+                               f"(max Δ={cmp.max_abs:.3g}, B={ex.B}): samples are mixed"
+                               + (" (a per-sample mask expanded in the wrong batch/head order?)"
+                                  if keep is not None else
+                                  " (is the sequence axis where the target expects it? "
+                                  "batch_first?)"))
             one_ex = replace(ex, B=1)
             one = Inputs(one_ex, inputs.q[:1], inputs.k[:1], inputs.v[:1],
                          keep=None if keep is None else keep[:1], causal=inputs.causal)
