@@ -9,6 +9,10 @@ gives the dependency map ``D[i, j]`` = "output at query i changed when key j was
 compared exactly against the control in the *same* batch (so batch-size-dependent kernel
 blocking cannot cause differences).
 NaN is compared explicitly: a NaN appearing or disappearing counts as a change.
+The control row must also equal the same example run alone (``B = 1``) within the dtype
+tolerance; otherwise the perturbed rows moved it (the target attends along the batch axis, e.g. a
+sequence-first ``nn.MultiheadAttention`` fed ``(B, L, E)``) and the check fails with that
+diagnosis instead of reading a meaningless map.
 
 - **leaks** — ``D[i, j]`` for ``j`` in the causal future of ``i``: ``j > i`` (top-left, SDPA's
   ``is_causal``) or ``j > i + L_k − L_q`` (bottom-right, flash-attention / KV cache), the
