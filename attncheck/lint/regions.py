@@ -81,7 +81,7 @@ PIECE = 250_000
 _STMT_START = re.compile(r"^(?![ \t\f\r\n#)\]}]|(?:else|elif|except|finally)\b)", re.MULTILINE)
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_EMPTY: frozenset[str] = frozenset()
+_IDENT = re.compile(r"[^\W\d]\w*")
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,9 @@ class Unit:
     base: int = 0
     keep: bool = False
     header: bool = False  # a class's header (decorators, ``class X(Base):``) or an unsplit class
+    #: a module statement: what it binds, whether it reads a name or calls something
+    binds: tuple[str, ...] = ()
+    code: bool = True
 
 
 @dataclass
@@ -237,23 +240,32 @@ def _first_line(s: ast.stmt) -> int:
     return min(s.lineno, *(d.lineno for d in decos)) if decos else s.lineno
 
 
-def _store_names(nodes: Iterable[ast.AST], out: set[str]) -> None:
-    """Names the statements bind at their own level: assignment, ``for``/``with`` targets,
-    imports (relative ones too), definitions (in ``if``/``try`` bodies as well)."""
-    for s in nodes:
-        t = type(s)
-        if t is ast.Assign and len(s.targets) == 1 and type(s.targets[0]) is ast.Name:
-            out.add(s.targets[0].id)  # the common case, without a walk
-            continue
-        for node in ast.walk(s):
-            t = type(node)
-            if t is ast.Name:
-                if type(node.ctx) is not ast.Load:
-                    out.add(node.id)
-            elif t is ast.alias:
-                out.add(node.asname or node.name.split(".")[0])
-            elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
-                out.add(node.name)
+def _module_statement(s: ast.stmt, out: set[str]) -> bool:
+    """Add to ``out`` the names a module-level statement binds: assignment, ``for``/``with``
+    targets, imports (relative ones too), definitions (in ``if``/``try`` bodies as well).
+    Returns whether it reads a name or calls something (``NEG = -1e9`` does not)."""
+    if type(s) is ast.Assign and len(s.targets) == 1 and type(s.targets[0]) is ast.Name:
+        out.add(s.targets[0].id)  # the common case
+        v = s.value
+        if type(v) is ast.UnaryOp:
+            v = v.operand
+        if type(v) is ast.Constant:
+            return False
+    code = False
+    for node in _walk((s,)):
+        t = type(node)
+        if t is ast.Name:
+            if type(node.ctx) is ast.Load:
+                code = True
+            else:
+                out.add(node.id)
+        elif t is ast.Call:
+            code = True
+        elif t is ast.alias:
+            out.add(node.asname or node.name.split(".")[0])
+        elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            out.add(node.name)
+    return code
 
 
 def index(text: str) -> Index | None:
@@ -281,7 +293,8 @@ def index(text: str) -> Index | None:
                     u.nodes.append(s)
                 if u.kind == "mod":
                     names: set[str] = set()
-                    _store_names((s,), names)
+                    u.code = _module_statement(s, names) or u.code
+                    u.binds += tuple(names)
                     for n in names:
                         binds.setdefault(n, []).append(len(units) - 1)
                 last = max(last, end_line)
@@ -300,7 +313,8 @@ def index(text: str) -> Index | None:
                 ui = len(units)
                 units.append(Unit(first, first, None, "mod", ti, [s] if whole else None, base))
                 names = set()
-                _store_names((s,), names)
+                units[ui].code = _module_statement(s, names)
+                units[ui].binds = tuple(names)
                 for n in names:
                     binds.setdefault(n, []).append(ui)
                 if t is ast.Import and any(a.name.split(".")[0] == "torch" for a in s.names):
@@ -338,93 +352,145 @@ def _class_units(c: ast.ClassDef, first: int, ti: int, base: int) -> list[Unit]:
     return out
 
 
+#: fields holding no nodes (names, flags, constants' values), skipped by :func:`_walk`
+_SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "asname", "module", "level", "kind",
+                            "conversion", "is_async", "simple", "type_comment", "tag"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(t: type) -> tuple[str, ...]:
+    f = _CHILD_FIELDS.get(t)
+    if f is None:
+        f = () if t is ast.Constant else tuple(
+            x for x in t._fields if x not in _SCALAR_FIELDS
+            and not (x == "names" and t in (ast.Global, ast.Nonlocal)))
+        _CHILD_FIELDS[t] = f
+    return f
+
+
+def _walk(roots: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """Every node under ``roots`` (in no particular order): :func:`ast.walk` without its
+    per-node generators and without the expression-context leaves."""
+    stack = [r for r in roots if r is not None]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        yield node
+        for f in _child_fields(type(node)):
+            v = getattr(node, f)
+            if v is None:
+                continue
+            if type(v) is list:
+                for x in v:
+                    if x is not None:
+                        push(x)
+            else:
+                push(v)
+
+
+def _name_ids(nodes: Iterable[ast.AST]) -> set[str]:
+    return {x.id for x in _walk(nodes) if type(x) is ast.Name}
+
+
 class _Facts:
     """What a unit's code reads and binds, from its ``ast`` (lines 0-based, in the file)."""
 
-    __slots__ = ("names", "loads", "attrs", "self_attrs", "calls", "attr_calls", "bindings",
-                 "nested", "imports", "reads_code")
+    __slots__ = ("names", "attrs", "self_attrs", "calls", "attr_calls", "bindings",
+                 "nested", "imports")
 
     def __init__(self, u: Unit, nodes: list, base: int) -> None:
-        #: name read or written as a plain name → lines
+        #: name read as a plain name (or declared ``global``) → lines
         self.names: dict[str, list[int]] = {}
-        self.loads: set[str] = set()        # names read (and declared ``global``)
         #: attribute names (``x.attr``) → lines
         self.attrs: dict[str, list[int]] = {}
         #: ``self.attr`` → lines
         self.self_attrs: dict[str, list[int]] = {}
         self.calls: set[str] = set()        # names called: ``f(...)``
         self.attr_calls: set[str] = set()   # attributes called: ``x.m(...)``
-        #: binding statements: (first line, last line, names, self attributes, names read on the
-        #: right-hand side); ``register_buffer("x", …)`` binds the attribute ``x``
-        self.bindings: list[tuple[int, int, set[str], set[str], set[str]]] = []
+        #: binding statements: [first line, last line, names, self attributes, the right-hand
+        #: side (nodes, replaced by the names it reads on first use)]; ``register_buffer("x",
+        #: …)`` binds the attribute ``x``
+        self.bindings: list[list] = []
         self.nested: set[str] = set()       # names of nested ``def`` s
         self.imports: set[str] = set()      # names its imports bind
-        self.reads_code = False             # reads a name or calls something
         own = nodes[0] if u.kind in ("func", "meth") else None
         names, attrs, self_attrs = self.names, self.attrs, self.self_attrs
-        for root in nodes:
-            for node in ast.walk(root):
-                t = type(node)
-                if t is ast.Name:
-                    names.setdefault(node.id, []).append(node.lineno - 1 + base)
-                    if type(node.ctx) is ast.Load:
-                        self.loads.add(node.id)
-                        self.reads_code = True
-                elif t is ast.Attribute:
-                    attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
-                    v = node.value
-                    if type(v) is ast.Name and v.id == "self":
-                        self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
-                elif t is ast.Call:
-                    self.reads_code = True
-                    f = node.func
-                    if type(f) is ast.Name:
-                        self.calls.add(f.id)
-                    elif type(f) is ast.Attribute:
-                        self.attr_calls.add(f.attr)
-                        if f.attr in ("register_buffer", "register_parameter") and node.args \
-                                and type(node.args[0]) is ast.Constant \
-                                and isinstance(node.args[0].value, str):
-                            rhs = {x.id for a in node.args[1:] for x in ast.walk(a) if type(x) is ast.Name}
-                            self.bindings.append((node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                                  set(), {node.args[0].value}, rhs))
-                elif t in (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr):
-                    targets = node.targets if t is ast.Assign else [node.target]
-                    bound: set[str] = set()
-                    bound_attrs: set[str] = set()
-                    for tg in targets:
-                        for x in ast.walk(tg):
-                            if type(x) is ast.Name:
-                                bound.add(x.id)
-                            elif type(x) is ast.Attribute and type(x.value) is ast.Name \
-                                    and x.value.id == "self":
-                                bound_attrs.add(x.attr)
-                    rhs = {x.id for x in ast.walk(node.value) if type(x) is ast.Name} \
-                        if node.value is not None else set()
-                    self.bindings.append((node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                          bound, bound_attrs, rhs))
-                elif t in (ast.Import, ast.ImportFrom):
-                    got = {a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"}
-                    self.imports |= got
-                    if t is ast.Import or node.level == 0:  # the alias table skips relative ones
-                        self.bindings.append((node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                              got, set(), set()))
-                elif t in _DEFS or t is ast.ClassDef:
-                    if node is not own and t is not ast.ClassDef:
-                        self.nested.add(node.name)
-                elif t is ast.Global or t is ast.Nonlocal:
-                    for n in node.names:
-                        names.setdefault(n, []).append(node.lineno - 1 + base)
-                        self.loads.add(n)
+        Name, Attribute, Call, Load = ast.Name, ast.Attribute, ast.Call, ast.Load
+        binding_types = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
+        for node in _walk(nodes):
+            t = type(node)
+            if t is Name:
+                if type(node.ctx) is Load:
+                    ln = names.get(node.id)
+                    if ln is None:
+                        names[node.id] = [node.lineno - 1 + base]
+                    else:
+                        ln.append(node.lineno - 1 + base)
+            elif t is Attribute:
+                ln = attrs.get(node.attr)
+                if ln is None:
+                    attrs[node.attr] = ln = []
+                ln.append(node.lineno - 1 + base)
+                v = node.value
+                if type(v) is Name and v.id == "self":
+                    self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
+            elif t is Call:
+                f = node.func
+                if type(f) is Name:
+                    self.calls.add(f.id)
+                    if f.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2 \
+                            and type(node.args[1]) is ast.Constant \
+                            and isinstance(node.args[1].value, str):
+                        # ``getattr(self, "name")``: the provenance analysis follows it
+                        at = node.args[1].value
+                        attrs.setdefault(at, []).append(node.lineno - 1 + base)
+                        a0 = node.args[0]
+                        if type(a0) is Name and a0.id == "self":
+                            self_attrs.setdefault(at, []).append(node.lineno - 1 + base)
+                elif type(f) is Attribute:
+                    self.attr_calls.add(f.attr)
+                    if f.attr in ("register_buffer", "register_parameter") and node.args \
+                            and type(node.args[0]) is ast.Constant \
+                            and isinstance(node.args[0].value, str):
+                        self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                              set(), {node.args[0].value}, node.args[1:]])
+            elif t in binding_types:
+                targets = node.targets if t is ast.Assign else [node.target]
+                bound: set[str] = set()
+                bound_attrs: set[str] = set()
+                for x in _walk(targets):
+                    if type(x) is Name:
+                        bound.add(x.id)
+                    elif type(x) is Attribute and type(x.value) is Name and x.value.id == "self":
+                        bound_attrs.add(x.attr)
+                self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                      bound, bound_attrs, [node.value]])
+            elif t is ast.Import or t is ast.ImportFrom:
+                got = {a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"}
+                self.imports |= got
+                if t is ast.Import or node.level == 0:  # the alias table skips relative ones
+                    self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                          got, set(), set()])
+            elif t in _DEFS:
+                if node is not own:
+                    self.nested.add(node.name)
+            elif t is ast.Global or t is ast.Nonlocal:
+                for n in node.names:
+                    names.setdefault(n, []).append(node.lineno - 1 + base)
+
+    def _rhs(self, b: list) -> set[str]:
+        if type(b[4]) is list:
+            b[4] = _name_ids(b[4])
+        return b[4]
 
     def bound_at(self, line: int) -> tuple[set[str], set[str]]:
         """Names and ``self`` attributes bound by the statements spanning ``line``."""
         names: set[str] = set()
         attrs: set[str] = set()
-        for a, b, ns, ats, _ in self.bindings:
-            if a <= line <= b:
-                names |= ns
-                attrs |= ats
+        for b in self.bindings:
+            if b[0] <= line <= b[1]:
+                names |= b[2]
+                attrs |= b[3]
         return names, attrs
 
     def attrs_from(self, names: set[str]) -> set[str]:
@@ -434,27 +500,26 @@ class _Facts:
         grew = True
         while grew:
             grew = False
-            for _, _, ns, _, rhs in self.bindings:
-                if rhs & local and not ns <= local:
-                    local |= ns
+            for b in self.bindings:
+                if not b[2] <= local and self._rhs(b) & local:
+                    local |= b[2]
                     grew = True
-        return {a for _, _, _, ats, rhs in self.bindings if ats and rhs & local for a in ats}
+        return {a for b in self.bindings if b[3] and self._rhs(b) & local for a in b[3]}
 
 
 def _code_spans(nodes: list, base: int, lines: list[str], line_starts: list[int]) -> list[tuple[int, int]]:
     """Offsets (start, end) of what is not code for a rule that reads code only: docstrings
     (string statements) and strings over several lines."""
     out = []
-    for root in nodes:
-        for node in ast.walk(root):
-            t = type(node)
-            if t is ast.Expr and type(node.value) is ast.Constant and isinstance(node.value.value, str):
-                node = node.value
-            elif not (t is ast.Constant and isinstance(node.value, (str, bytes))
-                      and node.end_lineno > node.lineno):
-                continue
-            out.append((_offset(node.lineno - 1 + base, node.col_offset, lines, line_starts),
-                        _offset(node.end_lineno - 1 + base, node.end_col_offset, lines, line_starts)))
+    for node in _walk(nodes):
+        t = type(node)
+        if t is ast.Expr and type(node.value) is ast.Constant and isinstance(node.value.value, str):
+            node = node.value
+        elif not (t is ast.Constant and isinstance(node.value, (str, bytes))
+                  and node.end_lineno > node.lineno):
+            continue
+        out.append((_offset(node.lineno - 1 + base, node.col_offset, lines, line_starts),
+                    _offset(node.end_lineno - 1 + base, node.end_col_offset, lines, line_starts)))
     return out
 
 
@@ -562,11 +627,23 @@ def select(text: str, triggers, why: dict | None = None,
     def unit_at(pos: int) -> int:
         return bisect.bisect_right(unit_starts, pos) - 1
 
+    ident_units: dict[str, set[int]] = {}
+
     def units_with(word: str, kind: str, lo: int = 0, hi: int | None = None) -> set[int]:
-        """Units whose code has ``word`` as a plain name (``kind`` "names"), an attribute
+        """Units whose code reads ``word`` as a plain name (``kind`` "names"), an attribute
         ("attrs") or ``self.word`` ("self_attrs")."""
-        found = {unit_at(i) for i in occurrences(word, lo, hi)}
-        return {ui for ui in found if word in getattr(facts(ui), kind)}
+        if ident_units and lo == 0 and hi is None:
+            found = ident_units.get(word, ())
+        else:
+            found = {unit_at(i) for i in occurrences(word, lo, hi)}
+        return {ui for ui in found if (units[ui].code or units[ui].kind != "mod")
+                and word in getattr(facts(ui), kind)}
+
+    def index_identifiers() -> None:
+        """Where each identifier occurs, in one scan: for many names to look up (a generated
+        module binding thousands of constants), instead of one text search per name."""
+        for m in _IDENT.finditer(text):
+            ident_units.setdefault(m.group(), set()).add(unit_at(m.start()))
 
     # ---- top-level names, classes, methods
     top_units: dict[int, list[int]] = {}
@@ -674,7 +751,8 @@ def select(text: str, triggers, why: dict | None = None,
             if seed[ui] and (wseed[ui] or not walks):
                 continue
             u = units[ui]
-            if code_only and (u.kind == "class" or not is_code(ui, m.start())):
+            bare = u.kind == "mod" and not u.code
+            if code_only and (u.kind == "class" or not (bare or is_code(ui, m.start()))):
                 continue
             hit = hit_walk = False
             for t in trigs:
@@ -692,12 +770,14 @@ def select(text: str, triggers, why: dict | None = None,
             if not hit:
                 continue
             targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
+            if bare:  # a literal binding (``NEG = -1e9``): kept when kept code reads it
+                for mods, _ in targets:
+                    mods.update(u.binds)
+                continue
             if u.kind == "mod":
-                f = facts(ui)
-                if f.reads_code:  # else a bare literal binding: kept when kept code reads it
-                    seed[ui] = True
-                    wseed[ui] = wseed[ui] or hit_walk
-                names = f.bound_at(bisect.bisect_right(line_starts, m.start()) - 1)[0]
+                seed[ui] = True
+                wseed[ui] = wseed[ui] or hit_walk
+                names = facts(ui).bound_at(bisect.bisect_right(line_starts, m.start()) - 1)[0]
                 for mods, _ in targets:
                     mods.update(names)
                 continue
@@ -736,6 +816,8 @@ def select(text: str, triggers, why: dict | None = None,
         done_attrs: set[tuple[int, str]] = set()
         while True:
             hits: list[tuple[int, list[int], int | None]] = []
+            if not ident_units and len(mods - done_mods) > 64:
+                index_identifiers()
             for name in mods - done_mods:
                 hits.extend((ui, facts(ui).names[name], None) for ui in units_with(name, "names"))
             done_mods |= mods
@@ -834,14 +916,14 @@ def select(text: str, triggers, why: dict | None = None,
                     # definition keeps the others of its name
                     for ti in by_name[name]:
                         keep_shell(ti)
-                called = fa.loads if u.kind != "mod" else fa.calls
+                called = fa.names if u.kind != "mod" else fa.calls
                 # helpers called (functions), and base classes (from a class header); a class
                 # instantiated in a body is not followed (the analyses never resolve into it)
                 for name in top_names.intersection(called):
                     for ti in by_name[name]:
                         if ti != u.top and (u.header or ti not in class_tops):
                             keep_shell(ti)
-                for name in fa.loads:
+                for name in fa.names:
                     for vi in mod_binds.get(name, ()):
                         keep(vi)
                     for vi in local_binds.get(name, ()):
@@ -851,7 +933,7 @@ def select(text: str, triggers, why: dict | None = None,
                     # (through the functions those functions name, to a fixed point)
                     via: set[str] = set()
                     seen_fns: set[int] = set()
-                    todo = [ti for name in top_names.intersection(fa.loads) for ti in by_name[name]
+                    todo = [ti for name in top_names.intersection(fa.names) for ti in by_name[name]
                             if ti not in class_tops]
                     while todo:
                         ti = todo.pop()
@@ -860,10 +942,10 @@ def select(text: str, triggers, why: dict | None = None,
                         seen_fns.add(ti)
                         ff = facts(top_units[ti][0])
                         via |= ff.attr_calls
-                        todo.extend(tj for name in top_names.intersection(ff.loads)
+                        todo.extend(tj for name in top_names.intersection(ff.names)
                                     for tj in by_name[name] if tj not in class_tops)
                     # (a class-body statement may name a method plainly: ``forward = _forward``)
-                    named = fa.attrs.keys() | via | (fa.loads if u.kind == "class" else set())
+                    named = fa.attrs.keys() | via | (fa.names.keys() if u.kind == "class" else set())
                     for f in ancestors[u.top]:
                         ms = methods.get(f, {})
                         for name in ms.keys() & named:
@@ -900,12 +982,29 @@ def select(text: str, triggers, why: dict | None = None,
             walk_defs.append(any(wseed[ui] for ui in top_units[ti]))
             split = is_class and len(us) > 1
             kept_methods.append([u.name for u in us if u.kind == "meth" and u.keep] if split else None)
-    for u in units:
+    # a run of dropped units becomes blank lines, or — from three lines on — one string
+    # statement over the same lines (``"""`` … ``"""``): libcst reads it as one token instead of
+    # one node per blank line, and a string statement is no code to the rules and analyses
+    ui = 0
+    while ui < n_units:
+        u = units[ui]
         if u.keep:
             kept += u.end - u.start
+            ui += 1
             continue
-        for i in range(u.start, u.end):
+        last = ui
+        while last + 1 < n_units and not units[last + 1].keep:
+            last += 1
+        a, b = u.start, units[last].end
+        for i in range(a, b):
             out[i] = ""
+        if b - a >= 3:
+            first = lines[a]
+            indent = first[:len(first) - len(first.lstrip(" \t\f"))] if u.kind in ("meth", "class") \
+                and not u.header else ""
+            out[a] = indent + '"""'
+            out[b - 1] = '"""'
+        ui = last + 1
     return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods, walk_defs)
 
 
