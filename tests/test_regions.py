@@ -746,3 +746,28 @@ def test_known_att204_gaps(path, monkeypatch):
     assert [f.code for f in whole] == ["ATT204"]
     if [f.to_dict() for f in part] != [f.to_dict() for f in whole]:
         pytest.xfail("known gap: --select ATT204 alone drops this fill's unit")
+
+
+@pytest.mark.parametrize("pieces", [False, True])
+def test_module_literals_are_kept_only_when_read(pieces, monkeypatch):
+    """A generated module of thousands of literal bindings plus one attention function: the
+    bindings match ATT204's trigger (``_123`` digit groups, ``-1e9``) but no rule reports on a
+    bare literal, so only the ones kept code reads are kept (also when the file is indexed in
+    pieces)."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    if pieces:
+        monkeypatch.setattr(regions, "WHOLE_BELOW", 1_000)
+        monkeypatch.setattr(regions, "PIECE", 2_000)
+    consts = "".join(f"WEIGHT_{i} = {-1e9 if i % 3 else 0.5}\n" for i in range(2_000))
+    text = ("import torch\nimport torch.nn.functional as F\n\n" + consts +
+            "\n\ndef attention(q, k, v, mask):\n"
+            "    s = q @ k.transpose(-2, -1) * WEIGHT_7\n"
+            "    s = s.masked_fill(mask, WEIGHT_8)\n"
+            "    return F.softmax(s, dim=-1) @ v\n")
+    sel = regions.select(text, regions.triggers_of(engine.prefilter(text, [REGISTRY["ATT204"], REGISTRY["ATT101"]])))
+    assert sel is not None and sel.kept_defs == ["attention"]
+    kept = [line for line in sel.text.split("\n") if line.startswith("WEIGHT_")]
+    assert kept == ["WEIGHT_7 = -1000000000.0", "WEIGHT_8 = -1000000000.0"]
+    whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
+    assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
+    assert "ATT204" in {f.code for f in whole}
