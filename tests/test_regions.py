@@ -592,6 +592,8 @@ REGION_CASES = {
     # a fifth round
     "r39_module_method_two_helpers_deep.py": {"ATT101"},  # forward -> eager -> inner -> module.prep
     "r40_local_chain_then_attr.py": {"ATT204"},        # big = -1e9; small = big; self.fill = small
+    # found on torchtune: a division by a sum is a written-out softmax to the mask analysis
+    "r41_sum_normalisation.py": {"ATT205"},
 }
 
 #: selections each case is compared under: narrow ones change what is kept

@@ -225,8 +225,8 @@ def _statements(text: str) -> Iterator[tuple[ast.stmt, int]]:
                 body = ast.parse(text[start:end]).body
                 break
             except _PARSE_ERRORS:
-                if end >= n:
-                    raise
+                if end >= n or end - start > 8 * PIECE:
+                    raise  # a syntax error, or one huge statement: the engine's screen reads it
                 target = end + 1  # cut inside a statement: extend the piece
         for s in body:
             yield s, line
@@ -691,7 +691,16 @@ def select(text: str, triggers, why: dict | None = None,
     shell_text: dict[int, str] = {}
     scope_text: dict[int, str] = {}
 
+    context_memo: dict[tuple[int, int], bool] = {}
+
     def in_context(trig: Trigger, ui: int) -> bool:
+        key = (id(trig), ui)
+        got = context_memo.get(key)
+        if got is None:
+            got = context_memo[key] = context_of(trig, ui)
+        return got
+
+    def context_of(trig: Trigger, ui: int) -> bool:
         u = units[ui]
         if any(c.search(text_of(ui)) for c in trig.context):
             return True
@@ -746,14 +755,22 @@ def select(text: str, triggers, why: dict | None = None,
     for pat, trigs in by_pattern.values():
         walks = any(id(t) in walk_ids for t in trigs)
         code_only = all(t.code_only for t in trigs)
-        for m in pat.finditer(text):
+        pos = 0
+        while True:
+            m = pat.search(text, pos)
+            if m is None:
+                break
             ui = unit_at(m.start())
-            if seed[ui] and (wseed[ui] or not walks):
-                continue
+            pos = max(m.end(), m.start() + 1)
             u = units[ui]
+            if seed[ui] and (wseed[ui] or not walks) and u.kind == "func" and not facts(ui).imports:
+                pos = max(pos, line_starts[u.end])  # nothing more to learn in this unit
+                continue
             bare = u.kind == "mod" and not u.code
             if code_only and (u.kind == "class" or not (bare or is_code(ui, m.start()))):
                 continue
+            # what this match teaches depends on its line only (the statements bound there)
+            pos = max(pos, line_starts[bisect.bisect_right(line_starts, m.start())])
             hit = hit_walk = False
             for t in trigs:
                 if t.methods is not None and not (u.kind == "meth" and u.name in t.methods) \
