@@ -95,6 +95,21 @@ def test_sdpa_scale(tail, expected):
     assert only_codes(src) == expected
 
 
+@pytest.mark.parametrize("fallback, expected", [
+    ("if scale is None:\n            scale = self.head_dim ** -0.5", set()),
+    ("if scale is None:\n            scale = torch.rsqrt(torch.tensor(self.embed_dim))", {"ATT102"}),
+    ("if scale is None:\n            scale = 1 / math.sqrt(C)", {"ATT102"}),
+    ("scale = scale or C ** -0.5", {"ATT102"}),
+    ("if scale is None:\n            scale = math.sqrt(self.head_dim)", {"ATT105"}),
+])
+def test_scale_parameter_falls_back_to_its_default(fallback, expected):
+    """``forward(x, scale=None)`` with ``if scale is None: scale = ...``: the scale used when no
+    caller passes one is the fallback, checked like a scale written directly."""
+    src = LAYER.replace("def forward(self, x):", "def forward(self, x, scale=None):").format(
+        q_line=fallback, s_suffix=" * scale")
+    assert only_codes(src) == expected
+
+
 ACCEPTED = {
     "learned temperature": "scores = (q @ k.transpose(-2, -1)) * self.logit_scale.exp()",
     "cosine": "scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)",

@@ -444,6 +444,124 @@ def test_fill_kept_float32_by_type_promotion(combine, expected):
     assert [f.line for f in fs] == expected
 
 
+_CAST_QUERY = '''
+import torch
+import torch.nn.functional as F
+
+
+def camera_attention(q, k, v, valid):
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    {cast}
+    bias = torch.where(valid[:, None, None, :], torch.zeros((), dtype=q.dtype),
+                       torch.full((), -1e9, dtype=q.dtype))
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+'''
+
+
+@pytest.mark.parametrize("cast, reported", [
+    ("q, k, v = q.float(), k.float(), v.float()\n"
+     "    if q.is_cuda:\n"
+     "        q, k, v = q.bfloat16(), k.bfloat16(), v.bfloat16()", False),  # float32 or bfloat16
+    ("q = q.to(torch.float32)", False),
+    ("q = q.to(dtype=torch.double).contiguous()", False),
+    ("q = q.float()\n    if q.is_cuda:\n        q = q.half()", True),  # float16 on one path
+    ("q = q.to(k.dtype)", True),                                        # the model's dtype
+    ("", True),
+])
+def test_fill_dtype_tracked_through_casts_of_a_local(cast, reported):
+    """``dtype=q.dtype`` is as wide as every dtype ``q`` may hold at that point: casts by
+    ``.float()``/``.bfloat16()``/``.to(dtype)`` are followed through locals and if-branches
+    (diffusers' Sana-WM camera attention casts q to float32, then to bfloat16)."""
+    src = _CAST_QUERY.format(cast=cast)
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if "-1e9" in t)
+    fs = lint_source(src, "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == ([line] if reported else [])
+
+
+_CAST_SCORES = '''
+import torch
+
+
+def attend(q, k, v, pad_mask):
+    s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    {cast}
+    s = s.masked_fill(pad_mask, -1e9)
+    return torch.softmax(s, dim=-1).to(v.dtype) @ v
+'''
+
+
+@pytest.mark.parametrize("cast, reported", [
+    ("s = s.float()", False),
+    ("s = s.to(torch.float32).transpose(-2, -1).transpose(-2, -1)", False),
+    ("s = s.type(torch.half)", True),
+    ("s32 = s.float()", True),  # another tensor is cast, not the filled one
+    ("", True),
+])
+def test_masked_fill_on_scores_cast_to_float32(cast, reported):
+    """A -1e9 fill into scores whose local was cast to float32 fits; into scores of the
+    model's dtype (or cast to float16) it overflows."""
+    src = _CAST_SCORES.format(cast=cast)
+    fs = lint_source(src, "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == ([8] if reported else [])
+
+
+_PENALTY = '''
+import torch
+
+
+def penalise(q, k, log_probs, keep_mask):
+    {target} = {source}
+    {target} += (~keep_mask).to(torch.float32) * -1e9
+    {use}
+'''
+
+
+@pytest.mark.parametrize("target, source, use, reported", [
+    # beam-search log-probabilities ranked by a helper: not attention
+    ("log_probs", "log_probs / 2.0", "return gather_beams(torch.cat((log_probs, q)), 2)", False),
+    ("log_probs", "log_probs / 2.0", "return torch.softmax(log_probs, dim=-1)", True),
+    ("scores", "q @ k.transpose(-2, -1)", "return gather_beams(scores, 2)", True),
+])
+def test_additive_penalty_on_a_tensor_that_is_not_attention(target, source, use, reported):
+    """``x += finished * -1e9`` masks attention only where ``x`` is established q·kᵀ scores or
+    reaches a softmax (transformers' beam search penalises finished beams' log-probabilities)."""
+    src = _PENALTY.format(target=target, source=source, use=use)
+    fs = lint_source(src, "t.py", select=["ATT204"])
+    assert [f.line for f in fs] == ([7] if reported else [])
+
+
+_KV_CACHE_CAUSAL = '''
+import torch
+from einops import einsum
+
+
+def create_causal_mask(i, j, device):
+    return torch.ones((i, j), device=device, dtype=torch.bool).triu({diagonal})
+
+
+def attend(q, k, v):
+    i, j = q.shape[-2], k.shape[-2]
+    sim = einsum(q, k, "b h i d, b h j d -> b h i j") * q.shape[-1] ** -0.5
+    causal_mask = create_causal_mask(i, j, q.device)
+    sim = sim.masked_fill(causal_mask, -torch.finfo(sim.dtype).max)
+    return einsum(sim.softmax(dim=-1), v, "b h i j, b h j d -> b h i d")
+'''
+
+
+@pytest.mark.parametrize("diagonal, codes", [
+    ("j - i + 1", []),          # query r is key r + j - i: its future is blocked, itself kept
+    ("1 + j - i", []),
+    ("diagonal=-i + j + 1", []),
+    ("j - i", ["ATT202"]),       # off by one: each query is hidden from itself
+    ("j - i - 1", ["ATT202"]),
+])
+def test_kv_cache_causal_mask_with_a_symbolic_diagonal(diagonal, codes):
+    """``ones(i, j).triu(j - i + 1)`` (lucidrains' causal mask, i queries that are the last of j
+    keys) blocks exactly each query's future; ``triu(j - i)`` also blocks the query itself."""
+    src = _KV_CACHE_CAUSAL.format(diagonal=diagonal)
+    assert [(f.code, f.line) for f in mask_findings(src)] == [(c, 14) for c in codes]
+
+
 def test_inverted_mask_message_describes_the_mask_as_used():
     """``masked_fill(~m, ...)``: the pattern in the message is that of ``~m`` (what the consumer
     reads), and the message says so rather than attributing it to ``m``'s construction."""

@@ -105,6 +105,9 @@ class Fill:
     value: float | None = None
     node: cst.CSTNode | None = field(default=None, compare=False, repr=False)
     is_bool: bool = False
+    #: held in a 0-dim tensor created with an explicit dtype of float32's range
+    #: (``torch.full((), -1e9, dtype=q.dtype)`` with ``q`` float32 or bfloat16)
+    wide: bool = field(default=False, compare=False)
 
     @property
     def region(self) -> Region:
@@ -209,6 +212,20 @@ class ModuleRef:
     dropout / identity)."""
 
     kind: str
+
+
+@dataclass(frozen=True)
+class Dtype:
+    """A floating tensor of a known dtype whose mask contents are not tracked, or a
+    ``torch.dtype`` object; ``names`` holds every dtype it may have on the paths joined
+    (``x.float()``, then ``x.bfloat16()`` under an ``if``: float32 or bfloat16)."""
+
+    names: frozenset[str]
+
+    @property
+    def wide(self) -> bool:
+        """Every dtype it may have keeps float32's exponent range (max ≈ 3.4e38)."""
+        return self.names <= _WIDE_DTYPES
 
 
 @dataclass(frozen=True)
@@ -477,6 +494,8 @@ class MaskUse:
     #: other than a torch op (``False``: it only meets comparisons / top-k in this function,
     #: e.g. beam-search scores)
     escapes: bool = True
+    #: the filled tensor's dtype is tracked to float32's range (``s = s.float()`` before it)
+    wide: bool = False
 
     @property
     def blocked(self) -> Blocked | None:
@@ -508,6 +527,10 @@ class FillSite:
     wide: bool = False
     #: see :attr:`MaskUse.escapes`
     escapes: bool = True
+    #: ``False`` when the mask it builds is added, in the same expression, to a tensor that is
+    #: neither established attention scores nor reaches a softmax (beam-search log-probabilities
+    #: penalised with ``log_probs += finished * -1e9``): it masks something other than attention
+    attention: bool = True
 
 
 @dataclass
@@ -531,6 +554,47 @@ def _int_of(node: cst.BaseExpression | None) -> int | None:
         v = _int_of(node.expression)
         return None if v is None else -v
     return None
+
+
+def _linear_terms(node: cst.BaseExpression, text) -> tuple[dict[str, int], int] | None:
+    """``node`` as an integer combination of opaque terms (names, attributes, subscripts,
+    calls; keyed by ``text(term)``) plus a constant: ``j - i + 1`` → ``({"j": 1, "i": -1}, 1)``;
+    ``None`` for anything else (a product, a float)."""
+    t = type(node)
+    if t is cst.Integer:
+        return {}, int(node.evaluated_value)
+    if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
+        r = _linear_terms(node.expression, text)
+        return None if r is None else ({k: -v for k, v in r[0].items()}, -r[1])
+    if t is _BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract):
+        a, b = _linear_terms(node.left, text), _linear_terms(node.right, text)
+        if a is None or b is None:
+            return None
+        sign = 1 if type(node.operator) is cst.Add else -1
+        terms = dict(a[0])
+        for k, v in b[0].items():
+            terms[k] = terms.get(k, 0) + sign * v
+        return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+    if t in (_Name, _Attribute, cst.Subscript, _Call):
+        return {text(node): 1}, 0
+    return None
+
+
+def _size_args(call: cst.Call, q: str) -> list[cst.BaseExpression] | None:
+    """The size arguments of a tensor constructor (``torch.ones(i, j)``,
+    ``torch.ones((i, j), dtype=torch.bool)``, ``torch.full((i, j), v)``, ``x.new_ones(i, j)``)."""
+    meth = call.func.attr.value if type(call.func) is _Attribute else None
+    full = q == "torch.full" or meth == "new_full"
+    if not (full or q in ("torch.ones", "torch.zeros", "torch.empty")
+            or meth in ("new_ones", "new_zeros", "new_empty")):
+        return None
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    size = _kwarg(call, "size")
+    if size is None and positional:
+        size = positional[0]
+    if type(size) in (cst.Tuple, cst.List):
+        return [e.value for e in size.elements if type(e) is cst.Element]
+    return None if full else positional
 
 
 def _num_of(node: cst.BaseExpression) -> float | None:
@@ -565,14 +629,17 @@ def _kwarg(call: cst.Call, kw: str) -> cst.BaseExpression | None:
     return None
 
 
+#: float types with float32's exponent range or wider (``torch.float`` is float32; bfloat16 keeps
+#: float32's 8 exponent bits)
 _WIDE_DTYPES = frozenset({"torch.float", "torch.float32", "torch.float64", "torch.double",
                           "torch.bfloat16"})
-
-
-def wide_dtype(node: cst.BaseExpression | None, ctx) -> bool:
-    """Whether a ``dtype=`` argument names a float type with float32's exponent range or wider
-    (``torch.float`` is float32; bfloat16 keeps float32's 8 exponent bits)."""
-    return node is not None and (ctx.qualname(node) or "") in _WIDE_DTYPES
+#: ``torch.<dtype>`` names of the floating dtypes, and the tensor methods that cast to them
+_FLOAT_DTYPES = _WIDE_DTYPES | {"torch.float16", "torch.half"}
+_CAST_METHODS = {"float": "torch.float32", "double": "torch.float64", "half": "torch.float16",
+                 "bfloat16": "torch.bfloat16"}
+#: tensor methods whose result keeps the receiver's dtype
+_SAME_DTYPE_METHODS = _PRESERVE_METHODS | {"transpose", "permute", "swapaxes", "flatten", "t",
+                                           "masked_fill", "masked_fill_", "contiguous"}
 
 
 def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
@@ -1540,13 +1607,15 @@ class _Analyzer:
                 base, mnode, vnode = func.value, _arg(call, 0, "mask"), _arg(call, 1, "value")
             if base is None or mnode is None or vnode is None:
                 return
-            if isinstance(self.ev(base, state.env), MaskVal):
+            bv = self.ev(base, state.env)
+            if isinstance(bv, MaskVal):
                 return  # building a mask, not applying one
             fill = self._fill(vnode, state)
             tgts = targets if meth != "masked_fill_" else [base]
             self._record(consumer="masked_fill", convention="true_blocked", node=mnode, call=call,
                          mask=self._as_mask(mnode, state), fill=fill, target=base,
                          target_tag=self._target_tag(base, state),
+                         wide=isinstance(bv, Dtype) and bv.wide,
                          reaches_softmax=self._reaches_softmax(call, tgts, state, in_softmax))
             return
         if q == "torch.where":
@@ -1556,7 +1625,8 @@ class _Analyzer:
             fa, fb = self._fill(a, state), self._fill(b, state)
             if (fa is None) == (fb is None):
                 return
-            if isinstance(self.ev(a if fb is not None else b, state.env), MaskVal):
+            tv = self.ev(a if fb is not None else b, state.env)
+            if isinstance(tv, MaskVal):
                 return
             if fb is not None:
                 conv, fill, target = "true_kept", fb, a
@@ -1565,6 +1635,7 @@ class _Analyzer:
             self._record(consumer="where", convention=conv, node=c, call=call,
                          mask=self._as_mask(c, state), fill=fill, target=target,
                          target_tag=self._target_tag(target, state),
+                         wide=isinstance(tv, Dtype) and tv.wide,
                          reaches_softmax=self._reaches_softmax(call, targets, state, in_softmax))
             return
         if q.endswith("scaled_dot_product_attention"):
@@ -1719,6 +1790,11 @@ class _Analyzer:
         attr = node.attr.value
         if q in ("math.inf", "torch.inf", "numpy.inf", "np.inf"):
             return Fill("pos_inf", None, node)
+        if q in _FLOAT_DTYPES:
+            return Dtype(frozenset({q}))
+        if attr == "dtype":
+            base = self._ev(node.value, env, node)
+            return base if isinstance(base, Dtype) else None
         if attr in ("min", "max") and type(node.value) is cst.Call:
             fq = self.qualname(node.value.func) or ""
             if fq.endswith("finfo"):
@@ -1741,6 +1817,53 @@ class _Analyzer:
                 v = self.class_attr(base.cls, attr)
                 return v if isinstance(v, (MaskVal, Fill)) else None
         return None
+
+    def _wide_dtype(self, node: cst.BaseExpression | None, env) -> bool:
+        """Whether a ``dtype=`` argument is float32's range or wider: named (``torch.float32``)
+        or tracked (``q.dtype`` after ``q = q.float()``)."""
+        if node is None:
+            return False
+        v = self._ev(node, env, node)
+        return isinstance(v, Dtype) and v.wide
+
+    def _cast(self, node: cst.Call, meth: str, recv: Any, env, origin) -> Dtype | None:
+        """The dtype of ``recv.<meth>(...)`` for a tensor whose mask contents are not tracked:
+        ``.float()``/``.half()``/``.bfloat16()``/``.double()``, ``.to(dtype)``,
+        ``.to(other)``/``.type_as(other)`` of a tracked tensor, and shape methods of a tracked
+        one (``view``, ``transpose``, ``masked_fill``) that keep its dtype."""
+        if meth in _CAST_METHODS and not node.args:
+            return Dtype(frozenset({_CAST_METHODS[meth]}))
+        if meth in ("to", "type", "type_as"):
+            a = _arg(node, 0, "dtype" if meth != "type_as" else "other")
+            v = self._ev(a, env, origin) if a is not None else None
+            return v if isinstance(v, Dtype) else None
+        if meth in _SAME_DTYPE_METHODS and isinstance(recv, Dtype):
+            return recv
+        return None
+
+    def _diagonal(self, dnode: cst.BaseExpression | None, m: MaskVal) -> int | None:
+        """The ``diagonal`` of ``tril``/``triu`` on ``m``, relative to the diagonal its
+        consumers read: an integer, or ``cols - rows + c`` where ``m`` was created as a
+        ``(rows, cols)`` tensor — with a KV cache the L_q queries are the last of L_k keys, so
+        query ``r`` sits on key ``r + L_k - L_q`` (``torch.ones(i, j).triu(j - i + 1)`` blocks
+        the future of each query as ``triu(1)`` does on a square mask)."""
+        if dnode is None:
+            return 0
+        d = _int_of(dnode)
+        if d is not None or type(m.origin) is not _Call:
+            return d
+        size = _size_args(m.origin, self.qualname(m.origin.func) or "")
+        if size is None or len(size) < 2:
+            return None
+
+        def text(n: cst.CSTNode) -> str:
+            return "".join(self.ctx.module.code_for_node(n).split())
+
+        lin = _linear_terms(dnode, text)
+        rows, cols = text(size[-2]), text(size[-1])
+        if lin is None or rows == cols or lin[0] != {cols: 1, rows: -1}:
+            return None
+        return lin[1]
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
         base = self._ev(node.value, env, node)
@@ -1809,7 +1932,10 @@ class _Analyzer:
                 or (q == "torch.full" and scalar_shape):
             a = _arg(node, 1, "fill_value") if q == "torch.full" else _arg(node, 0, "data")
             inner = self._ev(a, env, origin) if a is not None else None
-            return inner if isinstance(inner, Fill) else None
+            if not isinstance(inner, Fill):
+                return None
+            return replace(inner, wide=True) if self._wide_dtype(_kwarg(node, "dtype"), env) \
+                else inner
         # --- same-file functions
         if q in self.functions and q not in ("float",):
             v = self.return_value(self.functions[q], node, env)
@@ -1853,7 +1979,7 @@ class _Analyzer:
                 return None
             if f.overflows_fp16 and self.recording:
                 self.result.fill_sites.append(FillSite(f, f.node or fv, "full",
-                                                       wide=wide_dtype(_kwarg(node, "dtype"), self.ctx),
+                                                       wide=self._wide_dtype(_kwarg(node, "dtype"), env),
                                                        escapes=self.escapes(node)))
             if dt is None:
                 dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
@@ -1873,8 +1999,7 @@ class _Analyzer:
             src = self._ev(x, env, origin) if x is not None else None
             if not isinstance(src, MaskVal):
                 return None
-            dnode = _arg(node, 1, "diagonal")
-            d = 0 if dnode is None else _int_of(dnode)
+            d = self._diagonal(_arg(node, 1, "diagonal"), src)
             p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
             return replace(src, pattern=p, origin=node)
         if q in ("torch.logical_not", "torch.bitwise_not"):
@@ -1906,8 +2031,9 @@ class _Analyzer:
                 if fill is not None and fill.overflows_fp16 and self.recording:
                     # torch.where of two Python scalars has the default dtype, float32 (PyTorch
                     # type promotion): safe while only out-of-place ops promote it onwards
+                    # torch.where of 0-dim tensors of a float32-range dtype keeps that range
                     self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive",
-                                                           wide=self.stays_wide(node),
+                                                           wide=fill.wide or self.stays_wide(node),
                                                            escapes=self.escapes(node)))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
@@ -1921,6 +2047,8 @@ class _Analyzer:
             return None
         if meth is None:
             return None
+        if recv is None or isinstance(recv, Dtype):
+            return self._cast(node, meth, recv, env, origin)
         if meth in _CMP_METHODS and len(node.args) == 1 and node.args[0].keyword is None \
                 and isinstance(recv, (MaskVal, IndexVal)):
             other = self._ev(node.args[0].value, env, origin)
@@ -1949,8 +2077,7 @@ class _Analyzer:
             return None
         m = recv
         if meth in ("tril", "triu", "tril_", "triu_"):
-            dnode = _arg(node, 0, "diagonal")
-            d = 0 if dnode is None else _int_of(dnode)
+            d = self._diagonal(_arg(node, 0, "diagonal"), m)
             p = p_tril(m.pattern, d) if meth.startswith("tril") else p_triu(m.pattern, d)
             return replace(m, pattern=p, origin=node if origin is node or not meth.endswith("_")
                            else origin)
@@ -2179,6 +2306,8 @@ def _join(a: Any, b: Any) -> Any:
                        unit=a.unit and b.unit)
     if isinstance(a, Fill) and isinstance(b, Fill):
         return a if a.kind == b.kind and a.value == b.value else None
+    if isinstance(a, Dtype) and isinstance(b, Dtype):
+        return Dtype(a.names | b.names)
     return None
 
 
@@ -2252,6 +2381,11 @@ def _analyze(ctx) -> MaskAnalysis:
         an.current = f
         an._run_function(f, an._param_env(f))
     an.current = None
+    other = {id(n) for u in an.result.uses if u.consumer == "additive" and not u.attention
+             for n in _walk_list(u.node)}
+    for site in an.result.fill_sites:
+        if id(site.node) in other:
+            site.attention = False
     return an.result
 
 

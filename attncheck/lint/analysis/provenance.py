@@ -863,6 +863,7 @@ class _Frame:
                     self.exec_block(s.orelse.body)
             return
         self.eval(s.test)
+        fallback = self._none_fallback(s)
         before = dict(self.env)
         self.exec_block(s.body)
         after_then = self.env
@@ -878,7 +879,22 @@ class _Frame:
             a = after_then.get(k, before.get(k, UNK))
             b = after_else.get(k, before.get(k, UNK))
             merged[k] = _join(a, b)
+        if fallback in after_then:
+            merged[fallback] = after_then[fallback]  # the fallback is the default
         self.env = merged
+
+    def _none_fallback(self, s: cst.If) -> str | None:
+        """``if scale is None: scale = d ** -0.5`` (no else) on a parameter that defaults to
+        ``None``: the name whose value after the ``if`` is the fallback, as with
+        ``scale = scale or d ** -0.5``."""
+        t = s.test
+        if s.orelse is not None or type(t) is not cst.Comparison or len(t.comparisons) != 1 \
+                or type(t.left) is not cst.Name or type(t.comparisons[0].operator) is not cst.Is:
+            return None
+        c = t.comparisons[0].comparator
+        if type(c) is not cst.Name or c.value != "None":
+            return None
+        return t.left.value if self._defaults_to_none(self.eval(t.left)) else None
 
     def exec_small(self, s: cst.CSTNode) -> None:
         if type(s) is cst.Assign:

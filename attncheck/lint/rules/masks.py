@@ -255,7 +255,7 @@ class MaskValueOverflow(Rule):
                 continue
             if use.consumer in ("sdpa", "mha", "additive"):
                 continue  # reported at the fill site that built the mask
-            if _is_fp32(self, use.target) or not use.escapes:
+            if _is_fp32(self, use.target) or use.wide or not use.escapes:
                 continue  # fp32 by a cast, or a value that never reaches attention
 
             seen.add(id(f.node))
@@ -268,7 +268,8 @@ class MaskValueOverflow(Rule):
                                 f"(max 65504): {_CONSUMER_NAMES[use.consumer]} raises or overflows to -inf under "
                                 f"fp16/autocast; use {repl}", fix)
         for site in self.ctx.masks.fill_sites:
-            if id(site.node) in seen or _is_fp32(self, site.base) or site.wide or not site.escapes:
+            if id(site.node) in seen or _is_fp32(self, site.base) or site.wide or not site.escapes \
+                    or not site.attention:
                 continue
             seen.add(id(site.node))
             what = {"additive": "this additive mask", "full": "this mask tensor",
