@@ -3,8 +3,9 @@ only — never a false failure.
 
 Targets: every ``fixtures/lint/correct/*.py`` with a ``DYNAMIC`` constant (run with its hints),
 two of them again without hints (mask convention and causality must then be detected), the
-correct kernels and layers of ``fixtures/dynamic/``, ``torch.nn.MultiheadAttention``
-(batch_first True / False, and declared causal) and ``torch.nn.TransformerEncoderLayer``.
+correct kernels and layers of ``fixtures/dynamic/`` (Transformer-XL layers among them),
+``torch.nn.MultiheadAttention`` (batch_first True / False, and declared causal) and
+``torch.nn.TransformerEncoderLayer``.
 Kept fast: 2 hypothesis examples per property.
 """
 import glob
@@ -45,6 +46,7 @@ pk = load("dynamic/probe_kernels.py")
 pl = load("dynamic/probe_layers.py")
 hf = load("lint/correct/hf_eager_attention.py")
 tb = load("lint/correct/textbook_mha.py")
+rel = load("dynamic/relative_attention.py")
 
 OTHERS = [
     # without hints: convention / causality detected (issue: HF additive mask false failure)
@@ -73,6 +75,9 @@ OTHERS = [
     pytest.param(lambda: pl.ProbeMHA(64, 4), {"causal": False}, id="pl.probe_mha"),
     pytest.param(lambda: pl.ScriptedAttention(), {}, id="pl.scripted"),
     pytest.param(lambda: pl.ManualSoftmaxLayer(), {}, id="pl.manual_softmax"),
+    # Transformer-XL relative attention, position term found by experiment (no hint)
+    pytest.param(lambda: rel.RecurrenceCellAttention(), {}, id="rel.transformer_xl_causal"),
+    pytest.param(lambda: rel.BidirectionalCellAttention(), {}, id="rel.transformer_xl_bidir"),
 ]
 
 CASES = _lint_correct() + OTHERS

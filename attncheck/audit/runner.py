@@ -24,7 +24,6 @@ from typing import Any
 
 from attncheck.results import CheckResult, Report
 
-SMALL_MODEL_PARAMS = 10_000_000
 DEFAULT_TIMEOUT = 60.0  # seconds per check, as attncheck check
 AUDIT_CHECKS = ("lint", "causality", "padding", "batch-independence", "kv-cache", "backend-agreement",
                 "normalization", "saturation", "scale", "mask-pattern", "gqa")
@@ -378,21 +377,16 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, 
             report.results.append(_error("lint", exc))
         report.timings["lint"] = time.perf_counter() - t
 
+    from attncheck.dynamic.runner import single_thread_for_small_models
     from attncheck.dynamic.state import preserved
 
     ctx = C.AuditContext(seed=seed, device=device, dtype=models[0].dtype)
-    threads = torch.get_num_threads()
-    n_params = sum(p.numel() for m in models for p in m.module.parameters())
-    with preserved(models[0].module):
-        try:
-            if n_params < SMALL_MODEL_PARAMS and device == "cpu":
-                # tiny models: threads only add overhead (measured 15 ms vs 500 ms per tiny
-                # GPT-2 forward on a loaded 2-core machine)
-                torch.set_num_threads(1)
-            torch.manual_seed(seed)
-            _run_checks(models, selected, ctx, report, step, timeout)
-        finally:
-            torch.set_num_threads(threads)
+    # tiny models: threads only add overhead (measured 15 ms vs 500 ms per tiny GPT-2 forward
+    # on a loaded 2-core machine)
+    with preserved(models[0].module), \
+            single_thread_for_small_models([m.module for m in models], device):
+        torch.manual_seed(seed)
+        _run_checks(models, selected, ctx, report, step, timeout)
     report.arrays = ctx.arrays
     report.timings["total"] = time.perf_counter() - t0
     return report

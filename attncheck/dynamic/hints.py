@@ -304,8 +304,8 @@ register_hint("spec", "string", "the CLI spec that produced the target (reproduc
 register_hint("padding_side", "'left' | 'right'", "side of the padded keys (default right)",
               validate=_choice("left", "right"), used_by=("padding",))
 register_hint("positional", "bool",
-              "the target uses positions (true: skip), or force the check on a module whose "
-              "parameter names look positional (false)",
+              "the target uses positions (true: skip), or force the check on a target whose "
+              "position term was detected in its logits (false)",
               validate=_bool, used_by=("permutation-equivariance",))
 register_hint("scale", "number > 0 | 'learned'",
               "expected logits scale when it is not 1/sqrt(head_dim) (T5: 1.0); 'learned' = a "

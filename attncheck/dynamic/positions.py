@@ -18,12 +18,24 @@ Kinds (value of ``Target.hints["positions"]``, a string or a dict ``{"kind": ..,
               as names of this kind
 ============  ==========================================================================
 
-Detection (:func:`detect_positions`, once per run, when no hint is given): one forward under
-the probe; an additive term of the logits that depends on ``i − j`` only is *relative* — an SDPA
-call's float ``attn_mask``, or what remains of a hand-written softmax's logits once the best
-multiple of the q·kᵀ product is removed (both fitted within each diagonal ``i − j``, so a
-Toeplitz bias drops out); when that term is linear in ``|i − j|`` with a negative slope per
-head it is *ALiBi* (slopes measured).
+Detection (:func:`detect_positions`, once per run, when no hint is given), by experiment on
+the logits the probe captures (softmax inputs, SDPA's ``scale·q·kᵀ + mask``):
+
+1. an additive term of the logits that depends on ``i − j`` only is *relative* — an SDPA
+   call's float ``attn_mask``, or what remains of a hand-written softmax's logits once the best
+   multiple of the q·kᵀ product is removed (both fitted within each diagonal ``i − j``, so a
+   Toeplitz bias drops out); when that term is linear in ``|i − j|`` with a negative slope per
+   head it is *ALiBi* (slopes measured);
+2. otherwise the tokens are permuted (:func:`position_dependence`): without a position term the
+   logits of ``x[p]`` are the logits of ``x`` with rows and columns permuted by ``p``
+   (attention treats its keys as a set and each query on its own: Vaswani et al. 2017 §3.2).
+   When they are not, one token's content is replaced: a position term leaves every other
+   token's row and column of the logits as they were (each token's content still reaches the
+   logits only through its own q and k), whereas tokens mixed before attention (a head split
+   with a bare ``view``, a layout mix-up) change other rows — that is a bug, not a position term.
+   A position term whose logits are the same after dropping the first token (entry ``(i, j)``
+   of the shorter sequence equals ``(i + 1, j + 1)``) is *relative* (rotary, Transformer-XL's
+   ``u``/``v`` and ``W_R R_{i−j}`` terms, Dai et al. 2019 §3.3), else *absolute*.
 """
 from __future__ import annotations
 
@@ -33,7 +45,8 @@ from typing import Any
 import torch
 
 __all__ = ["POSITION_KINDS", "alibi_bias", "alibi_slopes", "declared_positions",
-           "detect_positions", "position_kind", "toeplitz_bias"]
+           "detect_positions", "draw_permutation", "position_dependence", "position_kind",
+           "toeplitz_bias"]
 
 POSITION_KINDS = ("none", "absolute", "rotary", "alibi", "relative")
 _ALIASES = {"t5": "relative", "xl": "relative", "transformer-xl": "relative",
@@ -41,6 +54,9 @@ _ALIASES = {"t5": "relative", "xl": "relative", "transformer-xl": "relative",
             "sinusoidal": "absolute", "false": "none", "": "none"}
 #: relative size of the non-Toeplitz rest below which a bias counts as a function of i − j
 TOEPLITZ_RTOL = 1e-4
+#: logits differences below this share of the logits' magnitude are rounding (per dtype)
+_LOGIT_RTOL = {torch.float16: 1e-2, torch.bfloat16: 5e-2}
+_LOGIT_RTOL_DEFAULT = 1e-4
 
 
 def _norm(value: Any) -> dict[str, Any] | None:
@@ -201,10 +217,142 @@ def _classify(T: torch.Tensor, valid: torch.Tensor) -> dict[str, Any] | None:
     return {"kind": "alibi", "measured_slopes": slopes[:64]}
 
 
+def draw_permutation(n: int, seed: int) -> torch.Tensor:
+    """A permutation of ``range(n)`` from ``seed`` that moves every position when ``n ≥ 2``
+    (a random permutation composed with a cyclic shift when it has fixed points)."""
+    g = torch.Generator(device="cpu").manual_seed(int(seed))
+    p = torch.randperm(n, generator=g)
+    if n >= 2 and bool((p == torch.arange(n)).any()):
+        p = torch.roll(p, 1)
+        if bool((p == torch.arange(n)).any()):
+            p = torch.roll(torch.arange(n), 1)
+    return p
+
+
+def _probed_logits(target: Any, inputs: Any) -> list[torch.Tensor]:
+    """Canonical logits ``(..., L_q, L_k)`` (float64) of every attention the probe sees in one
+    forward of ``inputs``, in call order."""
+    from attncheck.dynamic.probe import Probe
+
+    with torch.no_grad(), Probe(mha_logits=True) as probe:
+        target(inputs)
+    return _logits_of(probe)
+
+
+def _logits_of(probe: Any) -> list[torch.Tensor]:
+    return [r.canonical(r.logits).detach().to(torch.float64) for r in probe.records
+            if r.logits is not None]
+
+
+def _valid(lg: torch.Tensor) -> torch.Tensor:
+    from attncheck.dynamic.probe import MASK_THRESHOLD
+
+    return torch.isfinite(lg) & (lg > MASK_THRESHOLD)
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """|a − b| where both are unmasked, 0 elsewhere."""
+    both = _valid(a) & _valid(b)
+    return torch.where(both, (a - b).abs(), torch.zeros_like(a))
+
+
+def position_dependence(target: Any, inputs: Any, dtype: torch.dtype = torch.float32,
+                        base: list[torch.Tensor] | None = None) -> dict[str, Any] | None:
+    """The permutation experiment of the module docstring (step 2) on ``inputs`` (``L_q = L_k
+    ≥ 3``, no mask): None when the logits follow any permutation of the tokens (no position
+    term) or cannot be observed or compared; else ``{"kind": "relative" | "absolute" | "none",
+    "message": .., "record": ..}`` — ``"none"`` when the logits change because tokens are mixed
+    before attention (a bug the checks must see, not a position term).  ``base``: the logits
+    of ``inputs`` when already captured (:func:`_probed_logits`)."""
+    from attncheck.dynamic.checks._compare import seq_dim
+
+    ex = inputs.example
+    L = ex.L_q
+    if L < 3 or ex.L_k != L:
+        return None
+    sd = seq_dim(target)
+    if base is None:
+        base = _probed_logits(target, inputs)
+    if not base:
+        return None
+    rtol = _LOGIT_RTOL.get(dtype, _LOGIT_RTOL_DEFAULT)
+
+    def tol(lg: torch.Tensor) -> float:
+        v = _valid(lg)
+        return rtol * max(1.0, float(lg[v].abs().max()) if bool(v.any()) else 1.0)
+
+    def moved(f) -> Any:
+        """``inputs`` with ``f`` applied to q, k and v along the sequence axis."""
+        if target.self_attention:
+            x = f(inputs.q)
+            return inputs.with_tensors(q=x, k=x, v=x)
+        k = f(inputs.k)
+        return inputs.with_tensors(q=f(inputs.q), k=k, v=k if inputs.v is inputs.k else f(inputs.v))
+
+    p = draw_permutation(L, ex.seed + 5).to(inputs.q.device)
+    perm = _probed_logits(target, moved(lambda t: t.index_select(sd, p)))
+    if len(perm) != len(base):
+        return None
+    first = None
+    for i, (lg, lp) in enumerate(zip(base, perm)):
+        if lp.shape != lg.shape:
+            return None
+        expected = lg.index_select(-2, p.to(lg.device)).index_select(-1, p.to(lg.device))
+        if float(_max_diff(lp, expected).max()) > tol(lg):
+            first = i
+            break
+    if first is None:
+        return None
+    where = f"attention #{first}"
+    # one token's content replaced: a position term changes only that token's row and column
+    j0 = L // 2
+    g = torch.Generator(device="cpu").manual_seed(int(ex.seed) + 13)
+
+    def replace_token(t: torch.Tensor) -> torch.Tensor:
+        t = t.detach().clone()
+        idx = [slice(None)] * t.dim()
+        idx[sd] = j0
+        t[tuple(idx)] = torch.randn(t[tuple(idx)].shape, generator=g,
+                                    dtype=torch.float64).to(t)
+        return t
+
+    local = _probed_logits(target, moved(replace_token))
+    if len(local) != len(base) or local[first].shape != base[first].shape:
+        return None
+    changed = _max_diff(local[first], base[first]) > tol(base[first])
+    others = torch.ones(L, L, dtype=torch.bool, device=changed.device)
+    others[j0, :] = False
+    others[:, j0] = False
+    if bool((changed & others).any()):
+        return {"kind": "none", "record": where,
+                "message": f"the logits of {where} do not follow a permutation of the tokens, "
+                           f"and one token's content changes other tokens' logits: tokens are "
+                           f"mixed before attention (not a position term)"}
+    # relative or absolute: the logits of the sequence without its first token
+    from dataclasses import replace
+
+    shorter = replace(moved(lambda t: t.narrow(sd, 1, L - 1)),
+                      example=replace(ex, L_q=L - 1, L_k=L - 1))
+    try:
+        cut = _probed_logits(target, shorter)
+    except Exception:  # noqa: BLE001 - a target with a fixed length: kind unknown
+        cut = []
+    rel = (len(cut) == len(base) and cut[first].shape[-2:] == (L - 1, L - 1) and
+           float(_max_diff(cut[first], base[first][..., 1:, 1:]).max()) <= tol(base[first]))
+    kind = "relative" if rel else "absolute"
+    how = ("the same after dropping the first token: relative positions (i − j), e.g. rotary "
+           "or Transformer-XL" if rel else "not shift-invariant: absolute positions")
+    return {"kind": kind, "record": where, "name": "from a permutation of the tokens",
+            "message": f"the logits of {where} depend on token positions (a permutation of "
+                       f"the tokens does not permute them; each token's content reaches only "
+                       f"its own row and column), {how}"}
+
+
 def detect_positions(target: Any, device: Any = "cpu",
                      dtype: torch.dtype = torch.float32) -> dict[str, Any]:
-    """Look for an additive relative-position term in one probed forward (L_q = L_k = 8, no
-    mask).  Returns ``{"kind": "none" | "relative" | "alibi", "source": "detected",
+    """Look for a position term in probed forwards (L_q = L_k = 8, no mask): an additive
+    relative-position term in the logits, else :func:`position_dependence`.  Returns
+    ``{"kind": "none" | "relative" | "alibi" | "absolute", "source": "detected",
     "message": ..}``; "none" also when nothing could be observed."""
     from dataclasses import replace
 
@@ -212,7 +360,7 @@ def detect_positions(target: Any, device: Any = "cpu",
 
     ex = target.fit_example(replace(target.default_example(0), L_q=8, L_k=8))
     inputs = target.make_inputs(ex, device=device, dtype=dtype, causal=target.causal is True)
-    with torch.no_grad(), Probe() as probe:
+    with torch.no_grad(), Probe(mha_logits=True) as probe:
         target(inputs)
     for r in probe.records:
         T = None
@@ -242,5 +390,12 @@ def detect_positions(target: Any, device: Any = "cpu",
         where = f"{r.kind} #{r.index}"
         return dict(cls, source="detected", record=where,
                     message=f"additive {name} position bias found in the logits of {where}")
+    base = _logits_of(probe)
+    found = position_dependence(target, inputs, dtype, base) if base else None
+    if found is not None:
+        return dict(found, source="detected")
     return {"kind": "none", "source": "detected",
-            "message": "no additive relative-position bias seen in the logits"}
+            "message": "no position term seen in the logits (no additive relative-position "
+                       "bias, and they follow a permutation of the tokens)" if base else
+                       "no logits observable (no softmax or SDPA call seen): no position term "
+                       "detected"}

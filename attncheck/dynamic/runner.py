@@ -8,7 +8,7 @@ Isolation.  Every check runs on its own:
   ``requires_grad`` flags, training flags, RNG states, grad mode, default dtype and the
   TorchFunctionMode / TorchDispatchMode stacks are exactly as before, also when the check raises
   or times out;
-- ``torch.manual_seed(seed)`` is set before each check (restored after);
+- the seed is set before each check (:func:`manual_seed`; the RNG states are restored after);
 - an exception becomes an ``"error"`` result with the reason (a
   :class:`~attncheck.dynamic.targets.TargetOutputError` — wrong return type — a ``"fail"``);
   the other checks still run.
@@ -27,11 +27,12 @@ examples. A timeout is reported as ``"error"`` with message ``"timed out after N
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
 import traceback
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import torch
 
@@ -45,13 +46,13 @@ from attncheck.dynamic.base import (
     diagnose_target_error,
     raised_by_attncheck,
 )
-from attncheck.dynamic.state import preserved
+from attncheck.dynamic.state import Snapshot, preserved
 from attncheck.dynamic.targets import Target, TargetOutputError
 from attncheck.dynamic.targets import target as make_target
 from attncheck.results import CheckResult, Report
 
 __all__ = ["check", "run_checks", "resolve_device", "resolve_dtype", "run_with_time_limit",
-           "DEFAULT_TIMEOUT",
+           "DEFAULT_TIMEOUT", "SMALL_MODEL_PARAMS", "single_thread_for_small_models",
            "DEFAULT_MAX_EXAMPLES", "available_checks"]
 
 DEFAULT_TIMEOUT = 60.0
@@ -91,6 +92,50 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
         raise ValueError(f"unknown dtype {dtype!r}; use one of float32, float64, float16, "
                          "bfloat16")
     return _DTYPES[key]
+
+
+#: Parameter count below which a CPU run uses one intra-op thread (see
+#: :func:`single_thread_for_small_models`).
+SMALL_MODEL_PARAMS = 10_000_000
+
+
+@contextlib.contextmanager
+def single_thread_for_small_models(modules: Iterable[torch.nn.Module | None],
+                                   device: str | torch.device) -> Iterator[bool]:
+    """Run the body with ``torch.set_num_threads(1)`` when ``device`` is the CPU and ``modules``
+    (None entries: plain kernels) hold fewer than :data:`SMALL_MODEL_PARAMS` parameters in all;
+    the thread count is restored afterwards.  Yields whether it switched.
+
+    The checks feed small inputs (a few dozen tokens), so each op of a small model is
+    microseconds of work, and every parallel op ends at a barrier where all intra-op threads
+    meet.  On a loaded machine a descheduled thread holds that barrier for a scheduler time
+    slice: a forward of the 512-wide, 8-head textbook layer on 2×5 tokens took 252 ms wall
+    (57 ms CPU, spinning) on two threads and 1.8 ms on one (2-core machine, load average 16).
+    """
+    switch = torch.device(device).type == "cpu" and sum(
+        p.numel() for m in modules if m is not None for p in m.parameters()) < SMALL_MODEL_PARAMS
+    threads = torch.get_num_threads()
+    if switch and threads > 1:
+        torch.set_num_threads(1)
+    try:
+        yield switch
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
+def manual_seed(seed: int, device: torch.device) -> None:
+    """``torch.manual_seed(seed)`` for a run on ``device``: the CPU generator, and CUDA's when
+    the run uses CUDA or CUDA is initialised.  ``torch.manual_seed`` itself also seeds every
+    accelerator backend lazily, and before CUDA is initialised each call queues a deferred seed
+    call holding a formatted stack trace (``torch.cuda._lazy_call``): milliseconds per check,
+    and a list that grows with every run on a CPU-only machine."""
+    if device.type == "cuda":
+        torch.manual_seed(seed)
+        return
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(seed)
 
 
 def available_checks() -> list[str]:
@@ -208,16 +253,20 @@ def _run_guarded(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResul
                                f"attncheck-{spec.name}")
 
 
-def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
-    """Run one check isolated (state restored, exceptions → result, time limit)."""
+def run_one(spec: CheckSpec, target: Target, ctx: RunContext,
+            base: Snapshot | None = None) -> CheckResult:
+    """Run one check isolated (state restored, exceptions → result, time limit).
+
+    ``base``: a snapshot of the current state to restore afterwards instead of taking one
+    (:func:`attncheck.dynamic.state.preserved`)."""
     module = target.module
     if target.needs_cross_detection():
         _detect(target, ctx, "cross-support",
                 lambda t, c: t.ensure_cross_support(c.device, c.dtype),
                 lambda t, exc: setattr(t, "cross_detection",
-                                       {"cross": True, "message": f"raised {exc}"}))
+                                       {"cross": True, "message": f"raised {exc}"}), base)
     if target.needs_mask_detection():
-        _detect_masks(target, ctx)
+        _detect_masks(target, ctx, base)
     if target.needs_position_detection():
         from attncheck.dynamic.positions import detect_positions
 
@@ -225,15 +274,15 @@ def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
                 lambda t, c: setattr(t, "position_detection",
                                      detect_positions(t, c.device, c.dtype)),
                 lambda t, exc: setattr(t, "position_detection",
-                                       {"kind": None, "message": f"raised {exc}"}))
+                                       {"kind": None, "message": f"raised {exc}"}), base)
     ok, why = spec.applicable(target)
     if not ok:
         return ctx.result("skip", why)
-    with preserved(module):
+    with preserved(module, base):
         try:
             if module is not None:
                 _prepare(module, ctx)
-            torch.manual_seed(ctx.seed)
+            manual_seed(ctx.seed, ctx.device)
             ctx.start()
             res = _run_guarded(spec, target, ctx)
         except KeyboardInterrupt:
@@ -250,7 +299,8 @@ def run_one(spec: CheckSpec, target: Target, ctx: RunContext) -> CheckResult:
     return res
 
 
-def _detect(target: Target, ctx: RunContext, what: str, fn: Any, on_error: Any) -> None:
+def _detect(target: Target, ctx: RunContext, what: str, fn: Any, on_error: Any,
+            base: Snapshot | None = None) -> None:
     """Run ``fn(target, ctx)`` once, isolated like a check (state restored, time limit);
     ``on_error(target, exc)`` when it raises or hangs."""
     from attncheck.dynamic.base import CheckSpec
@@ -260,11 +310,11 @@ def _detect(target: Target, ctx: RunContext, what: str, fn: Any, on_error: Any) 
         return CheckResult(c.check, "pass", "")
 
     module = target.module
-    with preserved(module):
+    with preserved(module, base):
         try:
             if module is not None:
                 _prepare(module, ctx)
-            torch.manual_seed(ctx.seed)
+            manual_seed(ctx.seed, ctx.device)
             ctx.start()
             _run_guarded(CheckSpec(what, work), target, ctx)
         except KeyboardInterrupt:
@@ -273,7 +323,7 @@ def _detect(target: Target, ctx: RunContext, what: str, fn: Any, on_error: Any) 
             on_error(target, exc)
 
 
-def _detect_masks(target: Target, ctx: RunContext) -> None:
+def _detect_masks(target: Target, ctx: RunContext, base: Snapshot | None = None) -> None:
     """Settle the target's mask convention once (``Target.ensure_mask_convention``), isolated
     like a check (state restored, time limit); a target that raises or hangs here gets
     ``mask_detection`` source "failed" (masks are then not passed)."""
@@ -284,7 +334,7 @@ def _detect_masks(target: Target, ctx: RunContext) -> None:
                                        f"{type(exc).__name__}: {exc}"}
 
     _detect(target, ctx, "mask-convention",
-            lambda t, c: t.ensure_mask_convention(c.device, c.dtype), failed)
+            lambda t, c: t.ensure_mask_convention(c.device, c.dtype), failed, base)
 
 
 def _prepare(module: torch.nn.Module, ctx: RunContext) -> None:
@@ -307,13 +357,13 @@ _NEEDS_FINITE_OUTPUT = frozenset({"determinism", "batch-independence", "permutat
 
 
 def _unless_output_finite(res: CheckResult, target: Target, ctx: RunContext,
-                          health: dict[str, Any]) -> CheckResult:
+                          health: dict[str, Any], base: Snapshot | None = None) -> CheckResult:
     """Downgrade a comparison check's "pass" to "skip" when one eval forward of the target on
     finite N(0, 1) inputs (its default example, computed once per run) is not finite."""
     if "finite" not in health:
         health["finite"] = True
         module = target.module
-        with preserved(module):
+        with preserved(module, base):
             try:
                 if module is not None:
                     _prepare(module, ctx)
@@ -351,15 +401,18 @@ def run_checks(target: Target, checks: Iterable[str] | str | None = None, *,
     _health: dict[str, Any] = {}
     from attncheck.dynamic.strategies import hypothesis_storage_outside_cwd
 
-    with preserved(target.module), hypothesis_storage_outside_cwd():
+    # one snapshot for the whole run: every check, detection and health forward restores it
+    # (the state before each of them is the state it leaves)
+    with single_thread_for_small_models([target.module], dev), \
+            preserved(target.module) as base, hypothesis_storage_outside_cwd():
         for name in names:
             ctx = RunContext(device=dev, dtype=dt, seed=seed, max_examples=n,
                              time_limit=timeout, check=name, spec=target.spec,
                              target_desc=target.describe(), train=train,
                              cli_options=target.cli_args())
-            res = run_one(specs[name], target, ctx)
+            res = run_one(specs[name], target, ctx, base)
             if res.status == "pass" and name in _NEEDS_FINITE_OUTPUT:
-                res = _unless_output_finite(res, target, ctx, _health)
+                res = _unless_output_finite(res, target, ctx, _health, base)
             results.append(res)
             if on_result is not None:
                 on_result(res)

@@ -146,6 +146,9 @@ def _run(body, strat, n, ctx, state) -> PropertyOutcome:
                     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink),
                     suppress_health_check=list(HealthCheck))(test)
     test = hyp_seed(int(ctx.seed))(test)
+    # No example database, so no database key: without this hypothesis still hashes the
+    # property's source (``inspect.getsource`` + tokenize, several ms per property) to name one.
+    test._hypothesis_internal_database_key = None
     try:
         test()
     except (CheckTimeout, KeyboardInterrupt):

@@ -23,6 +23,7 @@ import json
 import os
 from pathlib import Path
 
+from attncheck.atomic import atomic_write
 from attncheck.lint.finding import Edit, Finding, Fix
 
 DEFAULT_DIR = ".attncheck_cache"
@@ -113,7 +114,7 @@ class Cache:
         for name, text in (("CACHEDIR.TAG", _TAG), (".gitignore", "*\n")):
             p = self.root / name
             if not p.exists():
-                _atomic_write(p, text)
+                atomic_write(p, text, durable=False)
         self._ready = True
 
     def put(self, key: str, findings: list[Finding], parsed: bool) -> None:
@@ -121,8 +122,8 @@ class Cache:
             self._prepare()
             p = self._path(key)
             p.parent.mkdir(exist_ok=True)
-            _atomic_write(p, json.dumps({"parsed": parsed,
-                                         "findings": [_finding_to_json(f) for f in findings]}))
+            entry = {"parsed": parsed, "findings": [_finding_to_json(f) for f in findings]}
+            atomic_write(p, json.dumps(entry), durable=False)
         except OSError:
             pass
 
@@ -148,25 +149,6 @@ def save_manifest(directory, rows: list[dict]) -> None:
     c = Cache(directory)
     try:
         c._prepare()
-        _atomic_write(_manifest_path(directory), json.dumps(rows))
+        atomic_write(_manifest_path(directory), json.dumps(rows), durable=False)
     except OSError:
         pass
-
-
-_counter = 0
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    global _counter
-    _counter += 1
-    tmp = path.parent / f".tmp-{os.getpid()}-{_counter}-{os.urandom(4).hex()}.part"
-    try:
-        with open(tmp, "x", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

@@ -118,9 +118,7 @@ def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, ex
     # --fix on stdin: the fixed source is the output (ruff's behaviour); the report goes to stderr
     to_stderr = fix and "-" in paths
     if to_stderr and result.stdin_output is not None:
-        out = click.get_binary_stream("stdout")
-        out.write(result.stdin_output)
-        out.flush()
+        click.echo(result.stdin_output, nl=False)  # bytes: written to the binary stream as is
     _report(result, output_format, statistics, fix, err=to_stderr, unsafe_fixes=unsafe_fixes)
     sys.exit(result.exit_code(exit_zero))
 

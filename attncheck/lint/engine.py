@@ -928,7 +928,7 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
 
 def _write_all(result: LintResult, fix: bool) -> None:
     """Write the files of ``result.writes`` (this process only; see :func:`atomic_write`)."""
-    from attncheck.lint.fixes import atomic_write
+    from attncheck.atomic import atomic_write
 
     for display, (path, data, n) in sorted(result.writes.items()):
         try:

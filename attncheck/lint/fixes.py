@@ -8,11 +8,7 @@ pass if it still applies), as ruff does.
 from __future__ import annotations
 
 import difflib
-import os
-import stat
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 
 from attncheck.lint.finding import Edit, Finding, Fix
 
@@ -87,33 +83,3 @@ def unified_diff(path: str, old: str, new: str) -> str:
     return "".join(out)
 
 
-def atomic_write(path: str | Path, data: bytes) -> None:
-    """Replace the contents of ``path`` with ``data`` atomically: write a temporary file in the
-    same directory, flush it to disk, give it the file's permission bits (and owner, where
-    allowed), then ``os.replace`` it over the file.  A reader, or a crash at any moment, sees
-    the old contents or the new, never a truncated file.  A symlink is followed (its target is
-    replaced; the link stays).  Raises ``OSError``; the file is then unchanged and no
-    temporary file is left."""
-    target = os.path.realpath(path)
-    st = os.stat(target)
-    if not stat.S_ISREG(st.st_mode):
-        raise OSError(f"{path}: not a regular file")
-    directory, name = os.path.split(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".attncheck-tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode))
-        try:
-            os.chown(tmp, st.st_uid, st.st_gid)
-        except (OSError, AttributeError):  # not ours to give away: keep the writer as owner
-            pass
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

@@ -18,6 +18,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from attncheck.atomic import atomic_write
+
 __all__ = ["render_html", "write_html"]
 
 _COLORS = {"pass": "#1a7f37", "fail": "#cf222e", "error": "#8250df", "warn": "#9a6700", "skip": "#6e7781"}
@@ -231,7 +233,5 @@ def render_html(reports: Iterable[Any]) -> str:
 
 def write_html(reports: Iterable[Any], path: str) -> str:
     """Write :func:`render_html` to ``path`` (UTF-8); return the path."""
-    text = render_html(reports)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    atomic_write(path, render_html(reports))
     return path

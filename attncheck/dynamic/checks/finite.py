@@ -71,6 +71,22 @@ def check_finite(target: Target, ctx: RunContext) -> CheckResult:
                         max_examples=max(1, ctx.max_examples - n_normal))
     if out2.failure is not None:
         f = out2.failure
+        if f.error is not None:
+            return failure_result(ctx, f, metrics={"input_scale": big})
+        # Magnitude is the cause only if the same example is finite at ordinary scale under the
+        # same (no-grad) path; NaN there too points at a query row whose every key is masked
+        # (softmax over a row of -inf is 0/0) — e.g. a mask whose polarity is inverted for its
+        # consumer — or at an inference fast path that differs from the autograd path.
+        ordinary = _run(target, ctx, f.example, 1.0, False)
+        if ordinary is not None:
+            with_grad = ("finite with gradients enabled" if _run(target, ctx, f.example, 1.0, True)
+                         is None else "also with gradients enabled")
+            return failure_result(
+                ctx, f, ordinary + f" under torch.no_grad() ({with_grad}) — "
+                "not an overflow: NaN for ordinary inputs usually means a query row with every "
+                "key masked (softmax over a row of -inf is 0/0): check the mask's polarity for "
+                "its consumer (nn.MultiheadAttention: True = blocked; SDPA: True = attend)",
+                metrics={"input_scale": 1.0, "no_grad_only": True})
         return failure_result(ctx, f, f.message + " — large logits overflow: subtract the row "
                               "max before exp (use torch.softmax)", metrics={"input_scale": big})
     n = out1.examples_run + out2.examples_run

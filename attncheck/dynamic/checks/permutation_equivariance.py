@@ -12,12 +12,12 @@ the dtype tolerance (fp32 atol 1e-5, rtol 1e-4):
 - q/k/v layers: ``q`` permuted by ``p``, ``k`` and ``v`` by ``p'``.
 
 No mask is passed.  Skipped with the reason for causal targets (``causal=True``, or detected:
-SDPA ``is_causal=True`` / a triangular zero pattern in the probe) and targets that declare
-positions (hint ``positions=`` absolute / rotary / alibi / relative, see
-:mod:`attncheck.dynamic.positions`, or ``positional=True``; an additive relative-position bias
-found in the logits by :func:`~attncheck.dynamic.positions.detect_positions`; or
-parameter / buffer / submodule names such as ``relative_attention_bias``, ``rotary``,
-``inv_freq``, ``pos_embed`` unless ``positional=False``).
+SDPA ``is_causal=True`` / a triangular zero pattern in the probe) and targets with a position
+term: declared (hint ``positions=`` absolute / rotary / alibi / relative, see
+:mod:`attncheck.dynamic.positions`, or ``positional=True``) or found by experiment on the
+logits (:func:`~attncheck.dynamic.positions.detect_positions`: an additive relative-position
+bias, or logits that do not follow a permutation of the tokens while each token's content
+reaches only its own row and column); ``positional=False`` checks anyway.
 Catches heads split with a bare ``view`` (tokens mixed into heads), layout mix-ups
 (``(B, H, L, d)`` fed to a ``(B, L, H, d)`` kernel) and head merges without transpose.
 """
@@ -31,6 +31,7 @@ from attncheck.dynamic.base import RunContext, register_check
 from attncheck.dynamic.checks._common import failure_result
 from attncheck.dynamic.checks._compare import compare, hint, seq_dim
 from attncheck.dynamic.checks.causality import _probe_says_causal
+from attncheck.dynamic.positions import draw_permutation
 from attncheck.dynamic.probe import Probe
 from attncheck.dynamic.strategies import Fail, examples, run_property
 from attncheck.dynamic.targets import Example, Target
@@ -39,44 +40,7 @@ from attncheck.results import CheckResult
 #: examples per run at most (the default suite's time budget: bench/dynamic_bench.py)
 MAX_EXAMPLES = 4
 
-__all__ = [
-    "POSITION_NAMES",
-    "check_permutation_equivariance",
-    "detected_positions",
-    "draw_permutation",
-]
-
-
-def draw_permutation(n: int, seed: int) -> torch.Tensor:
-    """A permutation of ``range(n)`` from ``seed`` that moves every position when ``n ≥ 2``
-    (a random permutation composed with a cyclic shift when it has fixed points)."""
-    g = torch.Generator(device="cpu").manual_seed(int(seed))
-    p = torch.randperm(n, generator=g)
-    if n >= 2 and bool((p == torch.arange(n)).any()):
-        p = torch.roll(p, 1)
-        if bool((p == torch.arange(n)).any()):
-            p = torch.roll(torch.arange(n), 1)
-    return p
-
-
-#: parameter / buffer / submodule name fragments that mean "this module uses positions"
-POSITION_NAMES = ("relative_attention_bias", "relative_position", "rel_pos", "pos_emb",
-                  "pos_embed", "position", "rotary", "rope", "alibi", "inv_freq", "pos_bias")
-
-
-def detected_positions(target: Target) -> str | None:
-    """Name of a parameter, buffer or submodule of the target's module that looks like a
-    position embedding / bias (``POSITION_NAMES``), or None."""
-    m = target.module
-    if m is None:
-        return None
-    names = [n for n, _ in m.named_parameters()] + [n for n, _ in m.named_buffers()] + \
-        [n for n, _ in m.named_modules() if n]
-    for n in names:
-        low = n.lower()
-        if any(f in low for f in POSITION_NAMES):
-            return n
-    return None
+__all__ = ["check_permutation_equivariance", "draw_permutation"]
 
 
 def _applies(target: Target) -> bool | str:
@@ -93,16 +57,8 @@ def _applies(target: Target) -> bool | str:
     if decl is not None and decl["kind"] != "none":
         return (f"the target has a position term — {describe(decl)}: not permutation "
                 "equivariant by design")
-    if decl is not None and decl["kind"] == "none":
-        return True
-    pos = hint(target, "positional")
-    if pos:
+    if hint(target, "positional"):
         return "the target declares positions (positional=True): not permutation equivariant"
-    if pos is None:
-        found = detected_positions(target)
-        if found:
-            return (f"the target uses positions ({found!r} looks like a position embedding or "
-                    "bias): not permutation equivariant; pass positional=False to check anyway")
     return True
 
 
@@ -159,6 +115,10 @@ def check_permutation_equivariance(target: Target, ctx: RunContext) -> CheckResu
                            max_examples=min(ctx.max_examples, MAX_EXAMPLES))
     metrics = {"examples": outcome.examples_run, "max_abs_diff": worst["diff"], "atol": atol,
                "rtol": rtol}
+    experiment = target.position_detection
+    if experiment and experiment.get("record"):
+        # what the position experiment saw (e.g. tokens mixed before attention)
+        metrics["position_experiment"] = experiment["message"]
     if outcome.failure is not None:
         return failure_result(ctx, outcome.failure, metrics=metrics)
     return ctx.result("pass", f"{outcome.examples_run} examples: f(x[p]) = f(x)[p] "

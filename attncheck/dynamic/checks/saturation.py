@@ -100,6 +100,10 @@ def row_stats(probs: torch.Tensor, visible: torch.Tensor | None = None,
     else:
         vis = visible.expand(probs.shape).reshape(-1, p.shape[-1]).to(p.device)
     nan = torch.isnan(p).any(-1)
+    # a row whose mass lies outside the keys declared visible (a mask that is not the declared
+    # one, e.g. inverted) is judged on the keys it actually attends to
+    off = (torch.where(vis, p, torch.zeros_like(p)).sum(-1) - 1).abs() > 1e-3
+    vis = torch.where(off[:, None], p > 0, vis)
     n = vis.sum(-1)
     keep = (~nan) & (n >= 2)
     nan_rows = int(nan.sum())
@@ -258,6 +262,8 @@ def check_saturation(target: Target, ctx: RunContext) -> CheckResult:
             f"softmax Jacobian ‖J‖_F {worst['jacobian_fro_mean']:.3g} "
             f"(uniform {worst['jacobian_fro_uniform']:.3g})")
     where = f" in {worst_name}" if len(sources) > 1 else ""
+    if worst["nan_rows"]:
+        desc += f"; {worst['nan_rows']} row(s) of NaN weights left out (see the finite check)"
     if learned:
         metrics["scale"] = decl
         metrics["judged_by"] = "dead_gradient_share"
