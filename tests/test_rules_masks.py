@@ -562,6 +562,46 @@ def test_kv_cache_causal_mask_with_a_symbolic_diagonal(diagonal, codes):
     assert [(f.code, f.line) for f in mask_findings(src)] == [(c, 14) for c in codes]
 
 
+_LAYER_WEIGHTS = '''
+import torch
+
+
+def layer_loss_weights(layer_ids, n_layers, boost=1.0):
+    w = torch.ones(len(layer_ids), device=layer_ids.device)
+    w = w * torch.where(layer_ids < n_layers - 1, boost, 1.0)
+    return w / {total}
+
+
+def exit_probabilities(exit_logits):
+    return torch.softmax(exit_logits, dim=-1)
+'''
+
+_WRITTEN_OUT_SOFTMAX = '''
+import torch
+
+
+def attend(q, k, v, keep):
+    s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    s = torch.where(keep, s, 0.0)
+    e = torch.exp(s - s.amax(-1, keepdim=True))
+    return (e / {total}) @ v
+'''
+
+
+@pytest.mark.parametrize("template, total, lines", [
+    (_LAYER_WEIGHTS, "torch.sum(w)", []),   # weights divided by their total: no softmax
+    (_LAYER_WEIGHTS, "w.sum()", []),
+    (_WRITTEN_OUT_SOFTMAX, "e.sum(-1, keepdim=True)", [7]),
+    (_WRITTEN_OUT_SOFTMAX, "torch.sum(e, dim=-1, keepdim=True)", [7]),
+])
+def test_only_a_row_sum_makes_a_written_out_softmax(template, total, lines):
+    """``exp(s) / exp(s).sum(dim, keepdim=True)`` is a softmax over ``dim``, so a 0 fill of ``s``
+    before it is ATT205; dividing by the sum of all entries (torchtune's early-exit loss
+    weights) normalises no row, and its ``torch.where(..., 1.0)`` is no attention mask."""
+    fs = lint_source(template.format(total=total), "t.py", select=["ATT205"])
+    assert [f.line for f in fs] == lines
+
+
 def test_inverted_mask_message_describes_the_mask_as_used():
     """``masked_fill(~m, ...)``: the pattern in the message is that of ``~m`` (what the consumer
     reads), and the message says so rather than attributing it to ``m``'s construction."""

@@ -2280,17 +2280,18 @@ class _Analyzer:
 
 
 def _normalised(expr: cst.CSTNode) -> bool:
-    """``x / x.sum(...)`` or ``x / torch.sum(x, ...)``: a row normalisation (a written-out
-    softmax when ``x`` is exponentiated scores)."""
+    """``x / x.sum(dim, ...)`` or ``x / torch.sum(x, dim, ...)``: a row normalisation (a
+    written-out softmax when ``x`` is exponentiated scores).  A sum without ``dim`` divides by
+    the total (``w / torch.sum(w)``: weights of a loss), which normalises no row."""
     if type(expr) is not _BinaryOperation or type(expr.operator) is not cst.Divide:
         return False
     r = expr.right
     if type(r) is not _Call:
         return False
     f = r.func
-    if type(f) is _Attribute and f.attr.value == "sum":
-        return True
-    return dotted_name(f) in ("torch.sum", "th.sum")
+    if dotted_name(f) in ("torch.sum", "th.sum"):
+        return _arg(r, 1, "dim") is not None
+    return type(f) is _Attribute and f.attr.value == "sum" and _arg(r, 0, "dim") is not None
 
 
 def _join(a: Any, b: Any) -> Any:
