@@ -639,7 +639,7 @@ _CAST_METHODS = {"float": "torch.float32", "double": "torch.float64", "half": "t
                  "bfloat16": "torch.bfloat16"}
 #: tensor methods whose result keeps the receiver's dtype
 _SAME_DTYPE_METHODS = _PRESERVE_METHODS | {"transpose", "permute", "swapaxes", "flatten", "t",
-                                           "masked_fill", "masked_fill_", "contiguous"}
+                                           "masked_fill", "masked_fill_"}
 
 
 def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
@@ -2030,8 +2030,8 @@ class _Analyzer:
                 fill = fa if fa.region == "N" else fb if fb.region == "N" else None
                 if fill is not None and fill.overflows_fp16 and self.recording:
                     # torch.where of two Python scalars has the default dtype, float32 (PyTorch
-                    # type promotion): safe while only out-of-place ops promote it onwards
-                    # torch.where of 0-dim tensors of a float32-range dtype keeps that range
+                    # type promotion): safe while only out-of-place ops promote it onwards; of
+                    # 0-dim tensors of a float32-range dtype, that dtype
                     self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive",
                                                            wide=fill.wide or self.stays_wide(node),
                                                            escapes=self.escapes(node)))
@@ -2330,7 +2330,9 @@ class _State:
                 if v is not None:
                     env[k] = v
             else:
-                env[k] = self.env.get(k, other.env.get(k))
+                v = self.env.get(k, other.env.get(k))
+                if not isinstance(v, Dtype):  # cast on one path only: the other keeps its dtype
+                    env[k] = v
         tags = dict(self.tags)
         tags.update(other.tags)
         return _State(env, tags)
