@@ -507,6 +507,19 @@ def test_masked_fill_on_scores_cast_to_float32(cast, reported):
     assert [f.line for f in fs] == ([line] if reported else [])
 
 
+def test_a_mask_named_tensor_cast_to_float_is_still_a_mask():
+    """``key_mask = (...).float()`` of an untracked comparison stays the mask its name says, so
+    the additive mask built from it is still checked (dtype tracking must not hide masks)."""
+    src = (
+        "import torch\n\n\n"
+        "def attend(q, k, v, lengths):\n"
+        "    s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5\n"
+        "    key_mask = (lengths[:, None] > 3)[:, None, None, :].float()\n"
+        "    s = s + (1.0 - key_mask) * -1e9\n"
+        "    return s.softmax(-1) @ v\n")
+    assert [(f.code, f.line) for f in lint_source(src, "t.py", select=["ATT204"])] == [("ATT204", 7)]
+
+
 _PENALTY = '''
 import torch
 

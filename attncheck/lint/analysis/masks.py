@@ -1157,6 +1157,8 @@ class _Analyzer:
                 pol = _polarity_of_name(name)  # ``valid = attention_mask.bool()``
                 if pol is not None:
                     val = replace(val, polarity=pol)
+            if isinstance(val, Dtype) and _named_mask(name) is not None:
+                val = None  # ``valid = valid.float()``: still the mask its name says
             if val is None:
                 state.env.pop(name, None)
             else:
