@@ -90,8 +90,8 @@ def test_is_causal_forced_false_sdpa_is_caught(monkeypatch):
     assert rep["backend-agreement"].status == "fail"
 
 
-@pytest.mark.parametrize("factor,cause", [(1.0, "scale missing"), (1 / 16, "not square-rooted"),
-                                          (4.0, "scale inverted")])
+@pytest.mark.parametrize("factor,cause", [(1.0, "missing: logits not scaled"), (1 / 16, "not square-rooted"),
+                                          (4.0, "inverted: multiplied by √d_k")])
 def test_changed_scale_is_caught(monkeypatch, factor, cause):
     orig = modeling_gpt2.eager_attention_forward
 

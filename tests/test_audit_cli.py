@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attncheck
-from attncheck.audit.checks import classify_pattern
+from attncheck.audit.checks import _allowed, classify_pattern
 from attncheck.audit.cli import demo_specs
 from attncheck.cli import main
 
@@ -147,6 +147,23 @@ def test_classify_pattern(L, extra, w):
     else:
         assert got == ("sliding", w)
     assert classify_pattern(j < i)[0] in ("strict-causal", "other")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+@given(L=st.integers(2, 8), w=st.integers(1, 8), seed=st.integers(0, 2**16))
+def test_additive_minus_100_mask_reads_as_masked_in_every_dtype(dtype, L, w, seed):
+    # Swin's shifted-window mask adds -100: float32 keeps e^-100 as a subnormal weight,
+    # float16 rounds it to 0; both must classify as the same window
+    i, j = torch.arange(L)[:, None], torch.arange(L)[None, :]
+    window = (j <= i) & (i - j < w)
+    # scores within ±1 of each other: e^(-100 - 2) is still above float32's smallest subnormal
+    logits = torch.rand(2, L, L, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    probs = torch.softmax(logits.to(dtype) + torch.where(window, 0.0, -100.0).to(dtype), -1)
+    if dtype in (torch.float32, torch.float64):
+        assert bool((probs[:, ~window] > 0).all())  # the masked weights are not exactly 0
+    assert torch.equal(_allowed(probs), window)
+    expected = ("causal", None) if w >= L else ("sliding", w)
+    assert classify_pattern(_allowed(probs)) == expected
 
 
 def test_html_without_matplotlib_is_a_usage_error_before_running(monkeypatch, tmp_path):

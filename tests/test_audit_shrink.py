@@ -12,6 +12,8 @@ from attncheck.audit.shrink import (  # noqa: E402
     HEADS,
     LEVELS,
     VOCAB,
+    _construct,
+    code_section_defaults,
     consistent,
     shrink_config,
     shrink_values,
@@ -37,18 +39,8 @@ def _assert_consistent(model_type: str) -> None:
         tf.AutoConfig.for_model(model_type)
     except Exception:  # noqa: BLE001 - the default config itself cannot be built: nothing to shrink
         return
-    try:
-        level, cfg = _shrunk(model_type)
-    except AssertionError:
-        if model_type in _KNOWN_UNSHRINKABLE:
-            return
-        raise
+    level, cfg = _shrunk(model_type)
     assert consistent(cfg) == [], (model_type, level, consistent(cfg))
-
-
-# types whose config validators tie fields together in ways no level reproduces (recorded in
-# docs/audit.md, reported as `unsupported` by the audit)
-_KNOWN_UNSHRINKABLE = {"dory", "mistral_large4", "mistral_large4_text", "molmo2"}
 
 
 @given(st.sampled_from(ALL_TYPES))
@@ -121,3 +113,69 @@ def test_overrides_follow_attribute_map_and_lists_do_not_crash():
     assert c.num_heads == 2
     with pytest.raises(Exception):  # noqa: B017 - the config class rejects it; the caller reports it
         shrink_config(tf.AutoConfig.for_model("llama"), overrides={"num_attention_heads": [4, 4]})
+
+
+def test_mamba2_heads_times_head_dim_stay_expand_times_width():
+    m = shrink_config(tf.AutoConfig.for_model("mamba2"))
+    assert m.hidden_size == 64 and m.num_heads * m.head_dim == m.expand * m.hidden_size
+    b = shrink_config(tf.AutoConfig.for_model("bamba"))
+    assert b.mamba_n_heads * b.mamba_d_head == b.mamba_expand * b.hidden_size
+    h = shrink_config(tf.AutoConfig.for_model("nemotron_h"))
+    assert h.mamba_num_heads % h.n_groups == 0
+
+
+class _Validated:
+    """A config class whose validators tie fields: ``window <= positions``, ``groups | width``."""
+
+    def __init__(self, width, window, positions, groups=1, layers=1):
+        if window > positions or width % groups:
+            raise ValueError("window must fit the positions and groups divide the width")
+        self.width, self.window, self.positions, self.groups, self.layers = width, window, positions, groups, layers
+
+
+def test_rejected_values_are_given_back_per_field_not_per_level():
+    # one field at its original value is enough: the cheapest (positions) is given back, width stays tiny
+    c = _construct(_Validated, {"width": 4096, "window": 128, "positions": 4096},
+                   {"width": 64, "window": 128, "positions": 64}, {})
+    assert (c.width, c.window, c.positions) == (64, 128, 4096)
+    # two violations: no single field fixes them; every shrink the class accepts is kept (layers)
+    orig = {"width": 4096, "window": 128, "positions": 4096, "groups": 512, "layers": 32}
+    c = _construct(_Validated, orig, {**orig, "width": 64, "positions": 64, "layers": 2}, {})
+    assert (c.width, c.positions, c.layers) == (4096, 4096, 2)
+    # overrides are never given back
+    with pytest.raises(ValueError):
+        _construct(_Validated, {"width": 64, "window": 4, "positions": 64},
+                   {"width": 64, "window": 128, "positions": 64}, {"window": 128})
+
+
+def test_validated_config_keeps_its_widths_shrunk():
+    # granite_speech5's validator wants context_size <= max_position_embeddings
+    c = shrink_config(tf.AutoConfig.for_model("granite_speech5_encoder"))
+    assert c.hidden_size == 64 and c.context_size <= c.max_position_embeddings
+
+
+def test_fields_the_defaults_leave_unset_get_tiny_values():
+    assert shrink_config(tf.AutoConfig.for_model("ministral")).head_dim == 64 // HEADS
+    n = shrink_config(tf.AutoConfig.for_model("nemotron"))
+    assert n.num_key_value_heads == n.num_attention_heads == HEADS
+    d = shrink_config(tf.AutoConfig.for_model("dots1"))
+    assert (d.n_routed_experts, d.num_experts_per_tok, d.n_shared_experts) == (4, 2, 1)
+
+
+def test_sizes_equal_in_the_original_stay_equal():
+    a = shrink_config(tf.AutoConfig.for_model("dots3_note_audio_encoder"))
+    assert a.adapter_input_size == a.hidden_size == 64
+    m = shrink_config(tf.AutoConfig.for_model("mimi"))
+    assert m.upsample_groups == m.hidden_size == 64
+    s = shrink_config(tf.AutoConfig.for_model("sam"))  # across nested configs
+    assert s.vision_config.output_channels == s.prompt_encoder_config.hidden_size == 64
+
+
+def test_rope_sections_the_model_code_defaults_to():
+    assert code_section_defaults("transformers.models.glm4v.configuration_glm4v") == {"mrope_section": (8, 12, 12)}
+    g = shrink_config(tf.AutoConfig.for_model("glm4v_text"))
+    assert sum(g.rope_parameters["mrope_section"]) == HEAD_DIM // 2
+    moe = shrink_config(tf.AutoConfig.for_model("glm4v_moe_text"))  # partial_rotary_factor 0.5
+    assert sum(moe.rope_parameters["mrope_section"]) == HEAD_DIM // 4
+    q = shrink_config(tf.AutoConfig.for_model("qwen2_vl"))  # sections on the config
+    assert sum(q.text_config.rope_parameters["mrope_section"]) == HEAD_DIM // 2

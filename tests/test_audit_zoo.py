@@ -76,6 +76,15 @@ def test_clip_text_tower_causal_by_its_masks():
     assert c.metrics["max_future_delta"] == 0.0
 
 
+def test_forward_default_is_decoder_false_overrides_the_config():
+    # BlipTextModel.forward(is_decoder=False) builds a bidirectional mask although its config
+    # says is_decoder=True: not declared causal, so its full dependency pattern is no leak
+    rep = attncheck.audit("hf:blip_text_model", checks="causality")
+    c = rep["causality[eager]"]
+    assert c.status == "skip", c.message
+    assert c.metrics["observed_pattern"] == "full"
+
+
 def test_whisper_speech_seq2seq_decoder_audited():
     rep = attncheck.audit("hf:whisper", checks="causality,kv-cache,mask-pattern")
     assert rep.ok, [(r.check, r.message) for r in rep.results if not r.ok]

@@ -134,3 +134,54 @@ def test_learned_scale_hint_keeps_the_targets_temperature():
     ok = run(obj, "reference", scale="learned", **hints)
     assert ok.status == "pass", ok.message
     assert ok.metrics["compared"][0]["max_abs_diff"] < 1e-6
+
+
+class _GQALayer(torch.nn.Module):
+    """GQA self-attention (4 query heads, 2 key/value heads) whose key/value heads are expanded
+    by ``expand`` and attended with a hand-written softmax or SDPA."""
+
+    def __init__(self, expand: str, sdpa: bool, d_model: int = 16, num_heads: int = 4,
+                 num_kv_heads: int = 2):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, d_model // num_heads
+        self.embed_dim, self.expand, self.sdpa = d_model, expand, sdpa
+        self.q_proj = torch.nn.Linear(d_model, d_model)
+        self.kv_proj = torch.nn.Linear(d_model, 2 * num_kv_heads * self.head_dim)
+        self.o_proj = torch.nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        B, L, _ = x.shape
+        n_rep = self.num_heads // self.num_kv_heads
+        q = self.q_proj(x).view(B, L, self.num_heads, self.head_dim).transpose(1, 2)
+        k, v = (t.view(B, L, self.num_kv_heads, self.head_dim).transpose(1, 2)
+                for t in self.kv_proj(x).chunk(2, dim=-1))
+        if self.expand == "repeat_interleave":
+            k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+        elif self.expand == "expand_reshape":  # transformers' repeat_kv
+            k, v = (t[:, :, None].expand(B, self.num_kv_heads, n_rep, L, self.head_dim)
+                    .reshape(B, self.num_heads, L, self.head_dim) for t in (k, v))
+        elif self.expand == "repeat":
+            k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
+        else:
+            k, v = torch.cat([k] * n_rep, dim=1), torch.cat([v] * n_rep, dim=1)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v)
+        else:
+            y = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.head_dim), dim=-1) @ v
+        return self.o_proj(y.transpose(1, 2).reshape(B, L, -1))
+
+
+@pytest.mark.parametrize("sdpa", [False, True])
+@pytest.mark.parametrize("expand", ["repeat_interleave", "expand_reshape", "repeat", "cat"])
+def test_gqa_layer_key_head_mapping_read_from_the_captured_keys(expand, sdpa):
+    """A GQA layer whose key/value heads are tiled (``repeat``, ``cat``) pairs query head h
+    with key head h mod H_kv: it computes valid attention for its own random weights, so only
+    the grouping of the heads that reach q·kᵀ shows it, given ``num_kv_heads``."""
+    r = run(_GQALayer(expand, sdpa), "reference", num_heads=4, num_kv_heads=2)
+    if expand in ("repeat", "cat"):
+        assert r.status == "fail" and "expanded with repeat/tile" in r.message, r.message
+    else:
+        assert r.status == "pass", r.message
+        assert any(c.get("mapping", "").endswith("(repeat_interleave)") for c in r.metrics["compared"])
+    # without the hint there is no convention to hold the layer to
+    assert run(_GQALayer(expand, sdpa), "reference", num_heads=4).status == "pass"

@@ -44,14 +44,14 @@ def test_correct_targets_pass():
 
 
 def test_opaque_kernel_read_through_identity_v():
-    r = run(K.manual_softmax)
+    r = run(K.reciprocal_softmax)
     assert r.status == "pass" and r.metrics["source"] == "V = identity"
     assert r.metrics["entropy_norm_mean"] == pytest.approx(
         run(K.full_sdpa).metrics["entropy_norm_mean"], abs=1e-6)
 
 
 def test_unobservable_layer_is_skipped():
-    r = run(Ly.ManualSoftmaxLayer())
+    r = run(Ly.ReciprocalSoftmaxLayer())
     assert r.status == "skip" and "not observable" in r.message
 
 

@@ -82,19 +82,34 @@ def test_declared_scale_hint():
 
 
 def test_opaque_kernel_scale_read_through_identity_v():
+    def reciprocal_unscaled(q, k, v):
+        s = q @ k.transpose(-2, -1)
+        w = torch.exp(s - s.amax(-1, keepdim=True))
+        return (w * w.sum(-1, keepdim=True).reciprocal()) @ v
+
+    r = run(K.reciprocal_softmax)
+    assert r.status == "pass" and r.metrics["attentions"][0]["source"] == "log-prob fit"
+    r = run(reciprocal_unscaled)
+    assert r.status == "fail" and CAUSE["missing"] in r.message
+
+
+def test_hand_written_softmax_scale_read_from_the_probe():
+    """exp / sum softmaxes are followed by the probe: the scale comes from the q·kᵀ matmul."""
     def manual_unscaled(q, k, v):
         s = q @ k.transpose(-2, -1)
         w = torch.exp(s - s.amax(-1, keepdim=True))
         return (w / w.sum(-1, keepdim=True)) @ v
 
     r = run(K.manual_softmax)
-    assert r.status == "pass" and r.metrics["attentions"][0]["source"] == "log-prob fit"
+    assert r.status == "pass" and r.metrics["attentions"][0]["source"] == "matmul"
     r = run(manual_unscaled)
     assert r.status == "fail" and CAUSE["missing"] in r.message
+    r = run(Ly.ManualSoftmaxLayer())
+    assert r.status == "pass" and r.metrics["effective_scale"] == pytest.approx(1 / math.sqrt(8), rel=1e-4)
 
 
 def test_unobservable_layer_is_skipped_not_passed():
-    r = run(Ly.ManualSoftmaxLayer())
+    r = run(Ly.ReciprocalSoftmaxLayer())
     assert r.status == "skip" and r.message.startswith("not observable")
 
 

@@ -297,10 +297,56 @@ def test_scripted_module_is_reported_opaque():
     assert opaque_reason(Ly.ProbeMHA(32, 4)) is None
 
 
-def test_manual_softmax_layer_records_nothing():
+def test_manual_softmax_layer_is_recorded_with_its_scale():
     with Probe() as p:
         Ly.ManualSoftmaxLayer()(torch.randn(1, 4, 32))
+    (r,) = p.attention_records()
+    assert r.kind == "softmax" and r.op == "softmax written by hand (exp / sum)" and r.dim == 3
+    assert r.effective_scale == pytest.approx(1 / math.sqrt(8), rel=1e-4) and r.head_dim == 8
+    torch.testing.assert_close(r.probs, torch.softmax(r.logits, dim=-1))
+
+
+def test_softmax_form_the_probe_does_not_follow_records_nothing():
+    with Probe() as p:
+        Ly.ReciprocalSoftmaxLayer()(torch.randn(1, 4, 32))
     assert p.records == [] and not p.observed
+
+
+def test_hand_written_softmax_with_in_place_exp_of_the_logits_is_not_recorded():
+    """``s.exp_()`` overwrites the logits: there is nothing left to record them from."""
+    q = torch.randn(1, 2, 4, 8)
+    with Probe() as p:
+        s = q @ q.transpose(-2, -1)
+        s.exp_()
+        s / s.sum(-1, keepdim=True)
+    assert p.records == []
+
+
+@given(scale=st.floats(0.05, 4.0), dim=st.sampled_from([-1, 3, 2]),
+       shift=st.sampled_from(["amax", "max", "none"]), masked=st.booleans())
+def test_hand_written_softmax_recorded_as_softmax_of_the_unshifted_logits(scale, dim, shift, masked):
+    """``exp(s - rowmax) / sum`` over any axis, with or without the row shift and a -inf
+    mask: one record whose logits are ``s`` itself, probabilities equal to ``softmax(s, dim)``
+    and effective scale the factor on q·kᵀ."""
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 2, 5, 4, generator=g), torch.randn(2, 2, 5, 4, generator=g)
+    with Probe() as p:
+        s = (q @ k.transpose(-2, -1)) * scale
+        if masked:
+            s = s.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+        if shift == "amax":
+            s_shifted = s - s.amax(dim=dim, keepdim=True)
+        elif shift == "max":
+            s_shifted = s - s.max(dim, keepdim=True)[0]
+        else:
+            s_shifted = s
+        e = torch.exp(s_shifted)
+        w = e / e.sum(dim=dim, keepdim=True)
+    (r,) = p.attention_records()
+    assert r.dim == dim % 4 and torch.equal(r.logits, s)
+    torch.testing.assert_close(r.probs, torch.softmax(s, dim=dim))
+    assert r.effective_scale == pytest.approx(scale, rel=1e-3)
+    assert torch.equal(w, r.probs)
 
 
 # ------------------------------------------------------------------ V = identity
@@ -318,7 +364,7 @@ def test_identity_v_returns_the_attention_matrix(B, H, L, S, d, causal, seed):
 
 def test_identity_v_reads_opaque_manual_softmax_kernel_and_fits_scale():
     q, k = torch.randn(2, 2, 5, 8), torch.randn(2, 2, 7, 8)
-    P = attention_probs_via_identity(K.manual_softmax, q, k)
+    P = attention_probs_via_identity(K.reciprocal_softmax, q, k)
     _, ref, _ = sdpa_reference(q, k)
     torch.testing.assert_close(P.double(), ref, atol=1e-6, rtol=0)
     s, r2 = fit_scale_from_probs(P, q, k)

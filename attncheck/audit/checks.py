@@ -30,6 +30,7 @@ position i changes when the input at position j changes):
 """
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,30 +39,20 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
+from attncheck.dynamic.base import tolerances
+from attncheck.dynamic.checks._compare import NOISE_FACTOR, NotComparable, compare, within_noise
+from attncheck.dynamic.checks.mask_pattern import classify_map as classify_pattern
+from attncheck.dynamic.checks.normalization import SUM_TOL
+from attncheck.dynamic.checks.saturation import SATURATED_P as SATURATED
+from attncheck.dynamic.checks.saturation import row_stats
+from attncheck.dynamic.checks.scale import classify_scale
 from attncheck.dynamic.targets import TargetOutputError
 from attncheck.results import CheckResult
 
-ATOL, RTOL = 1e-5, 1e-4  # fp32 (transformers' eager-vs-SDPA test)
-#: (atol, rtol) per dtype: fp64 near-exact; fp16 / bf16 as transformers' eager-vs-SDPA tests
-TOLERANCES = {torch.float64: (1e-10, 1e-8), torch.float32: (ATOL, RTOL), torch.float16: (5e-3, 5e-3),
-              torch.bfloat16: (1e-2, 1e-2)}
-#: a low-precision result may differ from the float64 reference by NOISE_FACTOR × the dtype's own
-#: error on the same computation (PyTorch's SDPA tests use 4-5 ×, flash-attention 2 ×)
-NOISE_FACTOR = 4.0
 LEAK_ATOL = 1e-6  # correct models give exactly 0; broken masks measured Δ ≥ 0.09
 PAD = 3  # padded positions in padding paths
-ROW_TOL = 1e-5  # |row sum - 1| for float32 softmax rows
-#: |row sum − 1| per dtype of the attention maps (half precision rounds each weight)
-ROW_TOLS = {torch.float64: 1e-10, torch.float32: ROW_TOL, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
-SATURATED = 0.99
 SAT_SHARE_WARN = 0.2  # share of rows with max weight > SATURATED at initialisation
 SAT_ENTROPY_WARN = 0.4  # mean normalized row entropy (1 = uniform) of the least uniform layer
-
-
-class NotComparable(Exception):
-    """Two outputs a check must compare have different shapes (e.g. a model whose output length
-    depends on the batch, or whose incremental outputs are not per position): the check is
-    skipped with this reason, not failed."""
 
 
 @dataclass
@@ -83,8 +74,8 @@ class AuditContext:
 
     @property
     def tolerance(self) -> tuple[float, float]:
-        """(atol, rtol) of the run's dtype (:data:`TOLERANCES`)."""
-        return TOLERANCES.get(self.dtype, (ATOL, RTOL))
+        """(atol, rtol) of the run's dtype (:func:`attncheck.dynamic.base.tolerances`)."""
+        return tolerances(self.dtype)
 
 
 def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> CheckResult:
@@ -92,34 +83,10 @@ def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> 
     return CheckResult(f"{check}[{m.variant}]" if m.variant else check, status, message, metrics)
 
 
-def _finite_max(t: torch.Tensor) -> float:
-    """max |t| treating NaN as +inf (Python's max() would skip NaN)."""
-    if t.numel() == 0:
-        return 0.0
-    t = t.detach().double()
-    if torch.isnan(t).any():
-        return float("inf")
-    return float(t.abs().max())
-
-
 def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a is None or b is None or tuple(a.shape) != tuple(b.shape):
-        raise NotComparable(f"outputs of shapes {None if a is None else tuple(a.shape)} and "
-                            f"{None if b is None else tuple(b.shape)} cannot be compared")
-    return _finite_max(a.double() - b.double())
-
-
-def _close(a: torch.Tensor, b: torch.Tensor, atol=ATOL, rtol=RTOL) -> tuple[bool, float, float]:
-    """(ok, max_abs_diff, max_excess) with |a - b| ≤ atol + rtol·|b| elementwise; NaN fails."""
-    if a is None or b is None or tuple(a.shape) != tuple(b.shape):
-        raise NotComparable(f"outputs of shapes {None if a is None else tuple(a.shape)} and "
-                            f"{None if b is None else tuple(b.shape)} cannot be compared")
-    a, b = a.detach().double(), b.detach().double()
-    d = (a - b).abs()
-    if torch.isnan(a).any() or torch.isnan(b).any():
-        return False, float("inf"), float("inf")
-    excess = d - (atol + rtol * b.abs())
-    return bool((excess <= 0).all()), float(d.max()) if d.numel() else 0.0, float(excess.max()) if d.numel() else 0.0
+    """max |a − b| (NaN on one side only counts as inf); :class:`NotComparable` on a shape
+    mismatch."""
+    return compare(a, b, 0.0, 0.0).max_abs
 
 
 def reference64(m: AuditModel, ctx: AuditContext) -> AuditModel | None:
@@ -149,18 +116,10 @@ def ref_out(m64: AuditModel | None, x: torch.Tensor, **kw) -> torch.Tensor | Non
 
 def judge(ctx: AuditContext, got: torch.Tensor, ref: torch.Tensor,
           ref64: torch.Tensor | None = None) -> tuple[bool, float, float]:
-    """The audit's one tolerance policy: ``|got − ref| ≤ atol + rtol·|ref| + NOISE_FACTOR·noise``
-    elementwise, with (atol, rtol) of the dtype and ``noise = max |ref − ref64|`` the dtype's own
-    error on the reference computation when a float64 run ``ref64`` is given (flash-attention's
-    rule).  Returns ``(ok, max |got − ref|, noise)``; NaN fails."""
-    atol, rtol = ctx.tolerance
-    noise = 0.0
-    if ref64 is not None and ref64.shape == ref.shape:
-        noise = _finite_max(ref.double() - ref64.double())
-        if not math.isfinite(noise):
-            noise = 0.0
-    ok, dmax, _ = _close(got, ref, atol + NOISE_FACTOR * noise, rtol)
-    return ok, dmax, noise
+    """``(ok, max |got − ref|, dtype noise)`` under the one tolerance policy
+    (:func:`attncheck.dynamic.checks._compare.within_noise`) in the run's dtype."""
+    cmp = within_noise(got, ref, ref64, ctx.dtype)
+    return cmp.ok, cmp.max_abs, cmp.noise
 
 
 def position_offset(m: AuditModel) -> int | None:
@@ -184,6 +143,20 @@ def position_offset(m: AuditModel) -> int | None:
                 break
         m.info["position_offset"] = off
     return m.info["position_offset"]
+
+
+def ignores_position_ids(m: AuditModel) -> bool:
+    """Whether the forward ignores the ``position_ids`` it is given (it sets its own positions):
+    shifting them by one past :func:`position_offset` leaves the output unchanged."""
+    c = position_offset(m)
+    if c is None:
+        return False
+    x = m.make_inputs(1, m.seq_len, torch.Generator().manual_seed(7))
+    try:
+        shifted = m.forward(x, position_ids=torch.arange(c + 1, c + 1 + m.seq_len, device=x.device)[None])
+    except Exception:  # noqa: BLE001 - positions the model cannot take: not ignored
+        return False
+    return torch.equal(shifted.out, m.forward(x).out)
 
 
 class NonFiniteOutput(Exception):
@@ -381,13 +354,25 @@ def causal_evidence(m: AuditModel, ctx: AuditContext) -> str | None:
         return None
     cfg = getattr(m.module, "config", None)
     for attr in ("is_causal", "is_decoder"):
-        if getattr(cfg, attr, None) is True:
+        if getattr(cfg, attr, None) is True and _forward_default(m.module, attr) in (None, True):
             return f"config.{attr} = True"
     try:
         probe_layers(m, ctx)
     except Exception:  # noqa: BLE001 - a forward that raises is reported by the dispatch paths
         return None
     return ctx.causal_evidence.get(m.label)
+
+
+def _forward_default(module: torch.nn.Module, name: str) -> Any:
+    """Default of the ``name`` parameter of ``module.forward`` (None when it has none or takes
+    no such parameter).  A forward with ``is_decoder=False`` (BLIP's text model) builds a
+    bidirectional mask unless its caller asks otherwise, whatever its config says; a default of
+    None falls back to the config."""
+    try:
+        p = inspect.signature(module.forward).parameters.get(name)
+    except (TypeError, ValueError):
+        return None
+    return None if p is None or p.default is inspect.Parameter.empty else p.default
 
 
 # ------------------------------------------------------------------------------------------------
@@ -407,7 +392,8 @@ def _pad_inputs(m: AuditModel, x: torch.Tensor, side: str, g) -> tuple[torch.Ten
 
 
 def _no_sequence(m: AuditModel) -> bool:
-    return m.input_kind in ("pixels", "audio")
+    # images, audio and patched time series: the output positions are not the input positions
+    return m.input_kind in ("pixels", "audio", "series")
 
 
 def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
@@ -448,6 +434,12 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
         require_finite(r2, f"the {side}-padded output after changing the padded inputs")
         dpad = _diff(r2, real)
         metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad, "dtype_noise": noise}
+        if side == "left" and not ok and ignores_position_ids(m):
+            # left padding shifts the positions the model gives itself, and it cannot be told
+            # the unpadded ones: no padding verdict on this side
+            sides.remove("left")
+            metrics["left"] = "skipped: the model ignores the position_ids it is given"
+            break
         if not ok:
             problems.append(f"{side} padding changes real positions (max |Δ| {dmax:.3g} vs unpadded)")
         if dpad > ctx.leak_atol:
@@ -687,48 +679,20 @@ def _no_maps(m: AuditModel, check: str, not_obs: list[str]) -> CheckResult:
     return _result(m, check, "skip", f"not observable: {why}")
 
 
+#: attention weights at or below the smallest normal float32 count as masked.  Softmax gives
+#: such a weight only to a logit at least 87 below the row maximum, which no score of a model
+#: at initialisation reaches but an additive mask constant does: Swin's shifted-window mask of
+#: −100 (Liu et al. 2021) leaves e^−100 ≈ 4e−44, a float32 / bfloat16 subnormal, where float16
+#: rounds it to exactly 0.  The threshold lies below float16's smallest subnormal (6e−8), so
+#: every dtype reads such a mask the same way.
+MASKED_WEIGHT = torch.finfo(torch.float32).tiny
+
+
 def _allowed(probs: torch.Tensor) -> torch.Tensor:
-    """(L_q, L_k) bool: key j got a non-zero weight from query i in some sample/head."""
-    return (probs.detach() > 0).reshape(-1, *probs.shape[-2:]).any(0).cpu()
-
-
-def classify_pattern(allowed: torch.Tensor) -> tuple[str, int | None]:
-    """Name the mask pattern of an ``(L_q, L_k)`` bool map (bottom-right aligned when L_q < L_k).
-
-    Returns ``("full", None)``, ``("causal", None)``, ``("sliding", w)`` (query i sees keys
-    ``i - w < j <= i``), ``("strict-causal", None)`` (diagonal masked: over-masking) or
-    ``("other", None)``.
-    """
-    lq, lk = allowed.shape
-    if bool(allowed.all()):
-        return "full", None
-    i = torch.arange(lq)[:, None] + (lk - lq)
-    j = torch.arange(lk)[None, :]
-    causal = j <= i
-    if torch.equal(allowed, causal):
-        return "causal", None
-    if torch.equal(allowed, j < i):
-        return "strict-causal", None
-    for s in range(1, lk):
-        if torch.equal(allowed, j <= i + s):
-            return f"causal shifted +{s} (sees {s} future key{'s' if s > 1 else ''})", None
-    if torch.equal(allowed, j > i):
-        return "inverted causal (future only)", None
-    if torch.equal(allowed, j >= i):
-        return "anti-causal", None
-    if lq == lk:
-        d = (i - j).abs()
-        r = int(d[allowed].max()) if allowed.any() else -1
-        if r >= 1 and torch.equal(allowed, d <= r):
-            return "band", r
-    if bool((allowed & ~causal).any()):
-        return "other", None
-    dist = (i - j).expand(lq, lk)[allowed]
-    if dist.numel():
-        w = int(dist.max()) + 1
-        if torch.equal(allowed, causal & (i - j < w)):
-            return "sliding", w
-    return "other", None
+    """(L_q, L_k) bool: key j got a weight above :data:`MASKED_WEIGHT` from query i in some
+    sample/head.  ``probs``: (..., L_q, L_k) attention weights of any float dtype; NaN counts
+    as not allowed."""
+    return (probs.detach() > MASKED_WEIGHT).reshape(-1, *probs.shape[-2:]).any(0).cpu()
 
 
 def _expected_label(exp: tuple[str, int | None]) -> str:
@@ -737,14 +701,95 @@ def _expected_label(exp: tuple[str, int | None]) -> str:
     return f"sliding window {exp[1]}" if exp[0] == "sliding" else exp[0]
 
 
+def _own_block(allowed: torch.Tensor, m: AuditModel, lm: LayerMap) -> tuple[torch.Tensor, str | None]:
+    """The part of an ``(L_q, L_k)`` map that is one sample's self-attention, and how it was
+    found (None: the whole map):
+
+    - a *merged* self + cross-attention map (one softmax over the decoder's own keys and the
+      ``enc_len`` encoder keys, e.g. T5Gemma 2): keys of one side fully visible, the other side
+      of ``L_q`` keys is the self-attention map;
+    - a *packed* batch (one sequence holding every sample, a block-diagonal mask keeping samples
+      apart, e.g. Pixtral's images): the probe saw one map while the input batch has several
+      samples, and the map is block-diagonal with equal blocks; the first block is judged (the
+      others must equal it)."""
+    lq, lk = allowed.shape
+    if m.enc_len and lk == lq + m.enc_len:
+        if bool(allowed[:, lq:].all()):
+            return allowed[:, :lq], f"merged self ({lq} keys) + cross ({m.enc_len} keys) attention"
+        if bool(allowed[:, :m.enc_len].all()):
+            return allowed[:, m.enc_len:], f"merged cross ({m.enc_len} keys) + self ({lq} keys) attention"
+    nb = 2  # the probe's input batch (:func:`probe_layers`)
+    if lm.probs.shape[0] == 1 and lq == lk and lq % nb == 0 and lq > nb:
+        n = lq // nb
+        blocks = torch.block_diag(*[torch.ones(n, n, dtype=torch.bool)] * nb)
+        first = allowed[:n, :n]
+        if not bool((allowed & ~blocks).any()) and all(
+                torch.equal(allowed[b * n:(b + 1) * n, b * n:(b + 1) * n], first) for b in range(nb)):
+            return first, f"packed batch: {nb} samples in one sequence, block-diagonal mask"
+    return allowed, None
+
+
+def _band(allowed: torch.Tensor) -> tuple[int, int] | None:
+    """``(a, b)`` when the square map is exactly the band ``i − a ≤ j ≤ i + b`` (a, b ≥ 1)."""
+    L = allowed.shape[0]
+    if allowed.shape[1] != L or not bool(allowed.diagonal().all()):
+        return None
+    i = torch.arange(L)[:, None]
+    j = torch.arange(L)[None, :]
+    d = (j - i)[allowed]
+    a, b = int(-d.min()), int(d.max())
+    if a < 1 or b < 1 or not torch.equal(allowed, (j - i >= -a) & (j - i <= b)):
+        return None
+    return a, b
+
+
+def _window_by_design(facts: dict[str, Any] | None, got: tuple[str, int | None],
+                      allowed: torch.Tensor | None = None, m: AuditModel | None = None) -> str | None:
+    """Why an observed local window is the attention module's own design (None: it is not):
+    the module (or its config) declares a window ``w`` and the map shows exactly that window,
+    causal (``sliding w``) where the module declares ``is_causal = True``, or bidirectional (a
+    band of ``±(w − 1)`` or ``±w`` around each query) where it declares ``is_causal = False``
+    — while the audit expected the model's overall causality or per-layer schedule.  Only when
+    the module says more than that expectation (``m`` given): its ``is_causal`` differs from the
+    model's, its layer type is local, or the model has no per-layer schedule."""
+    if not facts:
+        return None
+    kind = facts.get("layer_type")
+    # the module must say more than the audit's expectation did: its own causality differs
+    # from the model's, its own layer type is not global, or no per-layer schedule was read (a
+    # window attribute alone is also stored by global layers that never use it)
+    if m is not None and not (
+            (facts.get("is_causal") is not None and facts.get("is_causal") != m.causal)
+            or (kind is not None and not any(t in kind for t in ("full", "global")))
+            or m.expected_pattern_fn is None):
+        return None
+    w = facts.get("sliding_window") or facts.get("config_window")
+    where = "" if facts.get("sliding_window") else " (config)"
+    if not w:
+        return None
+    causal = facts.get("is_causal")
+    if got == ("sliding", w) and (causal is True or facts.get("sliding_window")):
+        return (f"{facts['class']} declares a window of {w}{where}"
+                + (" and is_causal = True" if causal is True else "") + ": a causal sliding window")
+    band = _band(allowed) if allowed is not None and got[0] == "other" else None
+    if band and sum(band) + 1 in (w, w + 1) and causal is False:
+        return (f"{facts['class']} declares a window of {w}{where} and is_causal = False: a "
+                f"bidirectional window of {band[0]} key(s) before and {band[1]} after each query")
+    if got[0] == "band" and got[1] in (w - 1, w) and causal is False:
+        return (f"{facts['class']} declares a window of {w}{where} and is_causal = False: the "
+                "window is applied on both sides of each query")
+    return None
+
+
 def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
     maps, not_obs = probe_layers(m, ctx)
     if not maps:
         return _no_maps(m, "mask-pattern", not_obs)
-    layers, bad = [], []
+    layers, bad, designed = [], [], []
     for ordinal, lm in enumerate(maps):
-        lq, lk = lm.probs.shape[-2:]
-        got = classify_pattern(_allowed(lm.probs))
+        allowed, layout = _own_block(_allowed(lm.probs), m, lm)
+        lq, lk = allowed.shape
+        got = classify_pattern(allowed)
         exp = m.expected_pattern((lq, lk), ordinal, lm.module)
         if m.input_kind == "tokens" and lk not in (m.seq_len, m.enc_len):
             # not a (query × key) map in position order (e.g. Longformer's banded storage,
@@ -754,6 +799,10 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
             # a module with a local window: causal models see a sliding window, bidirectional
             # ones a band around each query (Longformer); a window ≥ L looks like no window
             exp = ("sliding", lm.module["sliding_window"]) if m.causal else ("band", None)
+        elif lm.module and lm.module.get("sliding_window") and lm.module.get("layer_type") and exp[0] == "causal":
+            # a module whose own layer type is local (``layer_type = "sliding_attention"``)
+            # declares its window; a window attribute alone may be unused by a global layer
+            exp = ("sliding", lm.module["sliding_window"])
         if exp == ("band", None) and got[0] in ("band", "full"):
             exp = got
         # a sliding window at least as long as the sequence looks causal
@@ -762,12 +811,22 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
         ok = exp[0] == "unknown" or got == exp
         layers.append({"layer": lm.index, "shape": [lq, lk], "observed": _expected_label(got),
                        "expected": _expected_label(exp), "ok": ok})
-        if not ok:
+        if layout:
+            layers[-1]["layout"] = layout
+        why = None if ok else _window_by_design(lm.module, got, allowed, m)
+        if why:
+            layers[-1]["by_design"] = why
+            designed.append(f"layer {lm.index}: {_expected_label(got)} ({why})")
+        elif not ok:
             bad.append(f"layer {lm.index}: {_expected_label(got)} (expected {_expected_label(exp)})")
     metrics = {"layers": layers}
     if bad:
         return _result(m, "mask-pattern", "fail", "; ".join(bad), **metrics)
     kinds = sorted({lay["observed"] for lay in layers})
+    if designed:
+        return _result(m, "mask-pattern", "warn",
+                       "window by the model's design, not the pattern the audit expected: "
+                       + "; ".join(designed), **metrics)
     if all(lay["expected"] == "unknown" for lay in layers):
         return _result(m, "mask-pattern", "warn",
                        f"observed {', '.join(kinds)} in {len(layers)} layers; nothing declared to compare with",
@@ -795,12 +854,12 @@ def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
         negative += int((p < 0).sum())
         per.append({"layer": lm.index, "max_row_sum_error": err})
     metrics = {"max_row_sum_error": worst, "negative_weights": negative, "all_zero_rows": empty,
-               "nan_rows": nan_rows, "layers": per, "tolerance": ROW_TOL}
+               "nan_rows": nan_rows, "layers": per, "tolerance": SUM_TOL[torch.float32]}
     if nan_rows:
         return _result(m, "normalization", "fail", f"{nan_rows} attention rows are NaN", **metrics)
     if negative:
         return _result(m, "normalization", "fail", f"{negative} negative attention weights", **metrics)
-    row_tol = ROW_TOLS.get(ctx.dtype, ROW_TOL)
+    row_tol = SUM_TOL.get(ctx.dtype, SUM_TOL[torch.float32])
     metrics["tolerance"] = row_tol
     if worst > row_tol:
         sinks = sorted({lm.module["class"] for lm in maps if lm.module and lm.module.get("sinks")})
@@ -824,15 +883,11 @@ def check_saturation(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _no_maps(m, "saturation", not_obs)
     per, shares, ents = [], [], []
     for lm in maps:
-        p = torch.nan_to_num(lm.probs.double(), nan=0.0)
-        n_allowed = (p > 0).sum(-1)
-        rows = n_allowed >= 2  # rows with a single visible key are trivially "saturated"
-        if not rows.any():
+        p = torch.nan_to_num(lm.probs, nan=0.0)
+        st = row_stats(p, visible=p > MASKED_WEIGHT)  # rows with ≥ 2 visible keys
+        if st is None:
             continue
-        mx = p.amax(-1)[rows]
-        share = float((mx > SATURATED).double().mean())
-        ent = -(p * torch.log(p.clamp_min(1e-300))).sum(-1)[rows]
-        nent = float((ent / torch.log(n_allowed[rows].double())).mean())
+        share, nent = st["saturated_share"], st["entropy_norm_mean"]
         per.append({"layer": lm.index, "saturated_share": share, "normalized_entropy": nent})
         shares.append(share)
         ents.append(nent)
@@ -850,22 +905,13 @@ def check_saturation(m: AuditModel, ctx: AuditContext) -> CheckResult:
                    f"max share of saturated rows {share:.0%}, min normalized entropy {ent:.2f}", **metrics)
 
 
-def _scale_cause(ratio: float, head_dim: int | None, num_heads: int | None) -> str:
-    if head_dim is None:
+def _scale_cause(s: float, expected: float, head_dim: int | None, num_heads: int | None) -> str:
+    """The likely cause of an effective scale ``s`` ≠ ``expected`` (the causes of ``attncheck
+    check``'s :func:`~attncheck.dynamic.checks.scale.classify_scale`), or "" when none fits."""
+    if not head_dim:
         return ""
-    d = float(head_dim)
-    cands = {
-        "scale missing (no 1/sqrt(d_k))": math.sqrt(d),
-        "scaled by 1/d_k instead of 1/sqrt(d_k) (not square-rooted)": 1 / math.sqrt(d),
-        "scale applied twice": 1 / math.sqrt(d),
-        "scale inverted (multiplied by sqrt(d_k))": d,
-    }
-    if num_heads:
-        cands["d_model used instead of head_dim"] = 1 / math.sqrt(num_heads)
-    best = min(cands.items(), key=lambda kv: abs(math.log(ratio / kv[1])) if ratio > 0 else 1e9)
-    if ratio > 0 and abs(math.log(ratio / best[1])) < 1e-3:
-        return best[0]
-    return ""
+    ok, text = classify_scale(s, head_dim, num_heads, expected)
+    return "" if ok or text.startswith("unrecognised") else text
 
 
 def _expected_scale(m: AuditModel, lm: LayerMap) -> tuple[float | None, str]:
@@ -879,6 +925,16 @@ def _expected_scale(m: AuditModel, lm: LayerMap) -> tuple[float | None, str]:
     return expected_scale_for(lm.module, lm.head_dim)
 
 
+def _declared_factor(facts: dict[str, Any] | None, ratio: float) -> tuple[str, float] | None:
+    """The module's own factor (:func:`attncheck.audit.hf.module_facts` ``factors``: a query
+    scale factor, a temperature) that explains ``ratio`` = effective / declared scale within
+    0.1 %, as ``(attribute, value)``; None when none does."""
+    for name, v in ((facts or {}).get("factors") or {}).items():
+        if v > 0 and ratio > 0 and abs(math.log(ratio / v)) <= 1e-3:
+            return name, v
+    return None
+
+
 def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
     maps, not_obs = probe_layers(m, ctx)
     if not maps:
@@ -886,7 +942,7 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
     measured = [lm for lm in maps if lm.effective_scale is not None]
     if not measured:
         return _result(m, "scale", "skip", "not observable: no q·kᵀ product found for the softmax inputs")
-    per, bad, unscaled = [], [], []
+    per, bad, unscaled, by_design = [], [], [], []
     for lm in measured:
         exp, source = _expected_scale(m, lm)
         if exp is None:
@@ -914,7 +970,13 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
                 and abs(lm.effective_scale - 1.0) <= 1e-6):
             unscaled.append(f"layer {lm.index} ({lm.module['class']})")
             continue
-        cause = _scale_cause(ratio, lm.head_dim or m.head_dim, (lm.module or {}).get("heads") or m.num_heads)
+        factor = _declared_factor(lm.module, ratio)
+        if factor is not None and m.expected_scale is None:
+            by_design.append(f"layer {lm.index} ({lm.module['class']}.{factor[0]} = {factor[1]:.4g})")
+            row["factor"] = {factor[0]: factor[1]}
+            continue
+        cause = _scale_cause(lm.effective_scale, exp, lm.head_dim or m.head_dim,
+                             (lm.module or {}).get("heads") or m.num_heads)
         bad.append(f"layer {lm.index}: {lm.effective_scale:.4g} vs expected {exp:.4g} ({source})"
                    + (f" — likely {cause}" if cause else ""))
     exp0 = next((r.get("expected_scale") for r in per if r.get("expected_scale") is not None), None)
@@ -924,6 +986,12 @@ def check_scale(m: AuditModel, ctx: AuditContext) -> CheckResult:
         metrics["note"] = m.scale_note
     if bad:
         return _result(m, "scale", "fail", "; ".join(bad), **metrics)
+    if by_design:
+        return _result(m, "scale", "warn",
+                       f"scale by the model's design: {', '.join(by_design[:3])}"
+                       f"{' …' if len(by_design) > 3 else ''}: the module multiplies q·kᵀ by this "
+                       f"factor on top of its declared scale (effective = declared × factor)",
+                       by_design=by_design, **metrics)
     if unscaled:
         return _result(m, "scale", "warn",
                        f"unscaled attention by the model's design: {', '.join(unscaled[:3])}"
@@ -957,7 +1025,7 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if not with_k:
         return _result(m, "gqa", "skip", "not observable on this dispatch path: K is not captured for a "
                        "hand-written softmax (checked on the SDPA path)")
-    per, bad = [], []
+    per, bad, designed = [], [], []
     for lm in with_k:
         hq = int(lm.probs.shape[-3])
         hkv = (lm.module or {}).get("kv_heads") or Hkv
@@ -979,6 +1047,14 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
         per.append({"layer": lm.index, "kv_heads": distinct, "layout": layout, "ok": ok})
         if not ok:
             tile = [h % hkv for h in range(hq)]
+            groups = (lm.module or {}).get("kv_groups")
+            if layout == tile and groups is not None and groups != r:
+                # the module declares a grouping other than H / H_kv consecutive query heads:
+                # its K/V heads are laid out its own way (e.g. a mixture of attention heads)
+                per[-1]["by_design"] = True
+                designed.append(f"layer {lm.index} ({lm.module['class']} declares "
+                                f"num_key_value_groups = {groups}, not {r})")
+                continue
             why = ("K/V heads tiled (repeat) instead of repeat_interleave" if layout == tile
                    else f"{distinct} distinct K heads, layout {layout}")
             bad.append(f"layer {lm.index}: {why}; expected groups {expected}")
@@ -987,6 +1063,10 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
                "layers": per}
     if bad:
         return _result(m, "gqa", "fail", "; ".join(bad), **metrics)
+    if designed:
+        return _result(m, "gqa", "warn",
+                       "K/V heads tiled (repeat), not shared by consecutive query heads, by the "
+                       f"model's design: {'; '.join(designed)}", **metrics)
     if not checked:
         return _result(m, "gqa", "skip", "no attention call with a declared K/V head grouping", **metrics)
     return _result(m, "gqa", "pass",
@@ -1035,6 +1115,7 @@ ALL_CHECKS = ["lint", *PER_VARIANT, *CROSS_VARIANT]
 
 __all__ = [
     "ALL_CHECKS",
+    "NotComparable",
     "NonFiniteOutput",
     "require_finite",
     "causal_evidence",

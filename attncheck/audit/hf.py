@@ -29,6 +29,7 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -98,11 +99,142 @@ def _model_class_of(config):
     return cls if isinstance(cls, type) and issubclass(cls, torch.nn.Module) else None
 
 
+#: forward arguments the audit can make as the checked input (see :func:`_adapter`)
+MAIN_INPUTS = ("input_ids", "pixel_values", "input_features", "input_values")
+
+
+def _package_modules(config) -> list[Any]:
+    """The modules of the config's model package that may define model classes (``modeling_*``
+    and other code files; configuration, processing and tokenization modules are skipped)."""
+    import importlib
+    import pkgutil
+
+    pkg_name = type(config).__module__.rpartition(".")[0]
+    try:
+        pkg = importlib.import_module(pkg_name)
+    except Exception:  # noqa: BLE001
+        return []
+    skip = ("configuration_", "processing_", "tokenization_", "image_processing", "video_processing",
+            "feature_extraction_", "convert_", "modular_")
+    names = sorted((m.name for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))),
+                   key=lambda n: (not n.startswith("modeling_"), n))
+    mods = []
+    for n in names:
+        if n.startswith(skip):
+            continue
+        try:
+            mods.append(importlib.import_module(f"{pkg_name}.{n}"))
+        except Exception:  # noqa: BLE001 - a module needing an optional library
+            continue
+    return mods
+
+
+def _takes_config(cls, config_cls) -> bool:
+    """Whether ``cls.__init__`` declares a ``config`` argument of type ``config_cls`` (also inside
+    a union annotation, or a string annotation naming it)."""
+    import typing
+
+    try:
+        p = inspect.signature(cls.__init__).parameters.get("config")
+    except (TypeError, ValueError):
+        return False
+    if p is None:
+        return False
+    ann = p.annotation
+    if isinstance(ann, str):
+        return config_cls.__name__ in ann.replace("|", " ").replace(",", " ").split()
+    return ann is config_cls or config_cls in typing.get_args(ann)
+
+
+def _contains(outer, inner) -> bool:
+    """Whether ``outer.__init__`` builds ``inner`` (its source names the class)."""
+    import re
+
+    try:
+        src = inspect.getsource(outer.__init__)
+    except (OSError, TypeError):
+        return False
+    return re.search(rf"\b{re.escape(inner.__name__)}\b", src) is not None
+
+
+def _outermost_first(cands: list[type]) -> list[type]:
+    """Candidates without the abstract bases of others, the ones that build most of the other
+    candidates (directly or through one another: ``XForCausalLM`` ⊃ ``XModel`` ⊃ ``XDecoder``)
+    first, then definition order."""
+    cands = [c for c in cands if not any(o is not c and issubclass(o, c) for o in cands)]
+    direct = {c: {o for o in cands if o is not c and _contains(c, o)} for c in cands}
+    reach = {c: set(direct[c]) for c in cands}
+    for _ in cands:  # transitive closure (a handful of classes)
+        for c in cands:
+            reach[c] |= {x for o in reach[c] for x in reach[o]} - {c}
+    return sorted(cands, key=lambda c: -len(reach[c]))
+
+
+def _required_inputs(cls) -> list[str]:
+    """Forward arguments without a default (of a class or a built model)."""
+    return [n for n, p in _params(cls).items() if n != "self"
+            and p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
+def config_module_classes(config) -> tuple[list[type], list[type]]:
+    """``(models, submodules)``: the classes of the config's model package built from this config
+    type — ``PreTrainedModel`` subclasses whose ``config_class`` is ``type(config)``, and plain
+    ``nn.Module`` classes whose ``__init__`` takes a ``config`` of that type — each list
+    outermost first (:func:`_outermost_first`), those that take an input the audit can make
+    (:data:`MAIN_INPUTS`) before the others."""
+    from transformers import PreTrainedModel
+
+    ccls = type(config)
+    models, subs, seen = [], [], set()
+    for mod in _package_modules(config):
+        for obj in vars(mod).values():
+            if not (isinstance(obj, type) and issubclass(obj, torch.nn.Module)) or obj in seen:
+                continue
+            if not obj.__module__.startswith(ccls.__module__.rpartition(".")[0] + "."):
+                continue
+            seen.add(obj)
+            if issubclass(obj, PreTrainedModel):
+                if getattr(obj, "config_class", None) is ccls:
+                    models.append(obj)
+            elif _takes_config(obj, ccls):
+                subs.append(obj)
+
+    def usable_first(cands):
+        ordered = _outermost_first(cands)
+        return sorted(ordered, key=lambda c: not any(k in _params(c) for k in MAIN_INPUTS))
+
+    return usable_first(models), usable_first(subs)
+
+
+def _class_from_config_module(model_type: str, config):
+    """The model class for a type without an auto-mapping entry (:func:`config_module_classes`).
+
+    Raises:
+        Unsupported: the package defines no ``PreTrainedModel`` for the config (the reason names
+            the ``nn.Module`` that takes it and the inputs its forward needs, if any).
+    """
+    models, subs = config_module_classes(config)
+    if models:
+        return models[0]
+    cname = type(config).__name__
+    if subs and any(k in _params(subs[0]) for k in MAIN_INPUTS):
+        return subs[0]  # a tower built as a plain nn.Module from its config (no PreTrainedModel)
+    if subs:
+        c = subs[0]
+        need = _required_inputs(c)
+        raise Unsupported(f"no model class for {model_type!r}: {cname} configures {c.__name__}, a submodule "
+                          f"(not a PreTrainedModel) whose forward needs {', '.join(need) or 'no tensor input'}"
+                          " — inputs made by its parent model")
+    raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and no class of "
+                      f"its package is built from a {cname} alone")
+
+
 def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     """``(kind, model class)`` for a model type, from transformers' auto mappings.
 
     kind: ``"seq2seq"``, ``"speech-seq2seq"``, ``"encoder"`` (bidirectional by design: masked
-    LM), ``"decoder"`` (causal LM), ``"vision"``, ``"audio"``, ``"text"`` (a base model whose
+    LM), ``"decoder"`` (causal LM), ``"vision"``, ``"audio"``, ``"series"`` (time series:
+    ``past_values``), ``"text"`` (a base model whose
     causality is not declared by a mapping).
     """
     order = [("speech-seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
@@ -123,15 +255,16 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
                     return "seq2seq", c  # a multimodal model around an encoder-decoder (Florence-2)
                 if c is not None:
                     return kind, c
-        cls = _auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
-        if cls is None:
-            raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and "
-                              f"no {type(config).__name__.replace('Config', 'Model')}")
+        cls = (_auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
+               or _class_from_config_module(model_type, config))
     main = getattr(cls, "main_input_name", "input_ids")
     n = cls.__name__
     params = _params(cls)
-    if main == "pixel_values" or ("pixel_values" in params and "input_ids" not in params):
+    pixels = any(k.startswith("pixel_values") for k in params)  # images, or clips (pixel_values_videos)
+    if main == "pixel_values" or ("input_ids" not in params and (pixels or _grid_param(params) is not None)):
         return "vision", cls
+    if "past_values" in params and "input_ids" not in params:
+        return "series", cls
     if main in ("input_features", "input_values"):
         if enc_dec and "decoder_input_ids" in params:
             return "speech-seq2seq", cls
@@ -163,10 +296,18 @@ def _text_config(config):
 
 
 def _vision_config(config):
+    """The config's image tower config (``vision_config`` / ``image_config`` /
+    ``vision_encoder_config``, else a sub-config with an ``image_size``), else the config."""
     for name in ("vision_config", "image_config", "vision_encoder_config"):
         sub = getattr(config, name, None)
         if sub is not None:
             return sub
+    if getattr(config, "image_size", None) is None:
+        from transformers import PretrainedConfig
+
+        for sub in vars(config).values():
+            if isinstance(sub, PretrainedConfig) and getattr(sub, "image_size", None) is not None:
+                return sub
     return config
 
 
@@ -187,21 +328,206 @@ def image_shape(config) -> tuple[int, int, int]:
 
 
 def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
-    """Audio input makers to try, in order (the first the model accepts wins)."""
+    """Audio input makers to try, in order (the first the model accepts wins): waveforms
+    ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values`` (a whole number of the conv
+    feature extractor's total stride), spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` /
+    ``(B, 1, frames, mels)`` (``num_mel_bins`` / ``feature_size`` mels; frames from
+    ``max_source_positions`` / ``max_length``)."""
+    mels = int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
+               or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
+    src = getattr(config, "max_source_positions", None)
+    longest = getattr(config, "max_length", None)
+    frames = 2 * int(src) if isinstance(src, int) else (int(longest) if isinstance(longest, int) else 64)
+    spectrograms = [lambda b, g: torch.randn(b, mels, frames, generator=g),
+                    lambda b, g: torch.randn(b, frames, mels, generator=g),
+                    lambda b, g: torch.randn(b, 1, frames, mels, generator=g),
+                    lambda b, g: torch.randn(b, 3000 if frames < 3000 else frames, mels, generator=g)]
     if main == "input_values":
         stride = 1
         for s in getattr(config, "conv_stride", None) or ():
             stride *= int(s)
         n = max(stride, 1) * 24 if stride > 1 else 4000
-        return [lambda b, g, n=n: torch.randn(b, n, generator=g),
-                lambda b, g: torch.randn(b, 16000, generator=g)]
-    mels = (getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
-            or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
-    src = getattr(config, "max_source_positions", None)
-    frames = 2 * int(src) if isinstance(src, int) else 64
-    return [lambda b, g: torch.randn(b, int(mels), frames, generator=g),
-            lambda b, g: torch.randn(b, frames, int(mels), generator=g),
-            lambda b, g: torch.randn(b, 3000 if frames < 3000 else frames, int(mels), generator=g)]
+        waves = [lambda b, g, n=n: torch.randn(b, n, generator=g),
+                 lambda b, g, n=n: torch.randn(b, 1, n, generator=g),
+                 lambda b, g: torch.randn(b, 16000, generator=g)]
+        return waves + spectrograms
+    return spectrograms
+
+
+def _merge_size(config) -> int:
+    m = getattr(config, "spatial_merge_size", None) or getattr(config, "merge_kernel_size", None) or 1
+    return int(m[0] if isinstance(m, (list, tuple)) else m)
+
+
+def _grid_param(params: dict) -> str | None:
+    """The forward argument that takes per-image ``(t, h, w)`` patch grids (``grid_thw``,
+    ``image_grid_thw``), or None."""
+    return next((n for n in params if n.endswith("grid_thw")), None)
+
+
+def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Callable]]:
+    """Input layouts of a time-series model (``past_values``, as transformers' PatchTST tests
+    build them): ``(B, context_length, num_input_channels)`` values, or ``(B, context_length)``
+    for univariate models; other required arguments named ``*mask`` are all ones (every value
+    observed) and ``*_padding`` all zeros (none padded)."""
+    ctx = getattr(config, "context_length", None)
+    patch = getattr(config, "patch_length", None) or 8
+    L = int(ctx) if isinstance(ctx, int) and 0 < ctx <= 128 else 4 * int(patch)
+    ch = getattr(config, "num_input_channels", None)
+    shape = (L, int(ch)) if isinstance(ch, int) and ch > 0 else (L,)
+    others = [n for n in _required_inputs(model) if n != "past_values"]
+
+    def kwargs(x):
+        kw = {"past_values": x}
+        for n in others:
+            if n.endswith("_padding"):
+                kw[n] = torch.zeros(x.shape[:2], dtype=x.dtype)
+            elif n.endswith("mask"):
+                kw[n] = torch.ones(x.shape, dtype=x.dtype)
+        return kw
+
+    return [("series", lambda b, g: torch.randn(b, *shape, generator=g), kwargs, lambda out, B: out)]
+
+
+def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Callable, Callable, Callable]]:
+    """Input layouts to try for a vision / audio model, in order: ``(name, maker(b, g) -> x,
+    kwargs(x) -> forward arguments, batched(out, B) -> (B, L, ...))``.
+
+    - images ``(B, C, H, W)`` and clips ``(B, T, C, H, W)`` (``num_frames`` frames);
+    - patch sequences for models that take ``grid_thw`` (Qwen2-VL style, as transformers'
+      tests build them) or ``spatial_shapes`` (SigLIP2): ``x`` is ``(B, N, D)`` with ``N = h·w`` patches of
+      ``D = C·temporal_patch_size·patch_size²`` values, ``h = w = 2·spatial_merge_size``; the
+      model gets the ``B·N`` patches flattened (or batched) with one ``(1, h, w)`` grid row per
+      sample, and its flat output is split back into the ``B`` samples;
+    - audio: :func:`_audio_candidates`.
+    """
+    params = _params(model)
+    vc = _vision_config(config)
+
+    def keep(out, B):
+        return out
+
+    def split(out, B):  # (B·N, ...) → (B, N, ...)
+        if out is not None and out.dim() >= 1 and out.shape[0] % B == 0 and out.shape[0] != B:
+            return out.reshape(B, out.shape[0] // B, *out.shape[1:])
+        return out
+
+    if kind == "audio":
+        return [(f"audio{i}", mk, lambda x: {main: x}, keep) for i, mk in enumerate(_audio_candidates(config, main))]
+    if kind == "series":
+        return _series_variants(model, config)
+    grid = _grid_param(params)
+    shapes = "spatial_shapes" if "spatial_shapes" in params else None
+    if grid is not None or shapes is not None:
+        p = int(getattr(vc, "patch_size", None) or 14)
+        tp = int(getattr(vc, "temporal_patch_size", None) or 1)
+        c = int(getattr(vc, "in_channels", None) or getattr(vc, "num_channels", None) or 3)
+        m = _merge_size(vc)
+        h = w = 2 * m
+        n = h * w
+        merge_arg = next((k for k in params if k.endswith("merge_sizes")), None)
+
+        masks = [k for k in _required_inputs(model) if k.endswith("attention_mask")]
+
+        def grid_kw(B):
+            kw = {grid: torch.tensor([[1, h, w]] * B)} if grid is not None else {}
+            if shapes is not None:  # NaFlex-style (SigLIP2): per-image patch grid, all patches real
+                kw[shapes] = torch.tensor([[h, w]] * B)
+            if merge_arg is not None:
+                kw[merge_arg] = torch.tensor([m] * B)
+            for k in masks:
+                kw[k] = torch.ones(B, n, dtype=torch.long)
+            return kw
+
+        out = []
+        for tpx in dict.fromkeys((tp, 1, 2)):
+            d = c * tpx * p * p
+            out.append((f"patches{tpx}", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
+                        lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
+            out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
+                        lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
+        out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
+                    lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
+        out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
+                    lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
+        return out
+    shape = image_shape(config)
+    frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
+    frames = int(frames) if isinstance(frames, int) and frames > 0 else 2
+    # a detector grounded on text (Grounding DINO) also requires ids: a fixed prompt per image
+    vocab = getattr(_text_config(config), "vocab_size", None)
+    prompt = {}
+    if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
+        g = torch.Generator().manual_seed(1234)
+        prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
+                  and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+
+    def with_prompt(x):
+        return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]) for n, v in prompt.items()}}
+
+    return [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
+            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
+            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+
+
+def token_boxes(ids: torch.Tensor) -> torch.Tensor:
+    """Layout boxes ``(B, L, 4)`` long, one per token, derived from its id so that a token keeps
+    its box wherever padding moves it: ``(x0, y0, x1, y1)`` with ``0 ≤ x0 < x1 ≤ 1000`` and
+    ``0 ≤ y0 < y1 ≤ 1000`` (the normalized 0..1000 boxes of LayoutLM-style models)."""
+    ids = ids.long()
+    x0, y0 = (7 * ids) % 500, (13 * ids) % 500
+    return torch.stack([x0, y0, x0 + 1 + ids % 499, y0 + 1 + (3 * ids) % 499], dim=-1)
+
+
+def _fixed_input(name: str, config, lo: int, hi: int, g: torch.Generator) -> torch.Tensor | None:
+    """A batch-1 input for a forward argument next to the checked ids: an image for
+    ``pixel_values``, ``ENC_LEN`` ids for another ``*input_ids`` (Q-Former text); else None."""
+    if name == "pixel_values":
+        return torch.randn(1, *image_shape(config), generator=g)
+    if name.endswith("input_ids"):
+        return torch.randint(lo, hi, (1, ENC_LEN), generator=g)
+    return None
+
+
+def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Generator
+                         ) -> list[tuple[dict[str, torch.Tensor], dict[str, Callable]]]:
+    """``(fixed inputs, per-token inputs)`` to send with the checked ``input_ids``, in the order
+    to try: the forward's required arguments (plus an image for a joint text-image encoder such as
+    CLIP), then also the optional image and layout boxes (``bbox``) a model may need."""
+    tcfg = _text_config(config)
+    vocab = getattr(tcfg, "vocab_size", 0) or 0
+    lo, hi = LOW_IDS, max(vocab - RESERVED_TOP, LOW_IDS + 1)
+    required = [n for n in _required_inputs(model) if n != "input_ids"]
+    fixed, per_token = {}, {}
+    for n in required:
+        if n == "bbox":
+            per_token[n] = token_boxes
+        elif (v := _fixed_input(n, config, lo, hi, g)) is not None:
+            fixed[n] = v
+    if "pixel_values" in accepts and kind != "decoder" and getattr(config, "vision_config", None) is not None:
+        fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
+    layouts = [(fixed, per_token)]
+    more_fixed, more_tok = dict(fixed), dict(per_token)
+    if "pixel_values" in accepts:
+        more_fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
+    if "bbox" in accepts:
+        more_tok.setdefault("bbox", token_boxes)
+    if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
+        layouts.append((more_fixed, more_tok))
+    return layouts
+
+
+def _encoder_input_options(ids: torch.Tensor, config, accepts: dict, g: torch.Generator) -> list[dict[str, torch.Tensor]]:
+    """Fixed encoder inputs of an encoder-decoder model, in the order to try: ids, ids with their
+    layout boxes (``bbox``), an image (``pixel_values``), ids with an image."""
+    options = [{"input_ids": ids}]
+    if "bbox" in accepts:
+        options.append({"input_ids": ids, "bbox": token_boxes(ids)})
+    if "pixel_values" in accepts:
+        img = torch.randn(1, *image_shape(config), generator=g)
+        options.append({"pixel_values": img})
+        options.append({**options[-2], "pixel_values": img} if "bbox" in accepts else {"input_ids": ids, "pixel_values": img})
+    return options
 
 
 # ------------------------------------------------------------------------------------------------
@@ -219,6 +545,27 @@ def declared_scale(module: torch.nn.Module) -> float | None:
             return float(v)
         if isinstance(v, torch.Tensor) and v.numel() == 1 and not v.requires_grad:
             return float(v)
+    return None
+
+
+def scale_folded_into_q(module: torch.nn.Module) -> str | None:
+    """The scale attribute an attention module multiplies its queries by before q·kᵀ and does
+    not pass on to the kernel (``q = self.q_proj(x) * self.scale``, then
+    ``softmax(q @ k.T)``: CLVP, BART-era code), read from the source of its ``forward``; None
+    when it does not (or the source cannot be read)."""
+    import re
+
+    try:
+        src = inspect.getsource(type(module).forward)
+    except (OSError, TypeError):
+        return None
+    for a in _SCALE_ATTRS:
+        if declared_scale(module) is None or getattr(module, a, None) is None:
+            continue
+        folded = re.search(rf"^\s*(q|query)\w*\s*=.*\*\s*self\.{a}\b", src, re.M)
+        passed = re.search(rf"\w+\s*=\s*self\.{a}\b\s*[,)]", src)
+        if folded and not passed:
+            return a
     return None
 
 
@@ -276,11 +623,47 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     elif win is None and cfg is not None and (kind is not None or hasattr(cfg, "attention_window")):
         for a in _WINDOW_ATTRS:  # a local layer whose window is on the config
             win = win or _window_value(getattr(cfg, a, None), layer)
-    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv,
+    cfg_win = None
+    for a in _WINDOW_ATTRS if cfg is not None else ():
+        cfg_win = cfg_win or _window_value(getattr(cfg, a, None), layer)
+    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win, "kv_groups": groups,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
-            "sliding_window": win, "layer_type": kind,
-            "sinks": isinstance(getattr(mod, "sinks", None), torch.Tensor)}
+            "sliding_window": win, "layer_type": kind, "sinks": _has_sinks(mod),
+            "scale_folded_into_q": scale_folded_into_q(mod), "factors": _logit_factors(mod)}
+
+
+def _has_sinks(mod: torch.nn.Module) -> bool:
+    """Whether the module joins attention sinks to its softmax (Xiao et al. 2023, "Efficient
+    Streaming Language Models with Attention Sinks"): a ``sinks`` tensor, or a ``sinks=``
+    argument its ``forward`` passes to the attention function (a sink logit computed per
+    token, e.g. by a projection)."""
+    if isinstance(getattr(mod, "sinks", None), torch.Tensor):
+        return True
+    try:
+        src = inspect.getsource(type(mod).forward)
+    except (OSError, TypeError):
+        return False
+    return re.search(r"\bsinks\s*=\s*(?!None\b)", src) is not None
+
+
+def _logit_factors(mod: torch.nn.Module) -> dict[str, float]:
+    """Numbers besides the declared scale that the module may multiply its q, k or logits by:
+    float attributes of the module (e.g. a query scale factor from the config) and scalar
+    parameters (a learned temperature), ``{attribute: value}``; values 0 and 1 are left out.
+    Declared-scale attributes (``scaling`` …) are not factors."""
+    out: dict[str, float] = {}
+    for name, v in vars(mod).items():
+        if name in _SCALE_ATTRS or name.startswith("_") or "dropout" in name:
+            continue
+        if isinstance(v, float) and math.isfinite(v) and v not in (0.0, 1.0):
+            out[name] = v
+    for name, prm in mod.named_parameters(recurse=False):
+        if prm.numel() == 1:
+            val = float(prm.detach().float())
+            if math.isfinite(val) and val not in (0.0, 1.0):
+                out[name] = val
+    return out
 
 
 def _find_seq(o, B: int, L: int):
@@ -309,6 +692,14 @@ def _find_seq(o, B: int, L: int):
     return None
 
 
+def _kept_keys(cache: Any) -> int | None:
+    """Fewest keys any layer of a transformers cache holds after decoding (a sliding-window cache
+    evicts the oldest), or None when the cache exposes no per-layer key tensors."""
+    kept = [k.shape[-2] for layer in getattr(cache, "layers", None) or ()
+            if isinstance(k := getattr(layer, "keys", None), torch.Tensor) and k.dim() >= 2]
+    return min(kept) if kept else None
+
+
 def _step_out(o, B: int, n: int) -> torch.Tensor:
     out = _find_seq(o, B, n)
     if out is None:
@@ -316,17 +707,31 @@ def _step_out(o, B: int, n: int) -> torch.Tensor:
     return out
 
 
-def _first_float(o):
+def _floats(o):
+    """The float tensors of a model output, in order (nested outputs and tuples walked)."""
     from transformers.utils import ModelOutput
 
     if isinstance(o, torch.Tensor):
-        return o if o.is_floating_point() else None
+        if o.is_floating_point():
+            yield o
+        return
     vals = list(o.values()) if isinstance(o, ModelOutput) else (list(o) if isinstance(o, (tuple, list)) else [])
     for v in vals:
-        r = _first_float(v)
-        if r is not None:
-            return r
-    return None
+        yield from _floats(v)
+
+
+def _first_float(o):
+    return next(_floats(o), None)
+
+
+def _per_sample_output(o, B: int, batched: Callable) -> torch.Tensor | None:
+    """The first float output with one row per sample (``(B, ...)`` after ``batched``), not a
+    batch-reduced value such as a codec's commitment loss; else the first float output."""
+    for t in _floats(o):
+        t = batched(t, B)
+        if t.dim() >= 2 and t.shape[0] == B:
+            return t
+    return _first_float(o)
 
 
 def _attentions(o) -> list[torch.Tensor] | None:
@@ -403,24 +808,23 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             continue
         try:
             with torch.device("meta"):  # count first: a level that keeps full widths can be huge
-                n = sum(p.numel() for p in cls._from_config(copy.deepcopy(config)).parameters())
+                n = sum(p.numel() for p in _instantiate(cls, config, None).parameters())
             if n > MAX_PARAMS:
                 errors.append(f"level {level}: {n / 1e6:.0f} M parameters (limit {MAX_PARAMS / 1e6:.0f} M)")
                 continue
             torch.manual_seed(0)
-            base = cls._from_config(copy.deepcopy(config), attn_implementation="eager")
+            base = _instantiate(cls, config, "eager")
             base.to(tdtype).eval()
-            adapter = _adapter(spec, base, base.config, kind, "eager", tdtype)
-            x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
-            adapter.forward(x0)
+            adapter, x0 = _first_accepted_layout(spec, base, kind, tdtype)
             _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
+        layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
-            other, why = _sdpa_variant(spec, cls, config, base, kind, tdtype)
+            other, why = _sdpa_variant(spec, cls, config, base, kind, tdtype, layout)
             if other is not None:
                 models.append(other)
             else:
@@ -428,6 +832,46 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+
+
+def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
+    """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
+    inputs it ran on; raises the first layout's error when none is accepted."""
+    first_error, first_name, last = None, None, ""
+    for i in range(16):
+        adapter = _adapter(spec, model, model.config, kind, "eager", tdtype, i)
+        name = adapter.info.get("input_layout")
+        if i and name in (None, first_name):
+            break  # token models have one layout; dense layouts wrap around
+        first_name = first_name or name
+        try:
+            x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
+            adapter.forward(x0)
+        except Exception as exc:  # noqa: BLE001 - try the next layout
+            if first_error is None:
+                first_error = exc
+            elif type(exc) is not type(first_error) or str(exc) != str(first_error):
+                last = f"{name}: {type(exc).__name__}: {_short(exc, 160)}"
+            continue
+        adapter.info["input_layout_index"] = i
+        return adapter, x0
+    if last:
+        raise type(first_error)(f"{first_error} (other inputs, {last})") if isinstance(
+            first_error, (TypeError, ValueError, RuntimeError)) else first_error
+    raise first_error
+
+
+def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Module:
+    """A random-weight ``cls`` from a copy of ``config``: ``PreTrainedModel._from_config``, or
+    ``cls(config)`` for a plain ``nn.Module`` tower (the attention implementation set on the
+    config, where transformers' attention modules read it)."""
+    config = copy.deepcopy(config)
+    if hasattr(cls, "_from_config"):
+        kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
+        return cls._from_config(config, **kw)
+    if attn_implementation:
+        config._attn_implementation = attn_implementation
+    return cls(config)
 
 
 def _keep_if_returned(adapter: AuditModel, x: torch.Tensor) -> None:
@@ -447,20 +891,21 @@ def _short(exc: BaseException, n: int = 300) -> str:
     return s if len(s) <= n else s[:n] + "…"
 
 
-def _sdpa_variant(spec, cls, config, base, kind, tdtype) -> tuple[AuditModel | None, str]:
+def _sdpa_variant(spec, cls, config, base, kind, tdtype, layout: int = 0) -> tuple[AuditModel | None, str]:
     """The SDPA variant with the eager variant's weights, or ``(None, why not)``."""
     try:
-        m = cls._from_config(copy.deepcopy(config), attn_implementation="sdpa")
+        m = _instantiate(cls, config, "sdpa")
         m.load_state_dict(base.state_dict())
         m.to(tdtype).eval()
-        a = _adapter(spec, m, m.config, kind, "sdpa", tdtype)
+        a = _adapter(spec, m, m.config, kind, "sdpa", tdtype, layout)
         a.forward(a.make_inputs(2, generator=torch.Generator().manual_seed(0)))
     except Exception as exc:  # noqa: BLE001 - no SDPA path: the eager variant is still audited
         return None, f"{type(exc).__name__}: {_short(exc)}"
     return a, ""
 
 
-def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype) -> AuditModel:
+def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype,
+             input_layout: int = 0) -> AuditModel:
     tcfg = _text_config(config)
     accepts = _params(model)
     main = getattr(model, "main_input_name", "input_ids")
@@ -491,7 +936,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if sinks:
         info["attention_sinks"] = sinks
     def retype(dt: torch.dtype) -> AuditModel:
-        return _adapter(spec, copy.deepcopy(model).to(dt), config, kind, impl, dt)
+        return _adapter(spec, copy.deepcopy(model).to(dt), config, kind, impl, dt, input_layout)
 
     common = dict(spec=spec, module=model, variant=impl, retype_fn=retype, num_heads=heads, num_kv_heads=kv,
                   head_dim=head_dim, expected_scale=None, scale_note="", source_objects=_sources(model),
@@ -501,33 +946,42 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         return x.to(tdtype) if x.is_floating_point() else x
 
     g0 = torch.Generator().manual_seed(1234)
-    extra: dict[str, torch.Tensor] = {}
-    if kind not in ("vision", "audio") and "pixel_values" in accepts and main != "pixel_values" \
-            and (getattr(config, "vision_config", None) is not None) and kind not in ("decoder",):
-        extra["pixel_values"] = torch.randn(1, *image_shape(config), generator=g0)
 
-    if kind == "vision" and main != "pixel_values":
-        main = "pixel_values"
-    if kind in ("vision", "audio"):
-        if kind == "vision":
-            shape = image_shape(config)
-            makers = [lambda b, g: torch.randn(b, *shape, generator=g)]
-        else:
-            makers = _audio_candidates(config, main)
+    if kind == "vision" and main not in accepts:
+        main = next((n for n in accepts if n.startswith("pixel_values")), None) or next(
+            (n for n in _required_inputs(model) if not n.endswith(("grid_thw", "merge_sizes"))), "pixel_values")
+    if kind == "audio" and main not in accepts:  # a main_input_name inherited from another tower
+        main = next((n for n in ("input_values", "input_features") if n in accepts), main)
+    if kind == "series":
+        main = "past_values"
+    if kind in ("vision", "audio", "series"):
+        variants = _dense_variants(model, config, main, kind)
+        layout, maker, to_kwargs, batched = variants[input_layout % len(variants)]
 
         def fwd_dense(x, attention_mask=None, position_ids=None, output_attentions=False):
             kw = {"output_attentions": True} if output_attentions else {}
-            o = model(**{main: cast(x)}, **kw)
-            out = _first_float(o)
+            if "generator" in accepts:  # a forward that draws noise (vocoders): the same draws each call
+                kw["generator"] = torch.Generator().manual_seed(0)
+            o = model(**{k: cast(v) for k, v in to_kwargs(x).items()}, **kw)
+            out = _per_sample_output(o, x.shape[0], batched)
             return Forward(out, _attentions(o) if output_attentions else None)
 
         info["input"] = main
-        return AuditModel(kind=kind, causal=False, input_kind="pixels" if kind == "vision" else "audio",
-                          forward_fn=fwd_dense, input_makers=makers,
+        info["input_layout"] = layout
+        # bidirectional unless every attention module declares ``is_causal`` (a decoder-only
+        # forecaster such as TimesFM, a streaming audio codec's causal transformer such as Mimi)
+        causal = bool(facts) and all(f["is_causal"] is True for f in facts)
+        return AuditModel(kind=kind, causal=causal,
+                          input_kind={"vision": "pixels", "audio": "audio", "series": "series"}[kind],
+                          forward_fn=fwd_dense, input_makers=[maker], sliding_window=window if causal else None,
                           image_shape=image_shape(config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
     if vocab is None:
+        if "input_ids" not in accepts:
+            need = ", ".join(_required_inputs(model)) or "no required tensor"
+            raise Unsupported(f"{type(model).__name__}: its forward takes {need} — not token ids, pixels or "
+                              "audio the audit can make")
         raise Unsupported(f"{type(model).__name__}: no vocab_size in the text config")
     lo, hi = LOW_IDS, vocab - RESERVED_TOP
     enc_dec = kind in ("seq2seq", "speech-seq2seq")
@@ -536,10 +990,12 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if enc_dec:
         if kind == "speech-seq2seq":
             enc_main = main if main != "input_ids" else "input_features"
-            enc_in = _audio_candidates(config, enc_main)[0](1, g0)
-            enc_kw = {enc_main: enc_in}
+            options = [{enc_main: mk(1, g0)} for mk in _audio_candidates(config, enc_main)]
         else:
-            enc_kw = {"input_ids": torch.randint(lo, hi, (1, ENC_LEN), generator=g0)}
+            ids = torch.randint(lo, hi, (1, ENC_LEN), generator=g0)
+            options = _encoder_input_options(ids, config, accepts, g0)
+        enc_kw = options[input_layout % len(options)]
+        info["input_layout"] = "+".join(enc_kw) + (f"#{input_layout % len(options)}" if len(options) > 1 else "")
 
         def enc_inputs(b):
             return {k: cast(v.expand(b, *v.shape[1:])) for k, v in enc_kw.items()}
@@ -561,7 +1017,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                 outs.append(_step_out(o, x.shape[0], b - a))
             return torch.cat(outs, dim=1)
 
-        enc_len = int(next(iter(enc_kw.values())).shape[-1]) if kind == "seq2seq" else None
+        enc_len = int(enc_kw["input_ids"].shape[-1]) if "input_ids" in enc_kw else None
 
         def pattern_s2s(shape, ordinal=None, module=None):
             if module is not None and module.get("cross"):
@@ -577,13 +1033,16 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             sup.add("attention_mask")
         else:
             sup.discard("attention_mask")
-        info["encoder_input"] = next(iter(enc_kw))
+        info["encoder_input"] = ", ".join(enc_kw)
         return AuditModel(kind="seq2seq", causal=True, input_kind="tokens", vocab_size=vocab,
                           token_range=(lo, hi), pad_id=pad, forward_fn=fwd_s2s, decode_fn=decode_s2s,
                           enc_len=enc_len, expected_pattern_fn=pattern_s2s, supports=frozenset(sup), **common)
 
     if "position_ids" in accepts:
         supports.add("position_ids")
+    layouts = _token_input_layouts(model, config, kind, accepts, g0)
+    extra, per_token = layouts[input_layout % len(layouts)]
+    info["input_layout"] = "+".join(["input_ids", *extra, *per_token])
 
     def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {}
@@ -597,6 +1056,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             kw["output_attentions"] = True
         for k, v in extra.items():
             kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]))
+        for k, fn in per_token.items():
+            kw[k] = fn(x)
         o = model(input_ids=x, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
@@ -605,8 +1066,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
 
     decode_fn = None
     causal = {"decoder": True, "encoder": False}.get(kind)
-    if kind == "decoder" and cache_kw in accepts:
-        supports.add("cache")
+    if kind == "decoder" and cache_kw in accepts and not extra and not per_token:
+        supports.add("cache")  # incremental decoding feeds ids only
 
         def decode_tokens(x, prefill):
             past = None  # the model makes its own cache (some use their own cache classes)
@@ -616,8 +1077,10 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                 o = model(input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
                 past = _cache_of(o)
                 outs.append(_step_out(o, x.shape[0], b - a))
+            decode_tokens.kept_keys = _kept_keys(past)
             return torch.cat(outs, dim=1)
 
+        decode_tokens.kept_keys = None
         decode_fn = decode_tokens
 
     pattern_fn = None
@@ -683,6 +1146,9 @@ def _sources(model) -> list[Any]:
 def expected_scale_for(facts: dict[str, Any] | None, observed_width: int | None) -> tuple[float | None, str]:
     """Expected softmax scale for one attention map: the module's declared scale, else
     ``1/√d`` for the observed q·k width ``d``.  Returns ``(scale, source)``."""
+    if facts and facts.get("scale") is not None and facts.get("scale_folded_into_q"):
+        return 1.0, (f"{facts['class']} multiplies q by its declared scale {facts['scale']:.4g} "
+                     "before q·kᵀ (the product reaches the softmax unscaled)")
     if facts and facts.get("scale") is not None:
         return facts["scale"], f"{facts['class']} declares its scale"
     if observed_width:

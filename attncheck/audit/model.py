@@ -10,6 +10,8 @@ accepts) and a uniform :meth:`AuditModel.forward`:
 - ``input_kind="pixels"``: ``x`` is ``pixel_values`` of shape ``(B, C, H, W)``;
 - ``input_kind="audio"``: ``x`` is ``input_values`` ``(B, samples)`` or ``input_features``
   ``(B, mel bins, frames)`` (made by ``input_makers``);
+- ``input_kind="series"``: ``x`` is a time series ``past_values`` ``(B, context_length[, channels])``
+  (made by ``input_makers``);
 - ``input_kind="features"``: ``x`` is ``(B, L, E)`` float (a self-attention layer).
 
 ``forward`` returns :class:`Forward` with ``out`` of shape ``(B, L, ...)`` (logits or the last
@@ -26,7 +28,7 @@ from typing import Any
 
 import torch
 
-INPUT_KINDS = ("tokens", "pixels", "audio", "features")
+INPUT_KINDS = ("tokens", "pixels", "audio", "series", "features")
 
 
 @dataclass

@@ -155,6 +155,22 @@ def _guarded(fn: Callable[[], Any], timeout: float | None) -> Any:
     return run_with_time_limit(fn, timeout, "attncheck-audit")
 
 
+def _designed(res: CheckResult, name: str, m: Any, ctx: Any, timeout: float | None) -> CheckResult:
+    """``res`` as ``warn`` with the reason when the failure is the model's declared design
+    (:func:`attncheck.audit.expect.by_design`), else ``res`` unchanged."""
+    from attncheck.audit.expect import by_design
+    from attncheck.dynamic.base import CheckTimeout
+
+    try:
+        why = _guarded(lambda: by_design(name, m, ctx), timeout)
+    except (Exception, CheckTimeout):  # noqa: BLE001 - no fact read: the failure stands
+        return res
+    if not why:
+        return res
+    return CheckResult(res.check, "warn", f"by the model's design: {why} ({res.message})",
+                       dict(res.metrics, by_design=why), res.details, res.device)
+
+
 def _run_checks(models, selected, ctx, report: AuditReport, step, timeout: float | None = None) -> None:
     from attncheck.audit import checks as C
     from attncheck.audit.hf import Unsupported
@@ -173,6 +189,8 @@ def _run_checks(models, selected, ctx, report: AuditReport, step, timeout: float
                                   f"not applicable: {exc}", {"variant": m.variant} if m.variant else {})
             except (Exception, CheckTimeout) as exc:  # noqa: BLE001 - isolate every check
                 res = _error(name, exc, m.variant, timeout)
+            if res.status == "fail" and not res.metrics.get("non_finite"):
+                res = _designed(res, name, m, ctx, timeout)
             report.results.append(res)
             report.timings[res.check] = time.perf_counter() - t
         try:

@@ -11,15 +11,22 @@ and applies small per-key rules by the key's *role*, not per model family:
   else 2 (GQA, 2 groups of 2);
 - head dims (``head_dim``, ``d_kv``, ``v_head_dim``, …) → 16; rotary dims (``rotary_dim``,
   ``qk_rope_head_dim``) → 8 and ``qk_nope_head_dim`` → 8 (q·k width 16); low-rank projections
-  (``kv_lora_rank``, ``q_lora_rank``) → 32; rope sections summing to half the head dim
-  (``mrope_section``) rescaled to sum to 8;
+  (``kv_lora_rank``, ``q_lora_rank``) → 32; rope sections (``mrope_section``) summing to half the
+  rotary dim (head dim × ``partial_rotary_factor``) rescaled to the same fraction of 16, and the
+  sections the modeling code takes as literal defaults written into ``rope_parameters``;
+- ``heads × head_dim`` kept equal to ``expand × width`` when it was (Mamba-2 SSM heads), SSM
+  head groups dividing the heads;
 - feed-forward sizes → 128; layer counts → 2 (or the number of distinct per-layer types, so every
   attention type is kept); per-layer lists (``layer_types``, ``block_types``, …, any list as long
   as the layer count) → one entry per distinct value, in first-seen order; GPT-Neo's nested
   ``attention_types = [[types, repeat]]`` → repeat 1; per-stage ``depths`` → at most 2;
 - MoE: experts → 4, experts per token → 2, shared experts → 1, expert groups → 1;
 - vocab → 128, positions → 64, sliding / local windows of text models → 4 (Longformer-style
-  ``attention_window`` stays even); images → 4 patches per side;
+  ``attention_window`` stays even); images → 4 patches per side (128 pixels without a
+  ``patch_size``);
+- fields of a known role that the defaults leave ``None`` (head dim, KV heads, MoE sizes) → the
+  tiny value; sizes no rule names that equalled a shrunk width in the original (``adapter_input_size
+  == hidden_size``, also across nested configs) → the same shrunk value;
 - special token ids (``*_token_id``, ``*_token_index``) that no longer fit the vocab are moved to
   the top of it (:data:`RESERVED_TOP` ids), so random inputs drawn below never hit them.
 
@@ -27,12 +34,16 @@ Nested configs (``text_config``, ``vision_config``, ``audio_config``, ``encoder`
 are shrunk with the same rules.  Four levels, tried in order by the builder: ``0`` all rules,
 ``1`` all rules but the head dims (width = 4 × the original head dim: model code may assume the
 head dim, e.g. rope sections set in code), ``2`` keep widths / heads / head dims (only depth,
-vocab, positions, experts, lists), ``3`` layers only.  The config class re-derives its computed attributes (``__post_init__``) from the shrunk
-fields, so derived values (Swin's ``hidden_size``, DeepSeek's ``qk_head_dim``) stay consistent.
+vocab, positions, experts, lists), ``3`` layers only.  The config class re-derives its computed
+attributes (``__post_init__``) from the shrunk fields, so derived values (Swin's ``hidden_size``,
+DeepSeek's ``qk_head_dim``) stay consistent.  When the class's validators reject the shrunk values,
+the shrinking is given back per field, not per level (:func:`_construct`).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
+import math
 import re
 from typing import Any
 
@@ -49,6 +60,8 @@ EXPERTS = 4
 TOP_K = 2
 WINDOW = 4
 PATCHES_PER_SIDE = 4
+#: total downsampling assumed for images of models without a ``patch_size`` (CNN / Hiera stages)
+CNN_STRIDE = 32
 #: special token ids that do not fit the shrunk vocab are moved into ``[VOCAB - RESERVED_TOP, VOCAB)``
 RESERVED_TOP = 16
 LEVELS = (0, 1, 2, 3)
@@ -58,9 +71,9 @@ _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_d
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
                     r"d_latent|latent_dim|encoder_hidden_size|mm_hidden_size)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
-                         r"neck_hidden_sizes|conv_dim)$")
+                         r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
-                    r"num_head|heads)$")
+                    r"num_head|heads)(_per_stage)?$")
 _KV_HEADS = re.compile(r"(^|_)(num_key_value_heads|num_kv_heads|n_kv_heads?|kv_heads|"
                        r"num_key_heads|multi_query_group_num)$")
 _HEAD_DIM = re.compile(r"(^|_)(head_dim|d_kv|d_head|dim_head|attention_head_dim|head_size|"
@@ -88,6 +101,9 @@ _PERIOD = re.compile(r"layer_period$|_period$")
 _OFFSET = re.compile(r"layer_offset$")
 _TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
 _SECTION = re.compile(r"section$")
+#: the role rules (a key matched by one is shrunk by it, not tied to another key's value)
+_RULED = (_WIDTH, _WIDTH_LIST, _HEADS, _KV_HEADS, _HEAD_DIM, _ROPE_DIM, _NOPE_DIM, _LORA, _FFN, _LAYERS, _DEPTHS,
+          _EXPERTS, _TOP_K, _SHARED, _GROUPS, _VOCAB, _POSITIONS, _WINDOW, _TOKEN_ID)
 
 
 def config_fields(cls) -> list[str]:
@@ -174,11 +190,14 @@ def _image_side(v, patch, per_side: int = PATCHES_PER_SIDE) -> Any:
     return v
 
 
-def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
+def shrink_values(values: dict[str, Any], level: int = 0,
+                  ties: dict[tuple[bool, int], set] | None = None) -> dict[str, Any]:
     """Apply the shrink rules to a field → value mapping (one config level, no nesting).
 
     ``level`` 0: every rule; 1: every rule but the head dims; 2: keep widths / heads / head
-    dims; 3: layer counts and per-layer lists only.  Returns a new dict; keys not matched by a rule are unchanged.
+    dims; 3: layer counts and per-layer lists only.  ``ties``: original → shrunk sizes of the
+    whole config tree (see :func:`_tie_equal_dims`).  Returns a new dict; keys not matched by a
+    rule are unchanged.
     """
     v = dict(values)
     out = dict(values)
@@ -283,18 +302,167 @@ def shrink_values(values: dict[str, Any], level: int = 0) -> dict[str, Any]:
         elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > hidden // 2:
             f = (hidden // 2 if k.endswith("conv_dim") else hidden) / x[0]
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
-        elif k == "image_size":
+        elif k == "image_size" and "patch_size" in v:
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
+        elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
+            out[k] = _image_side(x, CNN_STRIDE)
+    _fill_unset(v, out)
+    _keep_head_products(v, out)
+    _tie_equal_dims(v, out, ties)
     if keep_hd:
         return out
     # rope sections (multimodal rope): parts of half the rotary dim
-    half = (orig_head_dim or 0) // 2
     for k, x in v.items():
         if isinstance(x, dict) and all(isinstance(e, str) for e in x):
-            out[k] = _shrink_rope_dict(x, half)
-        elif _SECTION.search(k) and _ints(x) and half and sum(x) == half:
-            out[k] = _same_type(x, _rescale_sum(list(x), HEAD_DIM // 2))
+            out[k] = _shrink_rope_dict(x, orig_head_dim or 0, _partial_rotary(v))
+        elif _SECTION.search(k) and _ints(x):
+            out[k] = _rescale_section(x, orig_head_dim or 0, _partial_rotary(v))
     return out
+
+
+def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """Fields of a known role that the defaults leave ``None`` but the model code reads as
+    numbers: the head dim (width / heads), KV heads (= heads), and the MoE sizes of a config that
+    declares experts (experts, experts per token, shared experts, expert groups)."""
+    heads = next((x for k, x in out.items() if _HEADS.search(k) and _int(x) and x > 0), None)
+    width = next((x for k, x in out.items() if _WIDTH.search(k) and _int(x) and x > 0), None)
+    moe = sum(1 for k in v if _EXPERTS.search(k) or _TOP_K.search(k)) >= 2
+    for k, x in v.items():
+        if x is not None:
+            continue
+        if _HEAD_DIM.search(k) and heads and width and width % heads == 0 and k.endswith("head_dim"):
+            out[k] = width // heads
+        elif _KV_HEADS.search(k) and heads:
+            out[k] = heads
+        elif moe and _EXPERTS.search(k):
+            out[k] = EXPERTS
+        elif moe and _TOP_K.search(k):
+            out[k] = TOP_K
+        elif moe and (_SHARED.search(k) or _GROUPS.search(k)):
+            out[k] = 1
+
+
+def _role_prefix(k: str, rx: re.Pattern) -> str | None:
+    m = rx.search(k)
+    return k[:m.start()] if m else None
+
+
+def _keep_head_products(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """Keep ``heads × head_dim`` equal to what it equalled in the original config, by adjusting
+    the head count (else the head dim): ``expand × width`` (Mamba-2's SSM heads: ``num_heads ×
+    head_dim = expand × hidden_size``, asserted by the config classes and the SSM kernels) or, for
+    a prefixed pair, a single width / feed-forward size; and keep SSM head groups (``n_groups``)
+    dividing the heads.  Head / head-dim pairs are matched by their common name prefix
+    (``mamba_n_heads`` / ``mamba_d_head``)."""
+    for hk, h in v.items():
+        if not (_int(h) and _HEADS.search(hk) and _int(out.get(hk))):
+            continue
+        pre = _role_prefix(hk, _HEADS)
+        for dk, d in v.items():
+            if not (_int(d) and _HEAD_DIM.search(dk) and _role_prefix(dk, _HEAD_DIM) == pre and _int(out.get(dk))):
+                continue
+            prod, target = h * d, None
+            expand = [ek for ek, e in v.items() if _int(e) and ek.startswith(pre) and ek.endswith("expand")]
+            widths = [wk for wk, w in v.items() if _int(w) and _WIDTH.search(wk)]
+            for ek in expand:
+                for wk in widths:
+                    if v[ek] * v[wk] == prod and _int(out.get(ek)) and _int(out.get(wk)):
+                        target = out[ek] * out[wk]
+            if target is None and pre:  # a prefixed pair (``ssm_num_heads``): its own width
+                same = [k for k, x in v.items() if _int(x) and x == prod and k not in (hk, dk)
+                        and (_WIDTH.search(k) or _FFN.search(k)) and _int(out.get(k))]
+                target = out[same[0]] if same else None
+            if target is None or out[hk] * out[dk] == target:
+                continue
+            if target % out[dk] == 0 and target // out[dk] >= 1:
+                out[hk] = target // out[dk]
+            elif target % out[hk] == 0:
+                out[dk] = target // out[hk]
+        for gk, g in v.items():  # SSM head groups divide the heads
+            if (_int(g) and g > 1 and _SSM_GROUPS.search(gk) and _role_prefix(gk, _SSM_GROUPS) == pre
+                    and out[hk] % out.get(gk, g)):
+                out[gk] = math.gcd(out[hk], g)
+
+
+_SSM_GROUPS = re.compile(r"n_groups$")
+_DIM_NAME = re.compile(r"dim|size|hidden|channel|groups|width|features")
+_NOT_DIM = re.compile(r"image|patch|kernel|stride|length|rate|window|position|vocab|token|layer|seq|batch|chunk|"
+                      r"codebook|bins")
+
+
+def _size_map(v: dict[str, Any], out: dict[str, Any]) -> dict[tuple[bool, int], set]:
+    """``(from a list, original) → shrunk values`` of the widths and feed-forward sizes
+    (≥ :data:`HIDDEN`) a rule changed: scalars, and entries of per-stage lists."""
+    mapped: dict[tuple[bool, int], set] = {}
+    for k, x in v.items():
+        y = out.get(k)
+        if _int(x) and _int(y) and x >= HIDDEN and y != x and (_WIDTH.search(k) or _FFN.search(k)):
+            mapped.setdefault((False, x), set()).add(y)
+        elif _ints(x) and _ints(y) and len(x) == len(y) and _WIDTH_LIST.search(k):
+            for a, b in zip(x, y):
+                if a >= HIDDEN and a != b:
+                    mapped.setdefault((True, a), set()).add(b)
+    return mapped
+
+
+def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[bool, int], set] | None = None) -> None:
+    """Dimensions no rule names that equalled a shrunk width or feed-forward size in the original
+    config take the same new value (``adapter_input_size == hidden_size``, Mimi's
+    ``upsample_groups == hidden_size``, SAM's vision ``output_channels`` == the prompt encoder's
+    ``hidden_size``, DETR-style ``encoder_in_channels`` == the backbone's ``hidden_sizes``):
+    model code wires them to each other.  This config's own sizes come first, then ``ties`` (the
+    whole config tree's); an original value mapped to two different sizes is left alone."""
+    local = _size_map(v, out)
+
+    def tie(x, in_list: bool):
+        # same config before the tree, and a list entry from a list (a scalar from a scalar) first
+        for m in (local, ties or {}):
+            for src in (in_list, not in_list):
+                got = m.get((src, x), ())
+                if got:
+                    return next(iter(got)) if len(got) == 1 else None
+        return None
+
+    for k, x in v.items():
+        if not (_DIM_NAME.search(k) and not _NOT_DIM.search(k) and not any(rx.search(k) for rx in _RULED)):
+            continue
+        if _int(x) and out.get(k) == x and tie(x, False) is not None:
+            out[k] = tie(x, False)
+        elif _ints(x) and out.get(k) == x and all(e < HIDDEN or tie(e, True) is not None for e in x) \
+                and any(e >= HIDDEN for e in x):
+            out[k] = _same_type(x, [e if e < HIDDEN else tie(e, True) for e in x])
+
+
+def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
+    """:func:`_size_map` over a config and its nested configs (a first pass of the shrinker)."""
+    vals = _values_of(config)
+    flat = {k: x for k, x in vals.items() if not _is_config(x)}
+    mapped = _size_map(flat, shrink_values(flat, level))
+    for x in vals.values():
+        if _is_config(x):
+            for a, b in _tree_ties(x, level).items():
+                mapped.setdefault(a, set()).update(b)
+    return mapped
+
+
+def _partial_rotary(v: dict[str, Any]) -> float:
+    rope = v.get("rope_parameters")
+    f = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
+    f = f if f is not None else v.get("partial_rotary_factor")
+    return float(f) if isinstance(f, (int, float)) and 0 < f <= 1 else 1.0
+
+
+def _rescale_section(x, orig_head_dim: int, partial: float):
+    """Rope sections (multimodal rope: parts of the rotary frequencies) rescaled with the head dim:
+    a section list summing to ``head_dim × partial_rotary_factor / 2`` (or ``head_dim / 2``) in
+    the original sums to the same fraction of :data:`HEAD_DIM`.  Other lists are unchanged."""
+    if not (_ints(x) and orig_head_dim):
+        return x
+    for frac in (partial, 1.0):
+        half, target = int(orig_head_dim * frac) // 2, int(HEAD_DIM * frac) // 2
+        if half and sum(x) == half and target >= len(x):
+            return _same_type(x, _rescale_sum(list(x), target))
+    return x
 
 
 def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
@@ -317,13 +485,14 @@ def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
                 out[k] = _same_type(x, [fit(e) for e in x])
 
 
-def _shrink_rope_dict(d: dict, half: int) -> dict:
+def _shrink_rope_dict(d: dict, orig_head_dim: int, partial: float = 1.0) -> dict:
     out = dict(d)
+    half = orig_head_dim // 2
     for k, x in d.items():
         if not isinstance(k, str):
             continue
-        if _SECTION.search(k) and _ints(x) and half and sum(x) == half:
-            out[k] = _rescale_sum(list(x), HEAD_DIM // 2)
+        if _SECTION.search(k) and _ints(x):
+            out[k] = list(_rescale_section(x, orig_head_dim, partial))
         elif isinstance(x, list) and half and len(x) == half and all(isinstance(e, float) for e in x):
             out[k] = x[:HEAD_DIM // 2]
         elif k == "original_max_position_embeddings" and _int(x) and x > POSITIONS:
@@ -344,7 +513,8 @@ def _values_of(config) -> dict[str, Any]:
     return vals
 
 
-def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None):
+def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *,
+                  _ties: dict[tuple[bool, int], set] | None = None):
     """A tiny config of the same class as ``config`` (see the module docstring).
 
     Args:
@@ -361,10 +531,14 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     """
     cls = type(config)
     vals = _values_of(config)
-    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level)
+    if _ties is None and level < 2:
+        _ties = _tree_ties(config, level)
+    given = vals  # what the validators may get back
+    vals = _with_code_sections(cls, vals) if level == 0 else vals
+    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level, _ties)
     for k, x in vals.items():
         if _is_config(x):
-            new[k] = shrink_config(x, level)
+            new[k] = shrink_config(x, level, _ties=_ties)
     if "vocab_size" not in vals and level < 3:  # a composite: its token ids index the text vocab
         sub_vocab = [getattr(c, "vocab_size", None) for c in new.values() if _is_config(c)]
         sub_vocab = [n for n in sub_vocab if _int(n)]
@@ -373,16 +547,126 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     # a uniform per-layer list the class derives itself (default None) is left to the class, so
     # overrides that feed the derivation (Qwen2's max_window_layers) take effect
     defaults = {f.name: f.default for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else {}
+    layer_counts = {x for k, x in vals.items() if _LAYERS.search(k) and _int(x)}
     for k, x in vals.items():
-        if (isinstance(x, (list, tuple)) and len(x) > 1 and _distinct(x) == 1 and k in defaults
+        if (isinstance(x, (list, tuple)) and len(x) in layer_counts and _distinct(x) == 1 and k in defaults
                 and defaults[k] is None and isinstance(new.get(k), (list, tuple)) and k not in (overrides or {})):
             new.pop(k)
     if overrides:
         amap = getattr(cls, "attribute_map", {}) or {}
         for k, x in overrides.items():
             new[amap.get(k, k)] = x
-    made = cls(**new)
+    made = _construct(cls, given, new, overrides or {})
     made.use_cache = getattr(made, "use_cache", True)
+    return made
+
+
+@functools.lru_cache(maxsize=None)
+def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
+    """Rope sections the modeling code takes as literal defaults when the config has none:
+    ``config.rope_parameters.get("mrope_section", [8, 12, 12])`` in GLM-4V.  Read from the source
+    of the ``modeling_*`` module next to ``config_module`` (parsed, not imported)."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(config_module.replace(".configuration_", ".modeling_"))
+        with open(spec.origin, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except Exception:  # noqa: BLE001 - no modeling module beside the config: nothing to read
+        return {}
+    found: dict[str, tuple[int, ...]] = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and _SECTION.search(node.args[0].value)
+                and isinstance(node.args[1], (ast.List, ast.Tuple))):
+            try:
+                parts = ast.literal_eval(node.args[1])
+            except ValueError:
+                continue
+            if _ints(list(parts)):
+                found.setdefault(node.args[0].value, tuple(parts))
+    return found
+
+
+def _with_code_sections(cls, vals: dict[str, Any]) -> dict[str, Any]:
+    """``vals`` with the code's default rope sections (:func:`code_section_defaults`) written into
+    ``rope_parameters``, rescaled to the shrunk rotary dim (:data:`HEAD_DIM` × the partial rotary
+    factor): the literal fits the released checkpoints' head dim, not the tiny one."""
+    rope = vals.get("rope_parameters")
+    if not isinstance(rope, dict) or not all(isinstance(k, str) for k in rope):
+        return vals
+    missing = {k: d for k, d in code_section_defaults(cls.__module__).items() if k not in rope}
+    if not missing:
+        return vals
+    half = int(HEAD_DIM * _partial_rotary(vals)) // 2
+    missing = {k: parts for k, parts in missing.items() if half >= len(parts)}  # one frequency each at least
+    if not missing:
+        return vals
+    rope = dict(rope)
+    for k, parts in missing.items():
+        rope[k] = _rescale_sum(list(parts), half)
+    return {**vals, "rope_parameters": rope}
+
+
+def _same_value(a, b) -> bool:
+    try:
+        return bool(a == b) if not (_is_config(a) or _is_config(b)) else a is b
+    except Exception:  # noqa: BLE001 - values without a boolean equality (tensors)
+        return a is b
+
+
+def _revert_order(k: str, x) -> int:
+    """Which shrunk fields to give back first when the config class rejects the shrunk values:
+    the cheap ones (windows, positions, token ids, lists, counts) before widths / heads / layers /
+    vocab, and nested configs last."""
+    if _is_config(x):
+        return 3
+    if any(rx.search(k) for rx in (_WIDTH, _WIDTH_LIST, _FFN, _HEADS, _KV_HEADS, _HEAD_DIM, _VOCAB)):
+        return 2
+    if _LAYERS.search(k) or isinstance(x, (list, tuple)):
+        return 1
+    return 0
+
+
+def _construct(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any]):
+    """``cls(**new)``; when the class's validators reject the shrunk values, the shrinking is
+    given back per field instead of per level: first each shrunk field alone at its original
+    value (cheapest first), then greedily: all shrunk fields at their original values, each
+    shrink re-applied when the class still accepts it.
+
+    Raises:
+        the class's own error when not even the original values are accepted.
+    """
+    try:
+        return cls(**new)
+    except Exception as first:  # noqa: BLE001
+        error = first
+    amap = getattr(cls, "attribute_map", {}) or {}
+    fixed = {amap.get(k, k) for k in overrides}
+    changed = sorted((k for k in new if k in vals and k not in fixed and not _same_value(new[k], vals[k])),
+                     key=lambda k: _revert_order(k, vals[k]))
+
+    def attempt(values):
+        try:
+            return cls(**values)
+        except Exception:  # noqa: BLE001
+            return None
+
+    for k in changed:
+        made = attempt({**new, k: vals[k]})
+        if made is not None:
+            return made
+    base = {**new, **{k: vals[k] for k in changed}}
+    made = attempt(base)
+    if made is None:
+        raise error
+    for k in sorted(changed, key=lambda k: -_revert_order(k, vals[k])):
+        trial = {**base, k: new[k]}
+        m = attempt(trial)
+        if m is not None:
+            base, made = trial, m
     return made
 
 

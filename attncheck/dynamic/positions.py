@@ -168,7 +168,7 @@ def toeplitz_bias(logits: torch.Tensor, qk: torch.Tensor | None = None
     """Split ``logits (..., L_q, L_k)`` into ``s · qk + T`` with ``T`` constant along every
     diagonal ``i − j`` (per leading index).  Returns ``(T, rest)`` — ``rest`` the relative size
     of what neither part explains — or None when there is nothing to fit (masked entries, i.e.
-    non-finite or ≤ −1e4, are left out; fewer than 2 keys)."""
+    non-finite or ≤ ``MASK_THRESHOLD`` = −5e3, are left out; fewer than 2 keys)."""
     from attncheck.dynamic.probe import MASK_THRESHOLD
 
     lg = logits.detach().to(torch.float64)
@@ -356,7 +356,7 @@ def detect_positions(target: Any, device: Any = "cpu",
     "message": ..}``; "none" also when nothing could be observed."""
     from dataclasses import replace
 
-    from attncheck.dynamic.probe import Probe
+    from attncheck.dynamic.probe import MASK_THRESHOLD, Probe
 
     ex = target.fit_example(replace(target.default_example(0), L_q=8, L_k=8))
     inputs = target.make_inputs(ex, device=device, dtype=dtype, causal=target.causal is True)
@@ -370,7 +370,7 @@ def detect_positions(target: Any, device: Any = "cpu",
             got = toeplitz_bias(am)
             if got is not None and got[1] <= TOEPLITZ_RTOL:
                 T = got[0]
-                valid = torch.isfinite(am) & (am > -1e4)
+                valid = torch.isfinite(am) & (am > MASK_THRESHOLD)
         elif r.kind == "softmax" and r.effective_scale is None and r.logits is not None:
             qk = r.extra.get("qk_product")
             lg = r.canonical(r.logits)
@@ -379,7 +379,7 @@ def detect_positions(target: Any, device: Any = "cpu",
             if got is not None and got[1] <= TOEPLITZ_RTOL and qk is not None:
                 T = got[0]
                 lgd = lg.detach().double()
-                valid = torch.isfinite(lgd) & (lgd > -1e4)
+                valid = torch.isfinite(lgd) & (lgd > MASK_THRESHOLD)
         if T is None:
             continue
         cls = _classify(T, valid)

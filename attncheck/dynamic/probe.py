@@ -6,7 +6,9 @@ While it is active it records, in call order:
 
 - every softmax: ``torch.nn.functional.softmax``, ``torch.softmax``, ``Tensor.softmax``,
   ``torch.special.softmax``, ``torch._softmax`` (``nn.Softmax`` goes through ``F.softmax``);
-  ``log_softmax`` is *not* recorded;
+  ``log_softmax`` is *not* recorded; a softmax written by hand, ``e = exp(s - s.amax(dim,
+  keepdim=True))`` (or no shift) then ``e / e.sum(dim, keepdim=True)``, is recorded as a
+  softmax of ``s`` when ``s`` derives from a q·kᵀ product;
 - every ``torch.nn.functional.scaled_dot_product_attention`` (SDPA) call, with q, k, v, attn_mask,
   is_causal, scale, enable_gqa, dropout_p and the attention weights recomputed in float64
   (:func:`sdpa_reference`; PyTorch documents SDPA's semantics by the same reference code:
@@ -50,9 +52,11 @@ from torch.overrides import TorchFunctionMode
 __all__ = ["MASK_THRESHOLD", "AttentionRecord", "Probe", "opaque_reason", "sdpa_reference"]
 
 #: Logits at or below this value (or non-finite) are treated as masked entries, not scores.
-#: Real fills are ``-inf``, ``torch.finfo(dtype).min``, ``-1e9`` or ``-1e4`` (old BERT); raw scores
-#: of a layer at initialisation are orders of magnitude smaller.
-MASK_THRESHOLD = -1e4
+#: Real fills are ``-inf``, ``torch.finfo(dtype).min``, ``-1e9`` or ``-1e4`` (old BERT, additive
+#: masks of transformers' eager layers); an additive fill lands at ``fill + score``, so the
+#: threshold is half the weakest fill: raw scores of a layer at initialisation are orders of
+#: magnitude smaller than 5e3.
+MASK_THRESHOLD = -5e3
 
 _SOFTMAX_NAMES = {"softmax", "_softmax", "special_softmax"}
 _SDPA_NAMES = {"scaled_dot_product_attention"}
@@ -74,6 +78,14 @@ _CARRY_NAMES = _PASS_NAMES | _SCALAR_NAMES | {
     "masked_fill", "masked_fill_", "where", "tanh", "tanh_", "cat", "concat", "concatenate", "clamp",
     "clamp_", "clamp_min", "clamp_max", "neg", "__neg__", "float", "contiguous", "nan_to_num",
     "maximum", "minimum", "masked_scatter"}
+#: the steps of a softmax written by hand, ``e = exp(s - s.amax(dim, keepdim=True))`` then
+#: ``e / e.sum(dim, keepdim=True)``: row statistic, shift, exponential, row sum, division
+_ROWSTAT_NAMES = {"amax", "max", "logsumexp"}
+_SHIFT_NAMES = {"sub", "__sub__"}
+_EXP_NAMES = {"exp", "exp_"}
+_SUM_NAMES = {"sum"}
+_DIV_NAMES = {"div", "__truediv__", "div_", "__itruediv__", "true_divide", "divide"}
+_HAND_SOFTMAX_NAMES = _ROWSTAT_NAMES | _SHIFT_NAMES | _EXP_NAMES | _SUM_NAMES | _DIV_NAMES
 _FIT_MAX = 1 << 16   # entries used to fit a softmax's scale against a matmul
 _OPAQUE_HINTS = ("flex_attention", "flash_attn", "flash_attention", "efficient_attention",
                  "memory_efficient_attention", "xformers")
@@ -353,6 +365,7 @@ class _Matmul:
     key_axis: int | None = None  # axis of ``out`` that runs over the keys (non-negative)
     query_axis: int | None = None  # axis of ``out`` that runs over the queries
     compound: bool = False  # joined with other q·kᵀ products (no single product to fit against)
+    key: torch.Tensor | None = None  # the second operand (kᵀ for ``q @ kᵀ``, k for an einsum)
 
 
 class Probe(TorchFunctionMode):
@@ -399,6 +412,9 @@ class Probe(TorchFunctionMode):
         self._qk = _Tags()  # tensor → the activation·activation matmul it derives from
         self._matmuls: collections.deque[_Matmul] = collections.deque(maxlen=6)
         self._count = 0
+        # a softmax written by hand: row statistic → its input; shifted logits → unshifted;
+        # exp output → the (unshifted) logits; row sum of an exp output → (that output, dim)
+        self._rowstat, self._shifted, self._exps, self._expsums = _Tags(), _Tags(), _Tags(), _Tags()
 
     # -- public helpers -------------------------------------------------------------------------
     @property
@@ -454,6 +470,8 @@ class Probe(TorchFunctionMode):
         if not self.track_matmuls:
             return func(*args, **kwargs)
         out = func(*args, **kwargs)
+        if self._qk and name in _HAND_SOFTMAX_NAMES:
+            self._guard(self._on_hand_softmax_step, name, args, kwargs, out)
         if self._qk and name in _CARRY_NAMES:
             self._guard(self._carry, args, kwargs, out)
         if name in _MATMUL_NAMES:
@@ -516,12 +534,46 @@ class Probe(TorchFunctionMode):
             return
         if dim is None:  # F.softmax's legacy implicit dim
             dim = 0 if x.dim() in (0, 1, 3) else 1
+        op = "torch.special.softmax" if name == "special_softmax" else _func_qualname(func)
+        self._record_softmax(op, x, dim, out)
+
+    def _on_hand_softmax_step(self, name, args, kwargs, out) -> None:
+        """Follow ``exp(s - s.amax(dim, keepdim=True)) / sum(dim, keepdim=True)`` over logits
+        ``s`` that derive from a q·kᵀ product; the division is recorded as a softmax of the
+        unshifted ``s`` (the row shift cancels in the quotient)."""
+        a = args[0] if args else kwargs.get("input", kwargs.get("self"))
+        if not isinstance(a, torch.Tensor):
+            return
+        if name in _ROWSTAT_NAMES:
+            if self._qk.get(a) is not None:
+                self._rowstat.set(out[0] if isinstance(out, tuple) else out, a)
+        elif name in _SHIFT_NAMES:
+            b = args[1] if len(args) > 1 else kwargs.get("other")
+            if b is not None and self._rowstat.get(b) is a:
+                self._shifted.set(out, a)
+        elif name in _EXP_NAMES:
+            logits = self._shifted.get(a) if self._shifted.get(a) is not None else a
+            if self._qk.get(a) is not None and logits is not out:  # ``s.exp_()`` lost ``s``
+                self._exps.set(out, logits)
+        elif name in _SUM_NAMES:
+            dim = _arg(args, kwargs, 1, "dim")
+            if isinstance(dim, (tuple, list)) and len(dim) == 1:
+                dim = dim[0]
+            if self._exps.get(a) is not None and isinstance(dim, int) and _arg(args, kwargs, 2, "keepdim"):
+                self._expsums.set(out, (a, dim))
+        else:
+            b = args[1] if len(args) > 1 else kwargs.get("other")
+            summed = self._expsums.get(b)
+            logits = self._exps.get(a)
+            if logits is not None and summed is not None and summed[0] is a:
+                self._record_softmax("softmax written by hand (exp / sum)", logits, summed[1], out)
+
+    def _record_softmax(self, op: str, x: torch.Tensor, dim: int, out: torch.Tensor) -> None:
+        """Add a ``kind="softmax"`` record of ``out = softmax(x, dim)``."""
         dim = int(dim) % max(x.dim(), 1)
-        rec = AttentionRecord(index=self._count, kind="softmax", op=_func_qualname(func),
+        rec = AttentionRecord(index=self._count, kind="softmax", op=op,
                               shape=tuple(x.shape), dim=dim, dtype=x.dtype,
                               logits=self._keep(x), probs=self._keep(out))
-        if name == "special_softmax":
-            rec.op = "torch.special.softmax"
         if x.dim() == 4 and dim == 3:
             rec.num_heads = int(x.shape[1])
         src = self._qk.get(x) if self.track_matmuls else None
@@ -554,6 +606,8 @@ class Probe(TorchFunctionMode):
                     rec.extra["qk_product"] = mm.out
                     rec.extra["qk_factor"] = mm.factor
                     rec.extra["qk_contracted"] = mm.contracted
+                    if mm.key is not None:
+                        rec.extra["qk_key"] = mm.key
                     if mm.key_axis is not None and mm.query_axis is not None:
                         rec.extra["key_axis"] = mm.key_axis
                         rec.extra["query_axis"] = mm.query_axis
@@ -620,7 +674,8 @@ class Probe(TorchFunctionMode):
             return
         factor = alpha * self._factors.get(a) * self._factors.get(b)
         # a clone: the scores are often scaled / masked in place afterwards (``s /= √d``)
-        mm = _Matmul(out.detach().clone(), factor, contracted, name, key_axis, query_axis)
+        mm = _Matmul(out.detach().clone(), factor, contracted, name, key_axis, query_axis,
+                     key=b.detach() if self.keep_tensors else None)
         self._matmuls.append(mm)
         self._qk.set(out, mm)
 

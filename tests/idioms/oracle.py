@@ -3,8 +3,10 @@
 ``verify(variant)`` runs the module (the test executes generated code; the linter never does)
 and compares it with ``F.scaled_dot_product_attention`` computed on the module's own projection
 weights: float64, scale ``D ** -0.5``, ``is_causal`` for causal modules; two eval-mode forwards
-must agree (dropout); modules with a literal mask fill also run in float16, where an overflowing
-fill raises or yields non-finite values.  The verdict is ``"correct"``, ``"buggy"`` or
+must agree (dropout); one forward and backward under autograd must run (an in-place op on a view
+that autograd forbids, e.g. ``q *= scale`` on an ``unbind`` output, makes the module untrainable);
+modules with a literal mask fill also run in float16, where an overflowing fill raises or yields
+non-finite values.  The verdict is ``"correct"``, ``"buggy"`` or
 ``"error"`` (the float64 run raised: a generator defect, never a label).
 """
 from __future__ import annotations
@@ -70,6 +72,12 @@ def verify(v: Variant) -> Verdict:
         return Verdict("buggy", "two eval forwards differ")
     if not torch.allclose(y1, ref, rtol=1e-6, atol=1e-6):
         return Verdict("buggy", f"max |y - ref| = {(y1 - ref).abs().nan_to_num(1e9).max().item():.3g}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m(x.clone().requires_grad_()).sum().backward()
+    except RuntimeError as exc:  # autograd refuses the forward: the module cannot be trained
+        return Verdict("buggy", f"forward under autograd: {type(exc).__name__}: {exc}")
     if v.fp16:
         try:
             with warnings.catch_warnings(), torch.no_grad():

@@ -28,13 +28,13 @@ import torch
 
 from attncheck.dynamic.base import RunContext, register_check
 from attncheck.dynamic.checks._compare import hint
-from attncheck.dynamic.checks.reference import declared_window, window_blocked
+from attncheck.dynamic.checks.reference import declared_window
 from attncheck.dynamic.opaque import OpaqueKernelError, target_probs_via_identity
 from attncheck.dynamic.probe import Probe
 from attncheck.dynamic.targets import Target
 from attncheck.results import CheckResult
 
-__all__ = ["check_mask_pattern", "classify", "declared_pattern"]
+__all__ = ["check_mask_pattern", "classify", "classify_map", "declared_pattern"]
 
 
 def declared_pattern(target: Target) -> tuple[str | None, int | None]:
@@ -57,19 +57,55 @@ def declared_pattern(target: Target) -> tuple[str | None, int | None]:
 
 def classify(visible: torch.Tensor) -> tuple[str, int | None]:
     """Classify a bool ``(L, L)`` visibility map: ("full", None), ("causal", None),
-    ("sliding_window", w) or ("other", None)."""
-    L = visible.shape[-1]
-    vis = visible.cpu()
-    if bool(vis.all()):
+    ("sliding_window", w) or ("other", None) (:func:`classify_map` with the patterns a target
+    cannot declare folded into "other")."""
+    pat, w = classify_map(visible.cpu())
+    if pat in ("full", "causal"):
+        return pat, None
+    if pat == "sliding":
+        return "sliding_window", w
+    return "other", None
+
+
+def classify_map(allowed: torch.Tensor) -> tuple[str, int | None]:
+    """Name the mask pattern of an ``(L_q, L_k)`` bool map (bottom-right aligned when L_q < L_k).
+
+    Returns ``("full", None)``, ``("causal", None)``, ``("sliding", w)`` (query i sees keys
+    ``i - w < j <= i``), ``("strict-causal", None)`` (diagonal masked: over-masking),
+    ``("causal shifted +s (sees s future keys)", None)``, ``("inverted causal (future only)",
+    None)``, ``("anti-causal", None)``, ``("band", r)`` (square maps: ``|i − j| ≤ r``) or
+    ``("other", None)``.  ``attncheck audit`` reports these names; :func:`classify` folds them
+    into the four patterns a target can declare.
+    """
+    lq, lk = allowed.shape
+    if bool(allowed.all()):
         return "full", None
-    tri = torch.ones(L, L, dtype=torch.bool).tril(0)
-    if bool((vis == tri).all()):
+    i = torch.arange(lq)[:, None] + (lk - lq)
+    j = torch.arange(lk)[None, :]
+    causal = j <= i
+    if torch.equal(allowed, causal):
         return "causal", None
-    if not bool((vis & ~tri).any()):
-        w = int(vis.sum(dim=-1).max())
-        band = tri & ~window_blocked(L, L, w)
-        if bool((vis == band).all()):
-            return "sliding_window", w
+    if torch.equal(allowed, j < i):
+        return "strict-causal", None
+    for s in range(1, lk):
+        if torch.equal(allowed, j <= i + s):
+            return f"causal shifted +{s} (sees {s} future key{'s' if s > 1 else ''})", None
+    if torch.equal(allowed, j > i):
+        return "inverted causal (future only)", None
+    if torch.equal(allowed, j >= i):
+        return "anti-causal", None
+    if lq == lk:
+        d = (i - j).abs()
+        r = int(d[allowed].max()) if allowed.any() else -1
+        if r >= 1 and torch.equal(allowed, d <= r):
+            return "band", r
+    if bool((allowed & ~causal).any()):
+        return "other", None
+    dist = (i - j).expand(lq, lk)[allowed]
+    if dist.numel():
+        w = int(dist.max()) + 1
+        if torch.equal(allowed, causal & (i - j < w)):
+            return "sliding", w
     return "other", None
 
 

@@ -11,8 +11,14 @@ the dtype tolerance (fp32 atol 1e-5, rtol 1e-4):
 - self-attention layers ``m(x)``: ``m(x[:, p]) = m(x)[:, p]``;
 - q/k/v layers: ``q`` permuted by ``p``, ``k`` and ``v`` by ``p'``.
 
-No mask is passed.  Skipped with the reason for causal targets (``causal=True``, or detected:
-SDPA ``is_causal=True`` / a triangular zero pattern in the probe) and targets with a position
+No mask is passed.  **Causal targets** (``causal=True``) treat each query's visible prefix as a
+set instead: permuting tokens ``0 … m−1`` among themselves (``m = ⌊L/2⌋ + 1``, self-attention
+``L_q = L_k``) must leave every output row ``i ≥ m`` unchanged, since row ``i`` attends to the
+same set of keys ``{0 … i}`` with the same query.  An example whose last row does not depend on
+token 0 (a sliding window narrower than ``L``) proves nothing and is not counted; targets
+that declare a window (``pattern`` / ``window`` / ``mask_pattern`` hints) are skipped.
+Skipped with the reason: targets of unknown causality found causal by the probe (SDPA
+``is_causal=True`` / a triangular zero pattern), and targets with a position
 term: declared (hint ``positions=`` absolute / rotary / alibi / relative, see
 :mod:`attncheck.dynamic.positions`, or ``positional=True``) or found by experiment on the
 logits (:func:`~attncheck.dynamic.positions.detect_positions`: an additive relative-position
@@ -44,8 +50,10 @@ __all__ = ["check_permutation_equivariance", "draw_permutation"]
 
 
 def _applies(target: Target) -> bool | str:
-    if target.causal is True:
-        return "causal target: a causal mask is not permutation equivariant"
+    if target.causal is True and (hint(target, "window") or hint(target, "pattern", "mask_pattern")
+                                  not in (None, "causal", {"kind": "causal"})):
+        return ("causal target with a declared mask pattern: its visible prefix is not the "
+                "whole past, so prefix permutations prove nothing")
     from attncheck.dynamic.positions import describe, position_kind
 
     if hint(target, "positional") is False:
@@ -76,6 +84,8 @@ def check_permutation_equivariance(target: Target, ctx: RunContext) -> CheckResu
         if why:
             return ctx.result("skip", f"the target is causal ({why}): a causal mask is not "
                                       "permutation equivariant", {"causal_evidence": why})
+    if target.causal is True:
+        return _causal_prefix(target, ctx)
     atol, rtol = ctx.tolerances
     sd = seq_dim(target)
     worst = {"diff": 0.0}
@@ -123,3 +133,75 @@ def check_permutation_equivariance(target: Target, ctx: RunContext) -> CheckResu
         return failure_result(ctx, outcome.failure, metrics=metrics)
     return ctx.result("pass", f"{outcome.examples_run} examples: f(x[p]) = f(x)[p] "
                               f"(max |Δ|={worst['diff']:.3g})", metrics)
+
+
+def _bump_first(t: torch.Tensor, sd: int) -> torch.Tensor:
+    """``t`` with 4 added to every entry of token 0 (sequence axis ``sd``)."""
+    t = t.clone()
+    t.select(sd, 0).add_(4.0)
+    return t
+
+
+def _causal_prefix(target: Target, ctx: RunContext) -> CheckResult:
+    """Causal targets: permuting the tokens of a prefix ``0 … m−1`` leaves rows ``i ≥ m``
+    unchanged (each such row attends to the same key set with the same query)."""
+    atol, rtol = ctx.tolerances
+    sd = seq_dim(target)
+    worst = {"diff": 0.0, "windowed": 0}
+
+    def permuted(inputs, index):
+        if target.self_attention:
+            x = inputs.q.index_select(sd, index)
+            return inputs.with_tensors(q=x, k=x, v=x)
+        k = inputs.k.index_select(sd, index)
+        v = k if inputs.k is inputs.v else inputs.v.index_select(sd, index)
+        return inputs.with_tensors(q=inputs.q.index_select(sd, index), k=k, v=v)
+
+    def prop(ex: Example) -> Any:
+        L = ex.L_q
+        m = L // 2 + 1
+        inputs = target.make_inputs(ex, device=ctx.device, dtype=ctx.dtype, causal=True)
+        p = torch.cat([draw_permutation(m, ex.seed), torch.arange(m, L)]).to(ctx.device)
+        with torch.no_grad():
+            out = target(inputs).out
+            if out.dim() <= sd or out.shape[sd] != L:
+                raise Fail(f"output shape {tuple(out.shape)} has no query axis {sd} of length {L}")
+            # does the last row see token 0?  (a sliding window narrower than L does not)
+            if target.self_attention:
+                x = _bump_first(inputs.q, sd)
+                moved = inputs.with_tensors(q=x, k=x, v=x)
+            else:
+                k = _bump_first(inputs.k, sd)
+                moved = inputs.with_tensors(k=k, v=k if inputs.k is inputs.v else
+                                            _bump_first(inputs.v, sd))
+            if torch.equal(target(moved).out.select(sd, L - 1), out.select(sd, L - 1)):
+                worst["windowed"] += 1
+                return {"windowed": True}
+            outp = target(permuted(inputs, p)).out
+        cmp = compare(outp.narrow(sd, m, L - m), out.narrow(sd, m, L - m), atol, rtol)
+        worst["diff"] = max(worst["diff"], cmp.max_abs)
+        if not cmp.ok:
+            row = m + (cmp.worst[sd] if cmp.worst else 0)
+            err = Fail(f"causal prefix not treated as a set: permuting tokens 0…{m - 1} among "
+                       f"themselves changed the output at row {row} ≥ {m} (max |Δ|="
+                       f"{cmp.max_abs:.3g} > atol {atol:g} + rtol {rtol:g}·|ref|; p={p.tolist()})"
+                       " — tokens are mixed across positions (head split / merge without "
+                       "transpose, or a layout mix-up), or a position term not declared")
+            err.data = {"permutation": p.tolist(), "worst_row": row,
+                        "fail_max_abs_diff": cmp.max_abs, "prefix": m}
+            raise err
+        return {"last_perm": p.tolist()}
+
+    outcome = run_property(prop, target, ctx,
+                           strategy=examples(target, max_l=8, min_l=3, cross=False),
+                           max_examples=min(ctx.max_examples, MAX_EXAMPLES))
+    metrics = {"examples": outcome.examples_run, "max_abs_diff": worst["diff"], "atol": atol,
+               "rtol": rtol, "causal_prefix": True, "windowed_examples": worst["windowed"]}
+    if outcome.failure is not None:
+        return failure_result(ctx, outcome.failure, metrics=metrics)
+    if worst["windowed"] >= outcome.examples_run:
+        return ctx.result("skip", "causal target whose last row does not see token 0 (a sliding "
+                                  "window?): prefix permutations prove nothing", metrics)
+    return ctx.result("pass", f"{outcome.examples_run} examples: permuting a causal prefix "
+                              f"leaves the later rows unchanged (max |Δ|={worst['diff']:.3g})",
+                      metrics)

@@ -25,7 +25,7 @@ with SDPA on L2-normalised q and k (cosine attention, at the declared ``scale``)
   the expected scale;
 - every hand-written softmax whose q·kᵀ the probe recovered (``effective_scale`` known): the
   captured probabilities vs ``softmax(q·kᵀ · expected_scale)`` over the key axis (the last axis
-  of q·kᵀ), masked entries (``-inf`` or ≤ −1e4) kept masked;
+  of q·kᵀ), masked entries (``-inf`` or ≤ ``MASK_THRESHOLD`` = −5e3) kept masked;
 - modules with ``nn.MultiheadAttention``'s parameter layout (``in_proj_weight``,
   ``in_proj_bias``, ``out_proj``) — drop-in replacements — against
   ``F.multi_head_attention_forward`` in float64 with the same parameters.
@@ -460,6 +460,12 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
     compared: list[dict[str, Any]] = []
     problems: list[str] = []
     for r in probe.records:
+        mapping = _gqa_head_mapping(target, r)
+        if mapping is not None:
+            compared.append({"record": f"{r.kind}#{r.index}", "what": "GQA: key head read by "
+                             "each query head", "ok": mapping[0], "mapping": mapping[1]})
+            if not mapping[0]:
+                problems.append(f"{r.kind} #{r.index}: {mapping[1]}")
         if r.kind == "sdpa" and r.q is not None:
             _, _, ref = sdpa_reference(r.q, r.k, r.v, r.attn_mask, r.is_causal, r.scale,
                                        r.enable_gqa)
@@ -539,6 +545,42 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
                           metrics)
     return ctx.result("pass", f"{len(compared)} captured attention computation(s) match the "
                               "float64 reference", metrics)
+
+
+def _gqa_head_mapping(target: Target, r: Any) -> tuple[bool, str] | None:
+    """For a GQA layer (hint ``num_kv_heads`` < heads): which key head each query head reads.
+
+    The keys that reach q·kᵀ (an SDPA call's ``k``, or the second operand of the matmul that
+    produced a softmax's logits) have one head per query head after the expansion; heads that
+    are copies of one key/value head are bitwise equal.  transformers' ``repeat_kv`` and SDPA's
+    ``enable_gqa`` give query head ``h`` key head ``h // n_rep`` (``repeat_interleave``);
+    ``repeat`` / ``tile`` / ``cat`` give ``h mod H_kv``, which pairs the query heads with the
+    wrong key/value projection slices.  Returns ``(ok, description)``, or None when the keys
+    show neither grouping (no expansion seen, or heads not distinct)."""
+    hkv = hint(target, "num_kv_heads", "num_key_value_heads")
+    key = r.k if r.kind == "sdpa" else r.extra.get("qk_key")
+    heads = target.num_heads or r.num_heads
+    if not hkv or not heads or heads % hkv or heads == hkv or not isinstance(key, torch.Tensor):
+        return None
+    axes = [a for a in (1, 2, 0) if a < key.dim() - 1 and key.shape[a] == heads]
+    if not axes:
+        return None
+    k = key.movedim(axes[0], 0)
+    n_rep = heads // int(hkv)
+
+    def grouped(source) -> bool:
+        return all(torch.equal(k[h], k[source(h)]) for h in range(heads))
+
+    first = [h for h in range(heads) if not any(torch.equal(k[h], k[g]) for g in range(h))]
+    if len(first) != int(hkv):
+        return None  # not H_kv distinct heads, each copied: no expansion to read
+    if grouped(lambda h: h // n_rep * n_rep):
+        return True, f"query head h reads key/value head h // {n_rep} (repeat_interleave)"
+    if grouped(lambda h: h % int(hkv)):
+        return False, (f"GQA key/value heads expanded with repeat/tile: query head h reads key "
+                       f"head h mod {hkv}, not h // {n_rep} (repeat_interleave, as transformers' "
+                       f"repeat_kv and SDPA's enable_gqa)")
+    return None
 
 
 def _tol(dtype: torch.dtype, atol: float, rtol: float) -> tuple[float, float]:

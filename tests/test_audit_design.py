@@ -1,0 +1,98 @@
+"""Deviations that are a model's declared design are ``warn`` with the reason read from its config
+or modules; real defects stay ``fail``."""
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import attncheck
+from attncheck.audit.checks import _band, classify_pattern
+
+pytest.importorskip("transformers")
+
+
+def _audit(model_type: str, checks: str):
+    return attncheck.audit(f"hf:{model_type}", checks=checks)
+
+
+def test_random_masking_makes_batch_independence_a_warning():
+    rep = _audit("vit_mae", "batch-independence")
+    res = rep["batch-independence[eager]"]
+    assert res.status == "warn", res.message
+    assert "config.mask_ratio = 0.75" in res.metrics["by_design"]
+    assert res.metrics["other_samples_delta"] > 1e-3  # the deviation itself is still measured
+
+
+def test_convolution_over_the_sequence_explains_padding():
+    res = _audit("convbert", "padding")["padding[eager]"]
+    assert res.status == "warn", res.message
+    assert "Conv1d, kernel (9,)" in res.metrics["by_design"]
+
+
+def test_trigram_embeddings_mix_positions_before_attention():
+    res = _audit("mobilebert", "padding")["padding[eager]"]
+    assert res.status == "warn", res.message
+    # the trigram input embedding concatenates the embeddings of positions i - 1, i, i + 1
+    assert "changes positions [5, 7]" in res.metrics["by_design"]
+
+
+def test_permutation_lm_declares_bidirectional_attention():
+    rep = _audit("xlnet", "causality,mask-pattern")
+    for name in ("causality[eager]", "mask-pattern[eager]"):
+        assert rep[name].status == "warn", rep[name].message
+        assert "config.attn_type = 'bi'" in rep[name].metrics["by_design"]
+
+
+def test_tiled_kv_heads_declared_by_the_module_are_a_warning():
+    res = _audit("jetmoe", "gqa")["gqa[sdpa]"]
+    assert res.status == "warn", res.message
+    assert "num_key_value_groups = 1" in res.message
+    assert all(lay.get("by_design") for lay in res.metrics["layers"] if lay["ok"] is not None)
+
+
+def test_mask_ignored_by_the_kernel_is_still_a_failure():
+    # YOSO turns the 0/1 padding mask into 1 + mask / 10000 and truncates it to int: every key,
+    # padded or not, gets weight 1 — a defect, not a design the config declares
+    res = _audit("yoso", "padding")["padding[eager]"]
+    assert res.status == "fail", res.message
+    assert "by_design" not in res.metrics
+
+
+def test_position_ids_ignored_by_the_forward_skip_left_padding():
+    res = _audit("csm_depth_decoder_model", "padding")["padding[eager]"]
+    assert res.status == "pass", res.message
+    assert res.metrics["left"] == "skipped: the model ignores the position_ids it is given"
+
+
+@given(st.integers(8, 16), st.integers(1, 3), st.integers(1, 3))
+def test_band_reads_the_extent_before_and_after_each_query(L, a, b):
+    i = torch.arange(L)[:, None]
+    j = torch.arange(L)[None, :]
+    allowed = (j - i >= -a) & (j - i <= b)
+    assert _band(allowed) == (a, b)
+    assert _band(allowed & (j <= i)) is None  # one-sided: a sliding window, not a band
+    if a != b:
+        assert classify_pattern(allowed) == ("other", None)
+
+
+def test_window_attribute_of_a_global_layer_is_not_its_pattern():
+    # every Exaone 4 attention module stores config.sliding_window; only the layers whose layer
+    # type is sliding use it, so the global layer stays causal as the layer schedule says
+    res = _audit("exaone4", "mask-pattern")["mask-pattern[eager]"]
+    assert res.status == "pass", res.message
+    assert [lay["observed"] for lay in res.metrics["layers"]] == ["sliding window 4", "causal"]
+
+
+def test_merged_self_and_cross_attention_is_judged_on_the_self_block():
+    res = _audit("t5gemma2", "mask-pattern")["mask-pattern[eager]"]
+    merged = [lay for lay in res.metrics["layers"] if lay.get("layout", "").startswith("merged")]
+    assert merged and all(lay["ok"] for lay in merged)
+    assert {lay["observed"] for lay in merged} == {"sliding window 4", "causal"}
+
+
+def test_image_tower_convolution_does_not_excuse_a_text_padding_defect():
+    # AIMv2's text tower is causal only when a mask is passed (docs/audit.md); the patch
+    # convolution of its image tower never sees the token sequence
+    res = _audit("aimv2", "padding")["padding[eager]"]
+    assert res.status == "fail", res.message
+    assert "by_design" not in res.metrics

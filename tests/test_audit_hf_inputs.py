@@ -1,0 +1,138 @@
+"""Model classes and inputs of the transformers audit for types outside the auto mappings and
+inputs beyond plain ids / images: sub-config towers, patch sequences with ``grid_thw``, layout
+boxes, waveform layouts, queries pre-scaled by the attention module.  A handful of tiny types."""
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("transformers")
+
+import transformers as tf  # noqa: E402
+
+import attncheck  # noqa: E402
+from attncheck.audit.hf import (  # noqa: E402
+    Unsupported, build_hf, choose_class, expected_scale_for, module_facts, scale_folded_into_q, token_boxes)
+
+
+def _class_of(model_type):
+    return choose_class(model_type, tf.AutoConfig.for_model(model_type))
+
+
+def test_sub_config_type_gets_the_outermost_model_of_its_package():
+    # clvp_decoder: ClvpDecoder ⊂ ClvpModel ⊂ ClvpForCausalLM all take a ClvpDecoderConfig
+    kind, cls = _class_of("clvp_decoder")
+    assert (kind, cls.__name__) == ("decoder", "ClvpForCausalLM")
+
+
+def test_video_tower_is_a_vision_model():
+    kind, cls = _class_of("vjepa2")  # its forward takes pixel_values_videos (B, T, C, H, W)
+    assert (kind, cls.__name__) == ("vision", "VJEPA2Model")
+
+
+def test_plain_module_tower_built_from_its_config():
+    # no PreTrainedModel takes IdeficsVisionConfig; the nn.Module tower that does takes pixels
+    kind, cls = _class_of("idefics_vision")
+    assert (kind, cls.__name__) == ("vision", "IdeficsVisionTransformer")
+    assert not hasattr(cls, "_from_config")
+
+
+def test_submodule_needing_parent_inputs_is_unsupported_with_its_inputs():
+    with pytest.raises(Unsupported) as e:
+        _class_of("sam_mask_decoder")
+    msg = str(e.value)
+    assert "SamMaskDecoder" in msg and "image_embeddings" in msg and "sparse_prompt_embeddings" in msg
+
+
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=16))
+def test_token_boxes_are_valid_and_follow_the_token(ids):
+    x = torch.tensor([ids])
+    b = token_boxes(x)
+    assert b.shape == (1, len(ids), 4) and b.dtype == torch.long
+    assert (b >= 0).all() and (b <= 1000).all()
+    assert (b[..., 0] < b[..., 2]).all() and (b[..., 1] < b[..., 3]).all()
+    # a token keeps its box wherever it sits (left padding moves tokens)
+    assert torch.equal(token_boxes(x.flip(1)), b.flip(1))
+
+
+def _batch_independent(m):
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    alone, batch = m.forward(x[:1]).out, m.forward(x).out
+    assert batch.shape[0] == 3
+    torch.testing.assert_close(batch[:1], alone, atol=1e-5, rtol=1e-4)
+    return x, batch
+
+
+def test_grid_thw_vision_tower_gets_patches_split_back_per_image():
+    (m,) = build_hf("hf:qwen2_vl_vision", "qwen2_vl_vision", sdpa=False)
+    cfg = m.module.config
+    merge, p = cfg.spatial_merge_size, cfg.patch_size
+    assert m.kind == "vision" and m.info["input"] == "hidden_states"
+    x, out = _batch_independent(m)
+    n = (2 * merge) ** 2
+    assert x.shape == (3, n, cfg.in_channels * cfg.temporal_patch_size * p * p)
+    assert out.shape[:2] == (3, n)  # the flat (B·N, hidden) output, one row of patches per image
+
+
+def test_layout_model_gets_boxes_per_token():
+    (m,) = build_hf("hf:bros", "bros", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+bbox"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_waveform_model_gets_a_channel_axis():
+    (m,) = build_hf("hf:omniasr_ctc", "omniasr_ctc", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.dim() == 3 and x.shape[:2] == (2, 1)
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_query_prescaled_by_the_declared_scale_expects_an_unscaled_product():
+    from transformers.models.clvp.modeling_clvp import ClvpSelfAttention
+    from transformers.models.llama.modeling_llama import LlamaAttention
+
+    clvp = ClvpSelfAttention(tf.ClvpEncoderConfig(hidden_size=64, num_attention_heads=4))
+    assert scale_folded_into_q(clvp) == "scale"
+    exp, why = expected_scale_for(module_facts(clvp), 16)
+    assert exp == 1.0 and "multiplies q" in why
+    llama = LlamaAttention(tf.LlamaConfig(hidden_size=64, num_attention_heads=4), 0)
+    assert scale_folded_into_q(llama) is None
+    assert expected_scale_for(module_facts(llama), 16) == (pytest.approx(0.25), "LlamaAttention declares its scale")
+
+
+def test_clvp_encoder_scale_passes():
+    rep = attncheck.audit("hf:clvp_encoder", checks="scale")
+    assert rep["scale[eager]"].status == "pass", rep["scale[eager]"].message
+    assert rep["scale[eager]"].metrics["expected_scale"] == 1.0
+
+
+def test_time_series_model_gets_past_values_and_causality_from_its_modules():
+    (m,) = build_hf("hf:patchtst", "patchtst", sdpa=False)
+    cfg = m.module.config
+    assert (m.kind, m.input_kind, m.causal) == ("series", "series", False)
+    x, out = _batch_independent(m)
+    assert x.shape == (3, cfg.context_length, cfg.num_input_channels)
+    (fm,) = build_hf("hf:timesfm2_5", "timesfm2_5", sdpa=False)
+    assert fm.causal is True  # decoder-only forecaster: its attention modules are causal
+
+
+def test_causal_streaming_audio_encoder_expects_its_sliding_window():
+    # Mimi's encoder transformer is causal with a sliding window (its modules declare is_causal)
+    rep = attncheck.audit("hf:mimi_encoder", checks="mask-pattern")
+    r = rep["mask-pattern[eager]"]
+    assert r.status == "pass", r.message
+    assert {lay["expected"] for lay in r.metrics["layers"]} == {"sliding window 4"}
+
+
+def test_codec_output_is_per_sample_not_its_batch_loss():
+    from transformers.utils import ModelOutput
+
+    from attncheck.audit.hf import _per_sample_output
+
+    audio = torch.randn(3, 1, 40)
+    o = ModelOutput(loss=torch.tensor([0.5]), audio_values=audio)  # a codec: batch loss first
+    assert _per_sample_output(o, 3, lambda t, B: t) is audio
+    flat = torch.randn(3 * 4, 8)  # a flat patch output, split back per image
+    split = _per_sample_output(ModelOutput(last_hidden_state=flat), 3, lambda t, B: t.reshape(B, -1, *t.shape[1:]))
+    assert split.shape == (3, 4, 8) and torch.equal(split[1], flat[4:8])
