@@ -19,11 +19,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 
 
 def generate(path: str, megabytes: float, seed: int = 0) -> int:

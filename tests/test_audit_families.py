@@ -168,3 +168,16 @@ def test_hf_config_override_per_layer_sliding_window():
         assert rep[f"kv-cache[{v}]"].status == "pass"
     with pytest.raises(ValueError):
         attncheck.audit("xt:decoder", config={"x": 1})
+
+
+def test_preload_imports_the_model_code_before_the_timed_build():
+    import sys
+
+    pytest.importorskip("transformers")
+    from attncheck.audit import families as F
+
+    F.preload("hf:bert")
+    assert "transformers.models.bert.modeling_bert" in sys.modules
+    # best effort: specs it cannot resolve are left for build() to report
+    F.preload("hf:not_a_model_type")
+    F.preload("torch:mha")

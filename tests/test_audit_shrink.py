@@ -121,7 +121,9 @@ def test_mamba2_heads_times_head_dim_stay_expand_times_width():
     b = shrink_config(tf.AutoConfig.for_model("bamba"))
     assert b.mamba_n_heads * b.mamba_d_head == b.mamba_expand * b.hidden_size
     h = shrink_config(tf.AutoConfig.for_model("nemotron_h"))
-    assert h.mamba_num_heads % h.n_groups == 0
+    assert h.mamba_num_heads % h.n_groups == 0 and h.ssm_state_size == 16
+    f = shrink_config(tf.AutoConfig.for_model("falcon_h1"))  # heads × head dim = the SSM width
+    assert f.mamba_n_heads * f.mamba_d_head == f.mamba_d_ssm == 128 and f.mamba_d_state == 16
 
 
 class _Validated:

@@ -27,11 +27,9 @@ raises :class:`UnknownSpec` (→ exit 2, lists the known names), :class:`FamilyU
 """
 from __future__ import annotations
 
-import copy
 import importlib
 import importlib.util
 import inspect
-import math
 import os
 import sys
 from collections.abc import Callable
@@ -98,6 +96,32 @@ def build(spec: str, device: str = "cpu", config: dict[str, Any] | None = None,
     for m in models:
         m.module.to(device)
     return models
+
+
+def preload(spec: str) -> None:
+    """Import the code behind ``spec`` ahead of the build, so that a build's time limit measures
+    building and running the model, not importing its package: importing one transformers model's
+    modules takes seconds (tens of seconds on a loaded machine).  Best effort: any failure here
+    is left for :func:`build` to report."""
+    family, sep, name = spec.partition(":")
+    if family != "hf" or not sep:
+        return
+    try:
+        import importlib
+
+        _import_transformers()
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        from attncheck.audit.hf import resolve
+
+        model_type, _cls = resolve(name)
+        if model_type is None:
+            return
+        config_module = CONFIG_MAPPING[model_type].__module__
+        package, _, leaf = config_module.rpartition(".")
+        importlib.import_module(f"{package}.{leaf.replace('configuration_', 'modeling_', 1)}")
+    except Exception:  # noqa: BLE001 - the build reports what is wrong
+        pass
 
 
 # ------------------------------------------------------------------------------------------------

@@ -9,11 +9,15 @@ in an :class:`~attncheck.audit.model.AuditModel`:
   (speech); masked LMs from ``MODEL_FOR_MASKED_LM_MAPPING`` (bidirectional); decoders from
   ``MODEL_FOR_CAUSAL_LM_MAPPING``; multimodal LMs from ``MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING`` /
   ``MODEL_FOR_MULTIMODAL_LM_MAPPING`` (run on text); everything else from ``MODEL_MAPPING``;
-- the inputs follow the class's ``main_input_name``: ``input_ids`` (tokens), ``pixel_values``
-  (images at the shrunk config's ``image_size``), ``input_features`` / ``input_values`` (audio);
-  a joint model that also needs images (CLIP, SigLIP) gets fixed ``pixel_values`` next to the
-  checked ``input_ids``; encoder-decoder models check the decoder sequence (``decoder_input_ids``)
-  with a fixed encoder input (tokens, or audio for speech models);
+  types outside the mappings (sub-config towers) get the model of their own package built from
+  their config type (:func:`config_module_classes`);
+- the inputs follow the forward signature and the config: ``input_ids`` (tokens), images, clips
+  and ``grid_thw`` patch sequences (:func:`_dense_variants`), waveforms and spectrograms
+  (:func:`_audio_candidates`), time series (``past_values``); each layout is tried until a forward
+  accepts it; a joint model that also needs images (CLIP, BLIP) gets a fixed image next to the
+  checked ``input_ids``, layout models boxes per token (:func:`token_boxes`); encoder-decoder
+  models check the decoder sequence (``decoder_input_ids``) with a fixed encoder input (tokens,
+  tokens with boxes, an image, or audio for speech models);
 - a shrunk config that cannot be built or run is retried with less shrinking
   (:data:`~attncheck.audit.shrink.LEVELS`); a type that still fails is :class:`Unsupported`,
   with the reason.

@@ -361,6 +361,7 @@ def _audit(spec, selected, device, seed, step, report: AuditReport, label: str, 
         if isinstance(spec, torch.nn.Module):
             models = [F.adapt_module(label, spec.eval())]
         else:
+            F.preload(spec)  # imports are not the model's build time
             models = _guarded(lambda: F.build(spec, device=device, config=config, dtype=dtype), timeout)
     except F.UnknownSpec:
         raise

@@ -20,7 +20,8 @@ and applies small per-key rules by the key's *role*, not per model family:
   attention type is kept); per-layer lists (``layer_types``, ``block_types``, …, any list as long
   as the layer count) → one entry per distinct value, in first-seen order; GPT-Neo's nested
   ``attention_types = [[types, repeat]]`` → repeat 1; per-stage ``depths`` → at most 2;
-- MoE: experts → 4, experts per token → 2, shared experts → 1, expert groups → 1;
+- MoE: experts → 4, experts per token → 2, shared experts → 1, expert groups → 1; SSM state
+  sizes (``mamba_d_state``, ``ssm_state_size``) → 16;
 - vocab → 128, positions → 64, sliding / local windows of text models → 4 (Longformer-style
   ``attention_window`` stays even); images → 4 patches per side (128 pixels without a
   ``patch_size``);
@@ -82,7 +83,10 @@ _ROPE_DIM = re.compile(r"(^|_)(rotary_dim|rotary_emb_dim|rope_dim|qk_rope_head_d
 _NOPE_DIM = re.compile(r"(^|_)qk_nope_head_dim$")
 _LORA = re.compile(r"(^|_)(kv_lora_rank|q_lora_rank|o_lora_rank)$")
 _FFN = re.compile(r"(^|_)(intermediate_size|ffn_dim|n_inner|d_ff|d_inner|ffn_hidden_size|mlp_dim|"
-                  r"feed_forward_size|intermediate_dim|ffn_size|dim_feedforward|feedforward_dim)$")
+                  r"feed_forward_size|intermediate_dim|ffn_size|dim_feedforward|feedforward_dim|d_ssm)$")
+#: SSM (Mamba) state sizes
+_SSM_STATE = re.compile(r"(^|_)(d_state|state_size|ssm_state_size)$")
+SSM_STATE = 16
 _LAYERS = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|layers|num_blocks|depth|"
                      r"num_decoder_layers|num_encoder_layers)$")
 _DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$")
@@ -103,7 +107,7 @@ _TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
 _SECTION = re.compile(r"section$")
 #: the role rules (a key matched by one is shrunk by it, not tied to another key's value)
 _RULED = (_WIDTH, _WIDTH_LIST, _HEADS, _KV_HEADS, _HEAD_DIM, _ROPE_DIM, _NOPE_DIM, _LORA, _FFN, _LAYERS, _DEPTHS,
-          _EXPERTS, _TOP_K, _SHARED, _GROUPS, _VOCAB, _POSITIONS, _WINDOW, _TOKEN_ID)
+          _EXPERTS, _TOP_K, _SHARED, _GROUPS, _SSM_STATE, _VOCAB, _POSITIONS, _WINDOW, _TOKEN_ID)
 
 
 def config_fields(cls) -> list[str]:
@@ -253,6 +257,8 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = 1
         elif _GROUPS.search(k) and _int(x) and x > 1:
             out[k] = 1
+        elif _SSM_STATE.search(k) and _int(x) and x > SSM_STATE:
+            out[k] = SSM_STATE
     vision = any(k in v for k in ("image_size", "patch_size", "num_channels")) and "vocab_size" not in v
     if vision and level == 0 and _int(v.get("window_size")) and "image_size" in v:
         out["window_size"] = min(v["window_size"], VISION_WINDOW)

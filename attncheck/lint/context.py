@@ -116,6 +116,13 @@ class FileContext:
         return self.imports.resolve(node)
 
     @cached_property
+    def index(self) -> Any:
+        """Functions, classes and methods of the module (``attncheck.lint.analysis.index``)."""
+        from attncheck.lint.analysis.index import ModuleIndex
+
+        return ModuleIndex(self.module)
+
+    @cached_property
     def provenance(self) -> Any:
         """Score-provenance analysis (``attncheck.lint.analysis.provenance``)."""
         from attncheck.lint.analysis import provenance

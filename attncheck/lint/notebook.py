@@ -149,7 +149,6 @@ def neutralise(source: str) -> tuple[str, set[int]]:
                 changed.add(i)
                 if not body.endswith("\\") or i + 1 >= len(lines):
                     break
-                indent = ""
                 i += 1
                 line = lines[i]
         i += 1

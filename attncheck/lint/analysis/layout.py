@@ -24,6 +24,9 @@ from typing import Any
 import libcst as cst
 
 from attncheck.lint.analysis.provenance import Tensor, role_by_name
+from attncheck.lint.analysis.syntax import arg_of as arg  # noqa: F401 - re-exported to the rules
+from attncheck.lint.analysis.syntax import int_of  # noqa: F401 - re-exported to the rules
+from attncheck.lint.analysis.syntax import source as code  # noqa: F401 - re-exported to the rules
 from attncheck.lint.context import dotted_name
 
 
@@ -75,31 +78,6 @@ def is_scores(ctx: Any, node: cst.CSTNode) -> bool:
 
 
 # --------------------------------------------------------------------------- syntax helpers
-
-def int_of(node: cst.BaseExpression | None) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)  # 0xFF, 0o17, 1_000 too
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        v = int_of(node.expression)
-        return -v if v is not None else None
-    return None
-
-
-def arg(call: cst.Call, pos: int | None, kw: str | None) -> cst.Arg | None:
-    """The argument at position ``pos`` or keyword ``kw`` (``None`` after a ``*args``)."""
-    i = 0
-    for a in call.args:
-        if a.keyword is not None:
-            if kw is not None and a.keyword.value == kw:
-                return a
-            continue
-        if a.star:
-            return None
-        if pos is not None and i == pos:
-            return a
-        i += 1
-    return None
-
 
 def counts(call: cst.Call, skip: int = 0) -> list[cst.BaseExpression] | None:
     """The per-axis counts of ``t.repeat(a, b, ...)`` / ``t.repeat((a, b, ...))`` /
@@ -185,7 +163,3 @@ def group_factor(node: cst.BaseExpression, assigns: dict[str, list] | None = Non
     if isinstance(node, cst.Call) and dotted_name(node.func) in ("int",) and node.args:
         return group_factor(node.args[0].value, assigns, depth)
     return False
-
-
-def code(node: cst.CSTNode) -> str:
-    return " ".join(cst.Module([]).code_for_node(node).split())

@@ -33,15 +33,15 @@ constant used to mask (for the fill-value rules).  Nothing is imported or execut
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-import operator
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import libcst as cst
 
+from attncheck.lint.analysis import ops
+from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
+from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
 from attncheck.lint.context import dotted_name
 
 Region = str | None  # "Z" | "P" | "N" | None
@@ -56,36 +56,12 @@ FP16_MAX = 65504.0
 #: a literal fill at or below this blocks (exp(-50) ≈ 2e-22); Swin's -100.0 is fine
 BLOCKING_LITERAL = -50.0
 
-SOFTMAX_NAMES = frozenset({
-    "torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax",
-    "torch.log_softmax", "torch.nn.functional.log_softmax", "torch.special.log_softmax",
-})
-MHA_CLASSES = frozenset({
-    "torch.nn.MultiheadAttention", "torch.nn.modules.activation.MultiheadAttention",
-    "torch.nn.Transformer", "torch.nn.TransformerEncoder", "torch.nn.TransformerDecoder",
-    "torch.nn.TransformerEncoderLayer", "torch.nn.TransformerDecoderLayer",
-})
-SOFTMAX_CLASSES = frozenset({"torch.nn.Softmax", "torch.nn.LogSoftmax"})
-#: modules that pass their input through unchanged in shape and meaning (dropout, identity)
-PASSTHROUGH_CLASSES = frozenset({"torch.nn.Dropout", "torch.nn.Identity", "torch.nn.Dropout1d",
-                                 "torch.nn.Dropout2d"})
-#: keyword arguments of nn.MultiheadAttention / nn.Transformer* that take masks (True = blocked)
-MHA_MASK_KWARGS = frozenset({
-    "attn_mask", "key_padding_mask", "mask", "src_mask", "tgt_mask", "memory_mask",
-    "src_key_padding_mask", "tgt_key_padding_mask", "memory_key_padding_mask",
-})
-_PRESERVE_METHODS = frozenset({
-    "view", "reshape", "unsqueeze", "expand", "expand_as", "contiguous", "clone", "detach",
-    "cuda", "cpu", "repeat", "repeat_interleave", "broadcast_to", "requires_grad_", "squeeze",
-    "unflatten", "to_dense", "pin_memory",
-})
-_CMP_METHODS = {"eq": "==", "ne": "!=", "gt": ">", "lt": "<", "ge": ">=", "le": "<="}
-_FLOAT_METHODS = frozenset({"float", "half", "bfloat16", "double"})
-_INT_METHODS = frozenset({"long", "int", "byte", "short"})
-_MATMUL_NAMES = frozenset({
-    "torch.matmul", "torch.bmm", "torch.baddbmm", "torch.einsum", "torch.mm",
-    "torch.functional.einsum", "numpy.einsum", "einops.einsum",
-})
+#: Tensor methods that keep a mask's pattern on the last two axes: copies and device moves, and
+#: the views that add, drop or broadcast leading axes (a (L, L) mask viewed as (1, 1, L, L))
+_PRESERVE_METHODS = ops.methods("copy") | ops.methods("shape", "reshape", "insert", "broadcast")
+#: ``torch.logical_and(a, b)`` / ``a.logical_and(b)`` … as the binary operator they compute
+_BINARY = {"and": cst.BitAnd(), "or": cst.BitOr(), "xor": cst.BitXor(), "mul": cst.Multiply(),
+           "add": cst.Add()}
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,7 +201,7 @@ class Dtype:
     @property
     def wide(self) -> bool:
         """Every dtype it may have keeps float32's exponent range (max ≈ 3.4e38)."""
-        return self.names <= _WIDE_DTYPES
+        return self.names <= ops.WIDE_DTYPES
 
 
 @dataclass(frozen=True)
@@ -545,17 +521,6 @@ class MaskAnalysis:
 # evaluation
 # --------------------------------------------------------------------------------------------
 
-def _int_of(node: cst.BaseExpression | None) -> int | None:
-    if node is None:
-        return None
-    if type(node) is cst.Integer:
-        return int(node.evaluated_value)
-    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
-        v = _int_of(node.expression)
-        return None if v is None else -v
-    return None
-
-
 def _linear_terms(node: cst.BaseExpression, text) -> tuple[dict[str, int], int] | None:
     """``node`` as an integer combination of opaque terms (names, attributes, subscripts,
     calls; keyed by ``text(term)``) plus a constant: ``j - i + 1`` → ``({"j": 1, "i": -1}, 1)``;
@@ -589,7 +554,7 @@ def _size_args(call: cst.Call, q: str) -> list[cst.BaseExpression] | None:
             or meth in ("new_ones", "new_zeros", "new_empty")):
         return None
     positional = [a.value for a in call.args if a.keyword is None and not a.star]
-    size = _kwarg(call, "size")
+    size = kwarg(call, "size")
     if size is None and positional:
         size = positional[0]
     if type(size) in (cst.Tuple, cst.List):
@@ -597,100 +562,29 @@ def _size_args(call: cst.Call, q: str) -> list[cst.BaseExpression] | None:
     return None if full else positional
 
 
-def _num_of(node: cst.BaseExpression) -> float | None:
-    if type(node) in (cst.Integer, cst.Float):
-        return float(node.evaluated_value)
-    if type(node) is cst.UnaryOperation:
-        v = _num_of(node.expression)
-        if v is None:
-            return None
-        if type(node.operator) is cst.Minus:
-            return -v
-        if type(node.operator) is cst.Plus:
-            return v
-    return None
-
-
-def _arg(call: cst.Call, pos: int, kw: str | None = None) -> cst.BaseExpression | None:
-    positional = [a for a in call.args if a.keyword is None and a.star == ""]
-    if kw is not None:
-        for a in call.args:
-            if a.keyword is not None and a.keyword.value == kw:
-                return a.value
-    if pos is not None and 0 <= pos < len(positional):
-        return positional[pos].value
-    return None
-
-
-def _kwarg(call: cst.Call, kw: str) -> cst.BaseExpression | None:
-    for a in call.args:
-        if a.keyword is not None and a.keyword.value == kw:
-            return a.value
-    return None
-
-
-#: float types with float32's exponent range or wider (``torch.float`` is float32; bfloat16 keeps
-#: float32's 8 exponent bits)
-_WIDE_DTYPES = frozenset({"torch.float", "torch.float32", "torch.float64", "torch.double",
-                          "torch.bfloat16"})
 #: ``torch.<dtype>`` names of the floating dtypes, and the tensor methods that cast to them
-_FLOAT_DTYPES = _WIDE_DTYPES | {"torch.float16", "torch.half"}
-_CAST_METHODS = {"float": "torch.float32", "double": "torch.float64", "half": "torch.float16",
-                 "bfloat16": "torch.bfloat16"}
-#: tensor methods whose result keeps the receiver's dtype
-_SAME_DTYPE_METHODS = _PRESERVE_METHODS | {"transpose", "permute", "swapaxes", "flatten", "t",
-                                           "masked_fill", "masked_fill_"}
+_FLOAT_DTYPES = ops.dtypes(lambda d: d.kind == "float")
+_CAST_METHODS = {n: op.dtype_name for n, op in ops.METHODS.items()
+                 if op.family == "cast" and op.kind == "float"}
+#: tensor methods whose result keeps the receiver's dtype: copies, views, axis moves and fills
+_SAME_DTYPE_METHODS = (_PRESERVE_METHODS | ops.methods("shape", "transpose", "permute", "flatten", "t")
+                       | ops.methods("fill"))
 
 
 def _dtype_of(node: cst.BaseExpression | None, ctx) -> str | None:
+    """``bool`` / ``float`` / ``int`` for a dtype argument (:func:`ops.dtype_kind`)."""
     if node is None:
         return None
-    name = ctx.qualname(node) or ""
-    if name in ("bool", "torch.bool"):
-        return "bool"
-    if name.startswith("torch.float") or name in ("float", "torch.half", "torch.bfloat16",
-                                                  "torch.double"):
-        return "float"
-    if name.startswith(("torch.int", "torch.long", "torch.uint")) or name == "int":
-        return "int"
-    return None
+    return ops.dtype_kind(ctx.qualname(node) or "")
 
 
-_KIDS: dict[int, list[cst.CSTNode]] = {}
-#: per-analysis caches keyed by ``id(node)``; each value keeps its node alive (no id reuse)
-_WALKS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
-_OPS: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
-_NAMES: dict[int, tuple[cst.CSTNode, set[str]]] = {}
-
-
-_GETTERS: dict[type, Any] = {}
-_SKIP_FIELDS = frozenset({
-    "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
-    "trailing_whitespace", "lines_after_decorators", "equal", "dot", "colon", "operator",
-    "first_line", "empty_lines", "asynchronous",
-})
-#: ``isinstance(x, cst.CSTNode)`` per concrete type: libcst's classes are ABCs, whose
-#: ``isinstance`` runs Python-level ``ABCMeta.__instancecheck__`` (slow on hot paths)
-_NODE_TYPE: dict[type, bool] = {}
-#: nested scopes ``_walk_exprs`` does not enter (leaf classes: exact type tests are exact)
-_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
+#: nested scopes a function's statements do not include
+_NESTED_SCOPES = frozenset({cst.FunctionDef, cst.ClassDef, cst.Lambda})
 _Call, _Name, _Attribute, _BinaryOperation = cst.Call, cst.Name, cst.Attribute, cst.BinaryOperation
 _MatrixMultiply, _Add = cst.MatrixMultiply, cst.Add
-#: node classes whose :func:`_children` is always empty (their only kept field is a ``str``)
-_LEAVES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString,
-                     cst.Ellipsis, cst.Pass, cst.Break, cst.Continue})
 
 
 _BLOCK_TYPE: dict[type, bool] = {}
-_EXPR_TYPE: dict[type, bool] = {}
-
-
-def _is_expr_type(t: type) -> bool:
-    """``issubclass(t, cst.BaseExpression)``, cached per type."""
-    r = _EXPR_TYPE.get(t)
-    if r is None:
-        r = _EXPR_TYPE[t] = issubclass(t, cst.BaseExpression)
-    return r
 
 
 def _is_block_type(t: type) -> bool:
@@ -702,114 +596,8 @@ def _is_block_type(t: type) -> bool:
     return r
 
 
-def _is_node_type(t: type) -> bool:
-    r = _NODE_TYPE.get(t)
-    if r is None:
-        r = _NODE_TYPE[t] = issubclass(t, cst.CSTNode)
-    return r
-
-
-def _field_getter(t: type):
-    """A function returning, as a tuple, the fields of a ``t`` node that :func:`_children`
-    reads (all but whitespace, parentheses, commas and operators), in field order."""
-    from attncheck.lint.walk import field_getter
-
-    return field_getter(t, _SKIP_FIELDS, _GETTERS)
-
-
-def _children(n: cst.CSTNode) -> list[cst.CSTNode]:
-    """Child nodes that can hold expressions or statements (whitespace, parentheses and
-    operators left out), read straight from the dataclass fields: libcst's ``children``
-    property re-visits the node on every read and dominated the analysis's run time."""
-    k = _KIDS.get(id(n))
-    if k is None:
-        g = _GETTERS.get(type(n))
-        if g is None:
-            g = _field_getter(type(n))
-        node_type = _NODE_TYPE
-        k = []
-        for v in g(n):
-            tv = type(v)
-            isn = node_type.get(tv)
-            if isn is None:
-                isn = _is_node_type(tv)
-            if isn:
-                k.append(v)
-            elif tv is tuple or tv is list or isinstance(v, (list, tuple)):
-                for x in v:
-                    tx = type(x)
-                    isn = node_type.get(tx)
-                    if isn is None:
-                        isn = _is_node_type(tx)
-                    if isn:
-                        k.append(x)
-        _KIDS[id(n)] = k
-    return k
-
-
-def _walk_list(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """:func:`_walk_exprs` as a list, computed once per node and analysis."""
-    w = _WALKS.get(id(node))
-    if w is not None:
-        return w[1]
-    out: list[cst.CSTNode] = []
-    add = out.append
-    scopes = _SCOPES
-    leaves = _LEAVES
-    kids = _KIDS
-    stack = [node]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        n = pop()
-        add(n)
-        if type(n) in leaves:
-            continue
-        k = kids.get(id(n))
-        if k is None:
-            k = _children(n)
-        for c in reversed(k):
-            if type(c) not in scopes:
-                push(c)
-    _WALKS[id(node)] = (node, out)
-    return out
-
-
-def _walk_exprs(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``node`` without descending into nested functions/classes/lambdas."""
-    return iter(_walk_list(node))
-
-
-def _ops_list(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """The calls and binary operations of :func:`_walk_exprs` (in its order): the only nodes
-    that can be a softmax, a matmul or a mask consumer."""
-    w = _OPS.get(id(node))
-    if w is not None:
-        return w[1]
-    out = [n for n in _walk_list(node) if type(n) is _Call or type(n) is _BinaryOperation]
-    _OPS[id(node)] = (node, out)
-    return out
-
-
-def _names_in(node: cst.CSTNode) -> set[str]:
-    w = _NAMES.get(id(node))
-    if w is not None:
-        return w[1]
-    out = set()
-    for n in _walk_list(node):
-        t = type(n)
-        if t is _Name:
-            out.add(n.value)
-        elif t is _Attribute:
-            d = dotted_name(n)
-            if d is not None and d.startswith("self."):
-                out.add(d)
-    _NAMES[id(node)] = (node, out)
-    return out
-
-
-_BOOL_METHODS = frozenset({"gt", "lt", "ge", "le", "eq", "ne", "logical_not", "logical_and",
-                           "logical_or", "bool", "isinf", "isnan", "isfinite"})
+#: methods whose result is a boolean tensor (a mask selecting positions, not data)
+_BOOL_METHODS = frozenset(ops.COMPARE_METHODS) | ops.methods("logical") | ops.methods("cast", "bool")
 
 
 def _data_names(node: cst.CSTNode, qualname) -> set[str]:
@@ -843,6 +631,9 @@ def _data_names(node: cst.CSTNode, qualname) -> set[str]:
         out |= _data_names(c, qualname)
     return out
 
+
+_SOFTMAX_METHODS = ops.methods("softmax")
+_MATMUL_METHODS = ops.methods("matmul")
 
 _KEEP_WORDS = ("valid", "keep", "not_pad", "non_pad", "nonpad", "is_token")
 _BLOCK_WORDS = ("pad", "is_masked", "blocked")
@@ -900,62 +691,32 @@ def _flip(pol: str | None) -> str | None:
     return {"keep": "block", "block": "keep"}.get(pol or "", None)
 
 
-class _Function:
-    __slots__ = ("busy", "cls", "node", "params", "qual")
-
-    def __init__(self, node: cst.FunctionDef, cls: _Class | None, qual: str) -> None:
-        self.node = node
-        self.cls = cls
-        self.qual = qual
-        params = node.params
-        self.params = [p.name.value for p in (*params.posonly_params, *params.params)]
-        self.busy = False
-
-
-class _Class:
-    __slots__ = ("attrs", "bases", "done", "methods", "name", "node")
-
-    def __init__(self, node: cst.ClassDef) -> None:
-        self.node = node
-        self.name = node.name.value
-        self.attrs: dict[str, Any] = {}
-        self.methods: dict[str, _Function] = {}
-        self.bases = [dotted_name(b.value) for b in node.bases]
-        self.done = False
-
-
 class _Analyzer:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
         self.result = MaskAnalysis()
-        self.functions: dict[str, _Function] = {}
-        self.classes: dict[str, _Class] = {}
-        self.all_functions: list[_Function] = []
+        self.index = ctx.index
+        self.functions = self.index.functions
+        self.classes = self.index.classes
+        #: attributes ``self.X`` each class's ``__init__`` sets (run once, on first look-up)
+        self.class_attrs: dict[int, dict[str, Any]] = {}  # by id of the ClassInfo
+        self._inited: set[int] = set()  # classes whose ``__init__`` ran
+        self._busy: set[int] = set()  # functions being run for a return value (recursion)
         self.globals: dict[str, Any] = {}
         self.callsite_args: dict[int, dict[int, Any]] = {}  # id(function) -> parameter index -> value
         self.recording = False
         self.collecting = True  # pass 1: gather call-site arguments (frozen for pass 2)
         self._return_depth = 0
-        self.current: _Function | None = None
+        self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
+        self.nodes = NodeCache()  # walks of this file's nodes, for this run only
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
     def _collect(self, module: cst.Module) -> None:
+        """Module-level masks and fills (``CAUSAL = torch.tril(…)``, ``NEG = -1e9``)."""
         for stmt in module.body:
-            if type(stmt) is cst.FunctionDef:
-                f = _Function(stmt, None, stmt.name.value)
-                self.functions[stmt.name.value] = f
-                self.all_functions.append(f)
-            elif type(stmt) is cst.ClassDef:
-                c = _Class(stmt)
-                self.classes[c.name] = c
-                for s in stmt.body.body:
-                    if type(s) is cst.FunctionDef:
-                        f = _Function(s, c, f"{c.name}.{s.name.value}")
-                        c.methods[s.name.value] = f
-                        self.all_functions.append(f)
-            elif type(stmt) is cst.SimpleStatementLine:
+            if type(stmt) is cst.SimpleStatementLine:
                 for small in stmt.body:
                     if (type(small) is cst.Assign and len(small.targets) == 1
                             and type(small.targets[0].target) is cst.Name):
@@ -963,11 +724,17 @@ class _Analyzer:
                         if isinstance(v, (Fill, MaskVal)):
                             self.globals[small.targets[0].target.value] = v
 
-    def class_attr(self, cls: _Class | None, attr: str, depth: int = 0) -> Any:
-        if cls is None or depth > 5:
+    def _attrs(self, cls: ClassInfo) -> dict[str, Any]:
+        attrs = self.class_attrs.get(id(cls))
+        if attrs is None:
+            attrs = self.class_attrs[id(cls)] = {}
+        return attrs
+
+    def class_attr(self, cls: ClassInfo | None, attr: str, depth: int = 0) -> Any:
+        if cls is None or depth > self.index.MAX_BASES:
             return None
-        if not cls.done:
-            cls.done = True
+        if id(cls) not in self._inited:
+            self._inited.add(id(cls))
             init = cls.methods.get("__init__")
             if init is not None:
                 saved = (self.recording, self.current)
@@ -976,41 +743,32 @@ class _Analyzer:
                     self._run_function(init, {}, cls_env=cls)
                 finally:
                     self.recording, self.current = saved
-        if attr in cls.attrs:
-            return cls.attrs[attr]
-        for b in cls.bases:
-            if b in self.classes:
-                v = self.class_attr(self.classes[b], attr, depth + 1)
-                if v is not None:
-                    return v
+        attrs = self._attrs(cls)
+        if attr in attrs:
+            return attrs[attr]
+        for b in self.index.bases_of(cls):
+            v = self.class_attr(b, attr, depth + 1)
+            if v is not None:
+                return v
         return None
 
-    def method(self, cls: _Class | None, name: str, depth: int = 0) -> _Function | None:
-        if cls is None or depth > 5:
-            return None
-        if name in cls.methods:
-            return cls.methods[name]
-        for b in cls.bases:
-            if b in self.classes:
-                m = self.method(self.classes[b], name, depth + 1)
-                if m is not None:
-                    return m
-        return None
+    def method(self, cls: ClassInfo | None, name: str) -> FunctionInfo | None:
+        return self.index.method(cls, name)
 
     #: nested helper calls evaluated for one return value (``a(b(c(d(m))))``); deeper is unknown
     MAX_RETURN_DEPTH = 4
 
-    def return_value(self, f: _Function, call: cst.Call, env: dict[str, Any]) -> Any:
+    def return_value(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> Any:
         """What the same-file function ``f`` returns at ``call``: its body run with the call's
         arguments (evaluated in the caller's ``env``) bound to its parameters.  Per call, not
         per function: the value at one call site never depends on the file's other calls of
         ``f``, their order, or whether a region parse kept them (:mod:`attncheck.lint.regions`
         keeps a kept function's helpers, not every caller of those helpers)."""
-        if f.busy or self._return_depth >= self.MAX_RETURN_DEPTH:
+        if id(f) in self._busy or self._return_depth >= self.MAX_RETURN_DEPTH:
             return None  # recursion
         params = self._params(f)
         penv = {params[i]: v for i, v in self._call_args(f, call, env).items() if i < len(params)}
-        f.busy = True
+        self._busy.add(id(f))
         self._return_depth += 1
         saved = (self.recording, self.current)
         self.recording, self.current = False, f
@@ -1019,13 +777,13 @@ class _Analyzer:
         finally:
             self.recording, self.current = saved
             self._return_depth -= 1
-            f.busy = False
+            self._busy.discard(id(f))
 
     @staticmethod
-    def _params(f: _Function) -> list[str]:
-        return f.params[1:] if f.cls is not None and f.params[:1] == ["self"] else f.params
+    def _params(f: FunctionInfo) -> list[str]:
+        return f.call_params()
 
-    def _call_args(self, f: _Function, call: cst.Call, env: dict[str, Any]) -> dict[int, Any]:
+    def _call_args(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> dict[int, Any]:
         """The known argument values of ``call`` (evaluated in ``env``) by parameter index of ``f``
         (``self`` not counted); stops at a ``*args``."""
         out: dict[int, Any] = {}
@@ -1044,7 +802,7 @@ class _Analyzer:
                 out[idx] = v
         return out
 
-    def _param_env(self, f: _Function) -> dict[str, Any]:
+    def _param_env(self, f: FunctionInfo) -> dict[str, Any]:
         env: dict[str, Any] = {}
         args = self.callsite_args.get(id(f), {})
         params = self._params(f)
@@ -1054,7 +812,7 @@ class _Analyzer:
         return env
 
     # ---- statements -----------------------------------------------------------------------
-    def _run_function(self, f: _Function, env: dict[str, Any], cls_env: _Class | None = None) -> Any:
+    def _run_function(self, f: FunctionInfo, env: dict[str, Any], cls_env: ClassInfo | None = None) -> Any:
         """Run ``f``'s body in ``env``; return the join of what its ``return`` statements give."""
         saved = getattr(self, "_returns", None)
         self._returns: list[Any] = []
@@ -1181,7 +939,7 @@ class _Analyzer:
         elif type(target) is cst.Attribute and cls_env is not None:
             d = dotted_name(target)
             if d is not None and d.startswith("self.") and d.count(".") == 1 and val is not None:
-                cls_env.attrs[target.attr.value] = val
+                self._attrs(cls_env)[target.attr.value] = val
         elif type(target) is cst.Attribute:
             d = dotted_name(target)
             if d is not None and tag is not None:
@@ -1194,14 +952,14 @@ class _Analyzer:
         meth = expr.func.attr.value
         recv = expr.func.value
         if meth == "register_buffer" and type(recv) is cst.Name and recv.value == "self":
-            name_node = _arg(expr, 0, "name")
-            tensor = _arg(expr, 1, "tensor")
+            name_node = arg_value(expr, 0, "name")
+            tensor = arg_value(expr, 1, "tensor")
             cls = self.current.cls if self.current else None
             if (cls is not None and type(name_node) is cst.SimpleString
                     and tensor is not None):
                 v = self.ev(tensor, state.env)
                 if v is not None:
-                    cls.attrs[name_node.evaluated_value] = v
+                    self._attrs(cls)[name_node.evaluated_value] = v
             return
         if meth.endswith("_") and type(recv) is cst.Name and recv.value in state.env:
             fake = expr.with_changes(func=expr.func.with_changes(attr=cst.Name(meth[:-1])))
@@ -1216,10 +974,10 @@ class _Analyzer:
         if type(node) is not _Call:
             return False
         func = node.func
-        if type(func) is _Attribute and func.attr.value in ("softmax", "log_softmax"):
+        if type(func) is _Attribute and func.attr.value in _SOFTMAX_METHODS:
             return True
         q = self.qualname(func)
-        if q in SOFTMAX_NAMES:
+        if q in ops.SOFTMAX_OR_LOG:
             return True
         if q is not None and q.startswith("self.") and self.current is not None:
             v = self.class_attr(self.current.cls, q[5:])
@@ -1235,10 +993,9 @@ class _Analyzer:
             return True
         if t is _Call:
             q = self.qualname(node.func) or ""
-            if q in _MATMUL_NAMES:
+            if q in ops.MATMUL:
                 return True
-            if type(node.func) is _Attribute and node.func.attr.value in (
-                    "matmul", "bmm", "baddbmm", "einsum"):
+            if type(node.func) is _Attribute and node.func.attr.value in _MATMUL_METHODS:
                 return True
         return False
 
@@ -1252,14 +1009,14 @@ class _Analyzer:
     def tag_of(self, expr: cst.BaseExpression, state: _State) -> str | None:
         has_softmax = has_mm = False
         names = set()
-        for n in _ops_list(expr):  # only calls / binary operations can be either
+        for n in self.nodes.ops(expr):  # only calls / binary operations can be either
             if self.is_softmax_call(n, state):
                 has_softmax = True
             elif self._is_matmul(n):
                 has_mm = True
         if has_softmax:
             return "probs"
-        names = _names_in(expr)
+        names = self.nodes.names(expr)
         tags = {state.tags.get(n) for n in names}
         if "scores" in tags and _normalised(expr):
             return "probs"  # exp(s - max) / exp(s - max).sum(dim): a softmax written out
@@ -1279,18 +1036,18 @@ class _Analyzer:
         if not self.recording:
             # still record call-site arguments of same-file functions (pass 1)
             if self.collecting:
-                for n in _ops_list(expr):
+                for n in self.nodes.ops(expr):
                     if type(n) is _Call:
                         self._callsite(n, state)
             return
         in_softmax: set[int] = set()
         self._in_matmul = in_matmul = set()
-        ops = _ops_list(expr)  # _operands is empty for every other node
+        ops = self.nodes.ops(expr)  # _operands is empty for every other node
         for n in ops:
             for a in self._operands(n, state, "softmax"):
-                in_softmax.update(id(x) for x in _walk_list(a))
+                in_softmax.update(id(x) for x in self.nodes.walk(a))
             for a in self._operands(n, state, "matmul"):
-                in_matmul.update(id(x) for x in _walk_list(a))
+                in_matmul.update(id(x) for x in self.nodes.walk(a))
         for n in ops:
             if type(n) is _Call:
                 self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
@@ -1344,9 +1101,9 @@ class _Analyzer:
             return False
         tainted = set(names)
         # toward a softmax only values count (not masks that select positions of other scores)
-        names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else _names_in
+        names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else self.nodes.names
         for s, _ in stmts[start + 1:]:
-            for n in _ops_list(s):  # _operands is empty for every other node
+            for n in self.nodes.ops(s):  # _operands is empty for every other node
                 argnodes = self._operands(n, state, want)
                 if argnodes and any(names_of(a) & tainted for a in argnodes):
                     return True
@@ -1391,7 +1148,7 @@ class _Analyzer:
     def _opaque_call(self, expr: cst.CSTNode) -> bool:
         """Whether ``expr`` calls a layer or helper (``self.layer(x)``, ``block(x)``): taint does
         not flow through those (the masked tensor is no longer the same scores)."""
-        for n in _ops_list(expr):
+        for n in self.nodes.ops(expr):
             if type(n) is not _Call or self.is_softmax_call(n):
                 continue
             q = self.qualname(n.func) or ""
@@ -1404,7 +1161,7 @@ class _Analyzer:
                 return True
         return False
 
-    def _linear(self, f: _Function) -> list:
+    def _linear(self, f: FunctionInfo) -> list:
         cache = getattr(self, "_lin_cache", None)
         if cache is None:
             cache = self._lin_cache = {}
@@ -1413,9 +1170,9 @@ class _Analyzer:
         out = []
 
         def rec(node):
-            for c in _children(node):
+            for c in self.nodes.children(node):
                 t = type(c)
-                if t in _SCOPES:
+                if t in _NESTED_SCOPES:
                     continue
                 if t is cst.SimpleStatementLine:
                     for s in c.body:
@@ -1430,9 +1187,9 @@ class _Analyzer:
         cache[id(f)] = out
         return out
 
-    def _stmt_index(self, f: _Function) -> dict[int, int]:
+    def _stmt_index(self, f: FunctionInfo) -> dict[int, int]:
         """``id(node)`` → index of the first :meth:`_linear` entry of ``f`` whose
-        :func:`_walk_exprs` holds the node."""
+        :meth:`NodeCache.walk` holds the node."""
         cache = getattr(self, "_idx_cache", None)
         if cache is None:
             cache = self._idx_cache = {}
@@ -1440,7 +1197,7 @@ class _Analyzer:
         if idx is None:
             idx = cache[id(f)] = {}
             for i, (s, _) in enumerate(self._linear(f)):
-                for n in _walk_list(s):
+                for n in self.nodes.walk(s):
                     idx.setdefault(id(n), i)
         return idx
 
@@ -1481,7 +1238,7 @@ class _Analyzer:
         for j, (s2, _) in enumerate(stmts[i:]):
             if j and type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
                 return True
-            for n in _ops_list(s2):
+            for n in self.nodes.ops(s2):
                 if type(n) is not _Call:
                     continue
                 if self.is_softmax_call(n):
@@ -1536,14 +1293,14 @@ class _Analyzer:
         data = lambda n: _data_names(n, self.qualname)  # noqa: E731
         tainted = set(names)
         for j, (s2, _) in enumerate(stmts[i:]):
-            for n in _ops_list(s2):
+            for n in self.nodes.ops(s2):
                 if self.is_softmax_call(n) and (
                         any(data(a.value) & tainted for a in n.args[:1])
                         or type(n.func) is _Attribute and data(n.func.value) & tainted):
                     return True  # the masked scores reach their softmax in float32
             if type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
                 return False
-            for n in _ops_list(s2):
+            for n in self.nodes.ops(s2):
                 if type(n) is not _Call:
                     continue
                 q = self.qualname(n.func) or ""
@@ -1604,9 +1361,9 @@ class _Analyzer:
         # x.masked_fill(m, v) / torch.masked_fill(x, m, v)
         if meth in ("masked_fill", "masked_fill_") or q == "torch.masked_fill":
             if q == "torch.masked_fill":
-                base, mnode, vnode = _arg(call, 0), _arg(call, 1, "mask"), _arg(call, 2, "value")
+                base, mnode, vnode = arg_value(call, 0), arg_value(call, 1, "mask"), arg_value(call, 2, "value")
             else:
-                base, mnode, vnode = func.value, _arg(call, 0, "mask"), _arg(call, 1, "value")
+                base, mnode, vnode = func.value, arg_value(call, 0, "mask"), arg_value(call, 1, "value")
             if base is None or mnode is None or vnode is None:
                 return
             bv = self.ev(base, state.env)
@@ -1621,7 +1378,7 @@ class _Analyzer:
                          reaches_softmax=self._reaches_softmax(call, tgts, state, in_softmax))
             return
         if q == "torch.where":
-            c, a, b = _arg(call, 0, "condition"), _arg(call, 1, "input"), _arg(call, 2, "other")
+            c, a, b = arg_value(call, 0, "condition"), arg_value(call, 1, "input"), arg_value(call, 2, "other")
             if c is None or a is None or b is None:
                 return
             fa, fb = self._fill(a, state), self._fill(b, state)
@@ -1641,7 +1398,7 @@ class _Analyzer:
                          reaches_softmax=self._reaches_softmax(call, targets, state, in_softmax))
             return
         if q.endswith("scaled_dot_product_attention"):
-            mnode = _arg(call, 3, "attn_mask")
+            mnode = arg_value(call, 3, "attn_mask")
             if mnode is None:
                 return
             m = self._as_mask(mnode, state)
@@ -1665,7 +1422,7 @@ class _Analyzer:
                 is_mha = isinstance(v, ModuleRef) and v.kind == "mha"
         if is_mha:
             for a in call.args:
-                if a.keyword is None or a.keyword.value not in MHA_MASK_KWARGS:
+                if a.keyword is None or a.keyword.value not in ops.MHA_MASK_KWARGS:
                     continue
                 m = self._as_mask(a.value, state)
                 conv = None
@@ -1836,7 +1593,7 @@ class _Analyzer:
         if meth in _CAST_METHODS and not node.args:
             return Dtype(frozenset({_CAST_METHODS[meth]}))
         if meth in ("to", "type", "type_as"):
-            a = _arg(node, 0, "dtype" if meth != "type_as" else "other")
+            a = arg_value(node, 0, "dtype" if meth != "type_as" else "other")
             v = self._ev(a, env, origin) if a is not None else None
             return v if isinstance(v, Dtype) else None
         if meth in _SAME_DTYPE_METHODS and isinstance(recv, Dtype):
@@ -1851,7 +1608,7 @@ class _Analyzer:
         the future of each query as ``triu(1)`` does on a square mask)."""
         if dnode is None:
             return 0
-        d = _int_of(dnode)
+        d = int_of(dnode)
         if d is not None or type(m.origin) is not _Call:
             return d
         size = _size_args(m.origin, self.qualname(m.origin.func) or "")
@@ -1871,7 +1628,7 @@ class _Analyzer:
         base = self._ev(node.value, env, node)
         elems = [e.slice for e in node.slice]
         if isinstance(base, IndicesVal) and base.part is None and len(elems) == 1:
-            i = _int_of(elems[0].value) if type(elems[0]) is cst.Index else None
+            i = int_of(elems[0].value) if type(elems[0]) is cst.Index else None
             if i in (0, 1):
                 return IndicesVal(base.pattern, i, base.origin)
             return None
@@ -1926,17 +1683,17 @@ class _Analyzer:
                 return Fill("literal", v, node)
             inner = self._ev(a, env, origin)
             return inner if isinstance(inner, Fill) else None
-        shape0 = _arg(node, 0, "size")
+        shape0 = arg_value(node, 0, "size")
         scalar_shape = type(shape0) in (cst.List, cst.Tuple) and not shape0.elements
         if scalar_shape and q in ("torch.zeros", "torch.ones"):  # torch.zeros(()) is a scalar
             return Fill("literal", 0.0 if q == "torch.zeros" else 1.0, node)
         if q in ("torch.tensor", "torch.as_tensor", "torch.scalar_tensor") or meth == "new_tensor" \
                 or (q == "torch.full" and scalar_shape):
-            a = _arg(node, 1, "fill_value") if q == "torch.full" else _arg(node, 0, "data")
+            a = arg_value(node, 1, "fill_value") if q == "torch.full" else arg_value(node, 0, "data")
             inner = self._ev(a, env, origin) if a is not None else None
             if not isinstance(inner, Fill):
                 return None
-            return replace(inner, wide=True) if self._wide_dtype(_kwarg(node, "dtype"), env) \
+            return replace(inner, wide=True) if self._wide_dtype(kwarg(node, "dtype"), env) \
                 else inner
         # --- same-file functions
         if q in self.functions and q not in ("float",):
@@ -1952,21 +1709,18 @@ class _Analyzer:
                 return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
             return None
         # --- modules
-        if q in MHA_CLASSES:
-            return ModuleRef("mha")
-        if q in SOFTMAX_CLASSES:
-            return ModuleRef("softmax")
-        if q in PASSTHROUGH_CLASSES:
-            return ModuleRef("passthrough")
+        mod = ops.MODULES.get(q)
+        if mod is not None and mod.family in ("mha", "softmax", "dropout", "identity"):
+            return ModuleRef(mod.family if mod.family in ("mha", "softmax") else "passthrough")
         if q.endswith("generate_square_subsequent_mask"):
             return MaskVal(("Z", "Z", "N"), "float", Fill("neg_inf"), None, node)
         # --- constructors
         if q in ("torch.ones", "torch.ones_like", "torch.zeros", "torch.zeros_like",
                  "torch.empty", "torch.full", "torch.full_like") or meth in (
                 "new_ones", "new_zeros", "new_full") and recv is None:
-            dt = _dtype_of(_kwarg(node, "dtype"), self.ctx)
+            dt = _dtype_of(kwarg(node, "dtype"), self.ctx)
             if q.endswith("_like") and dt is None:
-                src = self._ev(_arg(node, 0), env, origin) if _arg(node, 0) is not None else None
+                src = self._ev(arg_value(node, 0), env, origin) if arg_value(node, 0) is not None else None
                 dt = src.dtype if isinstance(src, MaskVal) else None
             if q == "torch.empty":
                 return None
@@ -1975,13 +1729,13 @@ class _Analyzer:
                 return MaskVal(ALL_P, dt or default, None, None, node)
             if "zeros" in (q + (meth or "")):
                 return MaskVal(ALL_Z, dt or default, None, None, node)
-            fv = _arg(node, 1, "fill_value")
+            fv = arg_value(node, 1, "fill_value")
             f = self._ev(fv, env, origin) if fv is not None else None
             if not isinstance(f, Fill):
                 return None
             if f.overflows_fp16 and self.recording:
                 self.result.fill_sites.append(FillSite(f, f.node or fv, "full",
-                                                       wide=self._wide_dtype(_kwarg(node, "dtype"), env),
+                                                       wide=self._wide_dtype(kwarg(node, "dtype"), env),
                                                        escapes=self.escapes(node)))
             if dt is None:
                 dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
@@ -1992,39 +1746,37 @@ class _Analyzer:
         if q == "torch.arange":
             return IndexVal("vec", 0)
         if q in ("torch.triu_indices", "torch.tril_indices"):
-            off = _arg(node, 2, "offset")
-            d = 0 if off is None else _int_of(off)
+            off = arg_value(node, 2, "offset")
+            d = 0 if off is None else int_of(off)
             p = p_triu(ALL_P, d) if q.endswith("triu_indices") else p_tril(ALL_P, d)
             return IndicesVal(p, None, node) if d is not None else None
         if q in ("torch.tril", "torch.triu"):
-            x = _arg(node, 0, "input")
+            x = arg_value(node, 0, "input")
             src = self._ev(x, env, origin) if x is not None else None
             if not isinstance(src, MaskVal):
                 return None
-            d = self._diagonal(_arg(node, 1, "diagonal"), src)
+            d = self._diagonal(arg_value(node, 1, "diagonal"), src)
             p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
             return replace(src, pattern=p, origin=node)
-        if q in ("torch.logical_not", "torch.bitwise_not"):
-            src = self._ev(_arg(node, 0), env, origin) if node.args else None
+        fop = ops.FUNCTIONS.get(q)
+        if fop is not None and fop.family == "logical" and fop.kind == "not":
+            src = self._ev(arg_value(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal):
                 return MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
                                src.origin, src.repeated)
             return None
-        if q in ("torch.logical_and", "torch.logical_or", "torch.logical_xor", "torch.bitwise_and",
-                 "torch.bitwise_or", "torch.bitwise_xor", "torch.mul", "torch.add", "torch.maximum",
-                 "torch.minimum"):
+        if fop is not None and fop.family in ("logical", "pointwise") and fop.other is not None:
             if len(node.args) < 2:
                 return None
             a, b = self._ev(node.args[0].value, env, origin), self._ev(node.args[1].value, env, origin)
-            op = {"and": cst.BitAnd(), "or": cst.BitOr(), "xor": cst.BitXor(), "mul": cst.Multiply(),
-                  "add": cst.Add()}.get(q.split("_")[-1].split(".")[-1])
+            op = _BINARY.get(fop.kind)
             if op is None:
                 return None
             return self._binop(a, op, b, node)
         if q == "torch.where":
-            c = self._ev(_arg(node, 0, "condition"), env, origin) if node.args else None
-            a = _arg(node, 1, "input")
-            b = _arg(node, 2, "other")
+            c = self._ev(arg_value(node, 0, "condition"), env, origin) if node.args else None
+            a = arg_value(node, 1, "input")
+            b = arg_value(node, 2, "other")
             if not isinstance(c, MaskVal) or a is None or b is None:
                 return None
             fa, fb = self._ev(a, env, origin), self._ev(b, env, origin)
@@ -2043,7 +1795,7 @@ class _Analyzer:
                                c.polarity, c.origin or origin, c.repeated, unit=unit)
             return None
         if q.endswith("functional.pad") or q == "torch.nn.functional.pad":
-            src = self._ev(_arg(node, 0), env, origin) if node.args else None
+            src = self._ev(arg_value(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal) and src.pattern == ALL_P:
                 return MaskVal(None, src.dtype, None, "keep", origin)
             return None
@@ -2051,23 +1803,23 @@ class _Analyzer:
             return None
         if recv is None or isinstance(recv, Dtype):
             return self._cast(node, meth, recv, env, origin)
-        if meth in _CMP_METHODS and len(node.args) == 1 and node.args[0].keyword is None \
+        if meth in ops.COMPARE_METHODS and len(node.args) == 1 and node.args[0].keyword is None \
                 and isinstance(recv, (MaskVal, IndexVal)):
             other = self._ev(node.args[0].value, env, origin)
-            return self._compare_vals(recv, _CMP_METHODS[meth], other, node, node.args[0].value)
+            return self._compare_vals(recv, ops.COMPARE_METHODS[meth], other, node, node.args[0].value)
         if isinstance(recv, ModuleRef) and meth in ("eval", "train", "to", "cuda", "cpu", "half",
                                                     "float", "requires_grad_"):
             return recv
         # --- methods on a mask value
         if isinstance(recv, IndexVal):
             if meth == "unsqueeze":
-                d = _int_of(_arg(node, 0, "dim"))
+                d = int_of(arg_value(node, 0, "dim"))
                 if d in (-1, 1):
                     return IndexVal("row", recv.offset)
                 if d in (0, -2):
                     return IndexVal("col", recv.offset)
             if meth in ("view", "reshape") and len(node.args) == 2:
-                a, b = _int_of(node.args[0].value), _int_of(node.args[1].value)
+                a, b = int_of(node.args[0].value), int_of(node.args[1].value)
                 if b == 1:
                     return IndexVal("row", recv.offset)
                 if a == 1:
@@ -2079,27 +1831,27 @@ class _Analyzer:
             return None
         m = recv
         if meth in ("tril", "triu", "tril_", "triu_"):
-            d = self._diagonal(_arg(node, 0, "diagonal"), m)
+            d = self._diagonal(arg_value(node, 0, "diagonal"), m)
             p = p_tril(m.pattern, d) if meth.startswith("tril") else p_triu(m.pattern, d)
             return replace(m, pattern=p, origin=node if origin is node or not meth.endswith("_")
                            else origin)
         if meth in _PRESERVE_METHODS:
-            if meth == "repeat" and node.args and _int_of(node.args[0].value) != 1:
+            if meth == "repeat" and node.args and int_of(node.args[0].value) != 1:
                 return replace(m, repeated=True)
             return m
         if meth in ("transpose", "swapaxes") and len(node.args) == 2:
-            dims = {_int_of(node.args[0].value), _int_of(node.args[1].value)}
+            dims = {int_of(node.args[0].value), int_of(node.args[1].value)}
             return m.with_pattern(p_transpose(m.pattern)) if dims == {-1, -2} else m.with_pattern(None)
         if meth in ("t", "mT"):
             return m.with_pattern(p_transpose(m.pattern))
         if meth == "bool":
             return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
-        if meth in _FLOAT_METHODS:
+        if meth in ops.FLOAT_CASTS:
             return replace(m, dtype="float")
-        if meth in _INT_METHODS:
+        if meth in ops.INT_CASTS:
             return replace(m, dtype="int")
         if meth in ("to", "type", "type_as"):
-            a = _arg(node, 0, "dtype")
+            a = arg_value(node, 0, "dtype")
             text = self.ctx.module.code_for_node(a) if a is not None else ""
             dt = _dtype_of(a, self.ctx) if a is not None else None
             if meth == "type_as":
@@ -2115,15 +1867,14 @@ class _Analyzer:
             return m
         if meth == "logical_not":
             return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin, m.repeated)
-        if meth in ("logical_and", "logical_or", "bitwise_and", "bitwise_or", "mul", "add"):
-            other = self._ev(_arg(node, 0), env, origin) if node.args else None
-            op = {"logical_and": cst.BitAnd(), "bitwise_and": cst.BitAnd(),
-                  "logical_or": cst.BitOr(), "bitwise_or": cst.BitOr(), "mul": cst.Multiply(),
-                  "add": cst.Add()}[meth]
-            return self._binop(m, op, other, node)
+        mop = ops.METHODS.get(meth)
+        if mop is not None and mop.family in ("logical", "pointwise") and mop.other is not None \
+                and not mop.inplace and mop.kind in _BINARY:
+            other = self._ev(arg_value(node, 0), env, origin) if node.args else None
+            return self._binop(m, _BINARY[mop.kind], other, node)
         if meth in ("masked_fill", "masked_fill_"):
-            mm = self._ev(_arg(node, 0, "mask"), env, origin) if node.args else None
-            fnode = _arg(node, 1, "value")
+            mm = self._ev(arg_value(node, 0, "mask"), env, origin) if node.args else None
+            fnode = arg_value(node, 1, "value")
             f = self._ev(fnode, env, origin) if fnode is not None else None
             if not isinstance(f, Fill):
                 return m.with_pattern(None)
@@ -2292,8 +2043,8 @@ def _normalised(expr: cst.CSTNode) -> bool:
         return False
     f = r.func
     if dotted_name(f) in ("torch.sum", "th.sum"):
-        return _arg(r, 1, "dim") is not None
-    return type(f) is _Attribute and f.attr.value == "sum" and _arg(r, 0, "dim") is not None
+        return arg_value(r, 1, "dim") is not None
+    return type(f) is _Attribute and f.attr.value == "sum" and arg_value(r, 0, "dim") is not None
 
 
 def _join(a: Any, b: Any) -> Any:
@@ -2351,23 +2102,16 @@ def analyze(ctx) -> MaskAnalysis:
     the first collects the mask/fill values passed at same-file call sites, the second binds
     them to parameters and records every consumer (:class:`MaskUse`).
     """
-    global _KIDS, _WALKS, _OPS, _NAMES
-    saved = _KIDS, _WALKS, _OPS, _NAMES
-    _KIDS, _WALKS, _OPS, _NAMES = {}, {}, {}, {}
-    try:
-        return _analyze(ctx)
-    finally:
-        _KIDS, _WALKS, _OPS, _NAMES = saved
+    return _analyze(ctx)
 
 
 def _analyze(ctx) -> MaskAnalysis:
     an = _Analyzer(ctx)
-    nested: list[_Function] = []
-    for f in an.all_functions:
-        for n in _walk_nested(f.node):
-            nested.append(_Function(n, f.cls, f"{f.qual}.{n.name.value}"))
-    everything = an.all_functions + nested
-    names = {id(f): _identifiers(f.node) for f in everything}
+    nested: list[FunctionInfo] = []
+    for f in an.index.defs:
+        nested.extend(an.index.nested(f))
+    everything = an.index.defs + nested
+    names = {id(f): an.nodes.identifiers(f.node.body) for f in everything}
     mask_globals = an.globals.keys()  # module-level masks and fills (``CAUSAL = torch.tril(…)``)
     relevant = {id(f) for f in everything
                 if names[id(f)] & _RELEVANT or names[id(f)] & mask_globals
@@ -2387,14 +2131,14 @@ def _analyze(ctx) -> MaskAnalysis:
         an._run_function(f, an._param_env(f))
     an.current = None
     other = {id(n) for u in an.result.uses if u.consumer == "additive" and not u.attention
-             for n in _walk_list(u.node)}
+             for n in an.nodes.walk(u.node)}
     for site in an.result.fill_sites:
         if id(site.node) in other:
             site.attention = False
     return an.result
 
 
-def _relevant_helpers(an: _Analyzer, everything: list[_Function], relevant: set[int]):
+def _relevant_helpers(an: _Analyzer, everything: list[FunctionInfo], relevant: set[int]):
     """For each function, the names of the relevant helpers it can call the way the analysis
     resolves calls: top-level functions, methods of its class and the class's same-file bases
     (``self.m()``), and functions nested in it.  A method of an unrelated class with the same
@@ -2411,20 +2155,10 @@ def _relevant_helpers(an: _Analyzer, everything: list[_Function], relevant: set[
         else:
             by_scope.setdefault(g.qual.rsplit(".", 1)[0], set()).add(name)
 
-    def classes(c: _Class | None) -> list[str]:
-        out: list[str] = []
-        stack = [c] if c is not None else []
-        while stack:
-            k = stack.pop()
-            if k.name not in out:
-                out.append(k.name)
-                stack.extend(an.classes[b] for b in k.bases if b in an.classes)
-        return out
-
-    def names_for(f: _Function) -> set[str]:
+    def names_for(f: FunctionInfo) -> set[str]:
         out = set(top)
         out.update(by_scope.get(f.qual, ()))
-        for k in classes(f.cls):
+        for k in an.index.lineage(f.cls):
             out.update(by_scope.get(k, ()))
         out.discard(f.node.name.value)
         return out
@@ -2438,43 +2172,3 @@ _RELEVANT = frozenset({
     "log_softmax", "generate_square_subsequent_mask", "finfo", "MultiheadAttention",
     "multi_head_attention_forward", "is_causal", "attn_mask",
 })
-
-
-def _identifiers(fn: cst.FunctionDef) -> set[str]:
-    """Every identifier in a function's body (a cheap relevance test)."""
-    # the names of _walk_exprs(fn.body), without building (or caching) the walk itself
-    out: set[str] = set()
-    scopes = _SCOPES
-    leaves = _LEAVES
-    kids = _KIDS
-    stack = [fn.body]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        n = pop()
-        t = type(n)
-        if t in leaves:
-            if t is _Name:
-                out.add(n.value)
-            continue
-        k = kids.get(id(n))
-        if k is None:
-            k = _children(n)
-        for c in k:
-            if type(c) not in scopes:
-                push(c)
-    return out
-
-
-def _walk_nested(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
-    stack = list(_children(fn.body))
-    while stack:
-        n = stack.pop()
-        t = type(n)
-        if t is cst.FunctionDef:
-            yield n
-            stack.extend(_children(n.body))
-        elif t is cst.ClassDef or t is cst.Lambda or _is_expr_type(t):
-            continue
-        else:
-            stack.extend(_children(n))

@@ -24,13 +24,22 @@ Everything unknown stays unknown: rules only fire on established facts.
 """
 from __future__ import annotations
 
-import dataclasses
-import operator
+import contextvars
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import libcst as cst
+
+from attncheck.lint.analysis import ops
+from attncheck.lint.analysis.syntax import (
+    arg_value,
+    int_of,
+    mentions_name,
+    num_of,
+    parse_einsum,
+    short_code,
+)
 
 # --------------------------------------------------------------------------- names → roles
 
@@ -71,15 +80,18 @@ def _leaf(text: str) -> str:
 #: does; never what another class or function of the file does.  The scope is exactly what a
 #: region parse keeps of a method (its class's ``__init__`` and the helpers it names), so findings
 #: do not depend on code a region parse drops, nor on the order of definitions.  Empty outside
-#: :func:`analyze`: a rule asking for a role afterwards gets the role by name.
-_HEADS_BY_STRUCTURE: set[str] = set()
+#: :func:`analyze`: a rule asking for a role afterwards gets the role by name.  The set is the
+#: running :class:`Analyzer`'s (``Analyzer.heads``), visible through this context variable while
+#: :func:`analyze` runs, so that :func:`role_by_name` and :meth:`Dim.get_atoms` need no analyzer.
+_HEADS_BY_STRUCTURE: contextvars.ContextVar[set[str] | frozenset[str]] = contextvars.ContextVar(
+    "heads_by_structure", default=frozenset())
 
 
 def role_by_name(text: str) -> str:
     """Role of a dimension from its name: ``d`` head dim, ``E`` width, ``H`` heads, ``B``, ``L``, ``?``."""
     leaf = _leaf(text)
     raw = text.rsplit(".", 1)[-1]
-    if leaf in _HEADS_NAMES or leaf in _HEADS_BY_STRUCTURE:
+    if leaf in _HEADS_NAMES or leaf in _HEADS_BY_STRUCTURE.get():
         return "H"
     if leaf in _HEAD_DIM_NAMES:
         return "d"
@@ -106,7 +118,7 @@ class Dim:
     def get_atoms(self) -> tuple[str, ...]:
         if self.atoms is not None:
             return self.atoms
-        if self.role == "?" and _leaf(self.text) in _HEADS_BY_STRUCTURE:
+        if self.role == "?" and _leaf(self.text) in _HEADS_BY_STRUCTURE.get():
             return ("H",)
         return {"B": ("B",), "L": ("L",), "H": ("H",), "d": ("d",), "E": ("H", "d")}.get(
             self.role, ("?" + self.text,))
@@ -439,160 +451,28 @@ class Provenance:
 
 #: T5's learned relative position bias (Raffel et al. 2020 fold 1/√d_kv into the q initialisation)
 _T5_BIAS = re.compile(r"(^|\.)position_bias(_\w+)?(\[…\])?$")
-_TORCH_SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}
-_SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
-_PASSTHROUGH_METHODS = {
-    "contiguous", "float", "half", "bfloat16", "double", "to", "type_as", "type", "clone", "detach",
-    "masked_fill", "masked_fill_", "clamp", "clamp_", "cuda", "cpu", "requires_grad_", "add", "add_",
-    "sub", "nan_to_num", "masked_scatter", "tanh",
-}
+#: Tensor methods that keep every fact tracked here (scores stay scores with the same factors,
+#: layout and softmax): copies and device moves, float casts, fills, and the pointwise maps that
+#: keep the logits' meaning (clamping, adding a bias, ``nan_to_num``, a ``tanh`` soft-cap)
+_PASSTHROUGH_METHODS = frozenset(
+    n for n, op in ops.METHODS.items()
+    if op.family in ("copy", "fill") or (op.family == "cast" and op.kind in ("float", ""))
+    or (op.family == "pointwise" and op.kind in ("clamp", "add", "sub", "nan_to_num", "tanh")))
 
 
-def _int_of(node: cst.BaseExpression) -> int | None:
-    if type(node) is cst.Integer:
-        return int(node.evaluated_value)  # 0xFF, 0o17, 1_000 too
-    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
-        v = _int_of(node.expression)
-        return -v if v is not None else None
-    return None
-
-
-def _num_of(node: cst.BaseExpression) -> float | None:
-    if type(node) in (cst.Integer, cst.Float):
-        try:
-            return float(node.value.replace("_", ""))
-        except ValueError:
-            return None
-    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
-        v = _num_of(node.expression)
-        return -v if v is not None else None
-    return None
-
-
-def _arg(call: cst.Call, pos: int | None, kw: str | None) -> cst.BaseExpression | None:
-    i = 0
-    for a in call.args:
-        if a.keyword is not None:
-            if kw is not None and a.keyword.value == kw:
-                return a.value
-            continue
-        if a.star:
-            return None
-        if pos is not None and i == pos:
-            return a.value
-        i += 1
-    return None
-
-
-def _code(node: cst.CSTNode) -> str:
-    from attncheck.lint.context import dotted_name
-
-    if type(node) in (cst.Name, cst.Attribute):
-        d = dotted_name(node)
-        if d is not None:
-            return d
-    if type(node) is cst.Subscript:
-        return _code(node.value) + "[…]"
-    if type(node) is cst.Call:
-        return _code(node.func) + "(…)"
-    try:
-        return cst.Module([]).code_for_node(node)
-    except Exception:  # pragma: no cover
-        return "?"
-
+_SOFTMAX_MODULES = ops.modules("softmax", "softmax")
+_LINEAR_MODULES = ops.modules("linear")
+_EINSUM = ops.functions("matmul", "einsum")
+_REARRANGE = ops.functions("einops", "rearrange")
+_TRANSPOSE = ops.functions("shape", "transpose")
 
 _TRAINING_NAMES = frozenset({"training", "is_training", "train"})
-#: fields that only ever hold whitespace and punctuation (never a ``Name``)
-_NAMELESS_FIELDS = frozenset({
-    "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
-    "trailing_whitespace", "lines_after_decorators", "equal", "dot", "colon", "operator",
-    "first_line", "empty_lines", "asynchronous",
-})
-_FIELD_GETTERS: dict[type, Any] = {}
-_IS_NODE: dict[type, bool] = {}
-
-
-def _field_getter(t: type) -> Any:
-    """A function returning, as a tuple, the fields of a ``t`` node that can hold a ``Name``."""
-    from attncheck.lint.walk import field_getter
-
-    return field_getter(t, _NAMELESS_FIELDS, _FIELD_GETTERS)
-
-
-def _is_node(t: type) -> bool:
-    """``issubclass(t, cst.CSTNode)``, cached (libcst's classes are slow ABCs)."""
-    r = _IS_NODE.get(t)
-    if r is None:
-        r = _IS_NODE[t] = issubclass(t, cst.CSTNode)
-    return r
-
-
 def mentions_training(node: cst.CSTNode) -> bool:
     """Whether an expression reads a ``training`` flag (``self.training``, ``module.training``, ``training``).
 
     That is: some ``Name`` in the subtree (an attribute's ``attr`` included) is ``training``,
     ``is_training`` or ``train``."""
-    name = cst.Name
-    stack = [node]
-    pop = stack.pop
-    push = stack.append
-    while stack:
-        n = pop()
-        t = type(n)
-        if t is name:
-            if n.value in _TRAINING_NAMES:
-                return True
-            continue
-        g = _FIELD_GETTERS.get(t)
-        if g is None:
-            g = _field_getter(t)
-        for v in g(n):
-            tv = type(v)
-            isn = _IS_NODE.get(tv)
-            if isn is None:
-                isn = _is_node(tv)
-            if isn:
-                push(v)
-            elif tv is tuple or tv is list or isinstance(v, (list, tuple)):
-                for x in v:
-                    tx = type(x)
-                    isn = _IS_NODE.get(tx)
-                    if isn is None:
-                        isn = _is_node(tx)
-                    if isn:
-                        push(x)
-    return False
-
-
-def parse_einsum(eq: str) -> tuple[list[str], str] | None:
-    """``"bhid,bhjd->bhij"`` → (["bhid", "bhjd"], "bhij"); einops-style spaces allowed; None if odd."""
-    if "->" not in eq:
-        return None
-    lhs, rhs = eq.split("->", 1)
-    ins = []
-    for part in lhs.split(","):
-        tok = part.replace(" ", "").replace("...", "…")
-        ins.append(tok)
-    out = rhs.replace(" ", "").replace("...", "…")
-    # einops multi-letter names: only accept single-letter patterns (or space-separated single tokens)
-    if " " in lhs.strip() or " " in rhs.strip():
-        names_in = [p.split() for p in lhs.split(",")]
-        names_out = rhs.split()
-        if any(len(n) > 1 and n != "..." for grp in names_in for n in grp) or any(
-                len(n) > 1 and n != "..." for n in names_out):
-            # map multi-letter names to unique chars
-            table: dict[str, str] = {}
-
-            def ch(n: str) -> str:
-                if n == "...":
-                    return "…"
-                if n not in table:
-                    table[n] = chr(0x4E00 + len(table))
-                return table[n]
-
-            ins = ["".join(ch(n) for n in grp) for grp in names_in]
-            out = "".join(ch(n) for n in names_out)
-    return ins, out
+    return mentions_name(node, _TRAINING_NAMES)
 
 
 # --------------------------------------------------------------------------- the interpreter
@@ -657,36 +537,31 @@ class Analyzer:
         self.selfs: dict[str, SelfVal] = {}
         self.called: set[str] = set()
         self.stack: list[cst.FunctionDef] = []
+        #: head counts found by structure in the scope being analysed (see _HEADS_BY_STRUCTURE)
+        self.heads: set[str] = set()
 
     # ---- module walk
     def run(self) -> Provenance:
-        module = self.ctx.module
-        for stmt in module.body:
-            if type(stmt) is cst.FunctionDef:
-                self.funcs[stmt.name.value] = stmt
-            elif type(stmt) is cst.ClassDef:
-                self.classes[stmt.name.value] = stmt
-                ms = {}
-                for s in stmt.body.body:
-                    if type(s) is cst.FunctionDef:
-                        ms[s.name.value] = s
-                self.methods[stmt.name.value] = ms
-        self._collect_calls(module)
+        index = self.ctx.index
+        self.funcs = {n: f.node for n, f in index.functions.items()}
+        self.classes = {n: c.node for n, c in index.classes.items()}
+        self.methods = {n: {m: f.node for m, f in c.methods.items()} for n, c in index.classes.items()}
+        self._collect_calls(self.ctx.module)
         init_heads: dict[str, frozenset[str]] = {}  # heads by structure in each class's __init__
         for cname, ms in self.methods.items():
             sv = SelfVal(cname)
             self.selfs[cname] = sv
             init = ms.get("__init__")
-            _HEADS_BY_STRUCTURE.clear()
+            self.heads.clear()
             if init is not None:
                 self._run_function(init, sv, None, depth=0, record=False)
-            init_heads[cname] = frozenset(_HEADS_BY_STRUCTURE)
+            init_heads[cname] = frozenset(self.heads)
         for cname, ms in self.methods.items():
             for mname, fn in ms.items():
                 if mname == "__init__" or (mname in self.called and mname != "forward"):
                     continue
-                _HEADS_BY_STRUCTURE.clear()
-                _HEADS_BY_STRUCTURE.update(init_heads[cname])
+                self.heads.clear()
+                self.heads.update(init_heads[cname])
                 # each method starts from the attributes ``__init__`` sets: what another method
                 # assigns (``self.scale = 1.0`` in a setter) is unknown here, whatever the order
                 sv = self.selfs[cname]
@@ -694,7 +569,7 @@ class Analyzer:
         for fname, fn in self.funcs.items():
             if fname in self.called:
                 continue
-            _HEADS_BY_STRUCTURE.clear()
+            self.heads.clear()
             self._run_function(fn, None, None, depth=0)
         return self.result
 
@@ -773,7 +648,7 @@ class Analyzer:
 
     def _param_default(self, name: str, default: cst.BaseExpression, fn: cst.FunctionDef,
                        passed_somewhere: bool, init: bool = False, bound_call: bool = False) -> Any:
-        v = _num_of(default)
+        v = num_of(default)
         if SCALE_PARAM.match(name) and v == 1.0 and not passed_somewhere:
             return Sym(coef=1.0, default_one=name)
         if init and v is not None:
@@ -1024,7 +899,7 @@ class _Frame:
                 return UNK
             return _ParamRef(node.value, glob=True)
         if t in (cst.Integer, cst.Float):
-            v = _num_of(node)
+            v = num_of(node)
             return Sym.lit(v) if v is not None else UNK
         if t is cst.UnaryOperation:
             v = self.eval(node.expression)
@@ -1141,7 +1016,7 @@ class _Frame:
             return _ParamRef(f"self.{attr}", glob=True)
         if isinstance(base, Tensor):
             if attr == "shape":
-                return ShapeVal(base, _code(node.value) + ".shape")
+                return ShapeVal(base, short_code(node.value) + ".shape")
             if attr == "mT":
                 return self.transpose(base, -2, -1)
             if attr in ("real", "data"):
@@ -1149,12 +1024,12 @@ class _Frame:
             return UNK
         if isinstance(base, _ParamRef):
             if attr == "shape":
-                return ShapeVal(self.tensorize(base), _code(node.value) + ".shape")
+                return ShapeVal(self.tensorize(base), short_code(node.value) + ".shape")
             if attr == "mT":
                 return self.transpose(self.tensorize(base), -2, -1)
             return _ParamRef(f"{base.name}.{attr}", glob=True)
         if isinstance(base, (ModVal, Unknown)):
-            name = dotted = _code(node)
+            name = dotted = short_code(node)
             return _ParamRef(dotted, glob=True) if "(" not in name and "[" not in name else UNK
         return UNK
 
@@ -1178,17 +1053,17 @@ class _Frame:
         if isinstance(base, ShapeVal) and len(sl) == 1:
             el = sl[0].slice
             if type(el) is cst.Index:
-                i = _int_of(el.value)
+                i = int_of(el.value)
                 if i is not None:
                     return self._shape_dim(base, i, node)
             elif type(el) is cst.Slice:
-                lo = _int_of(el.lower) if el.lower is not None else 0
-                hi = _int_of(el.upper) if el.upper is not None else None
+                lo = int_of(el.lower) if el.lower is not None else 0
+                hi = int_of(el.upper) if el.upper is not None else None
                 if lo == 0 and hi is not None and hi < 0:
                     return replace(base, stop_minus=-hi)
             return UNK
         if isinstance(base, Tup) and len(sl) == 1 and type(sl[0].slice) is cst.Index:
-            i = _int_of(sl[0].slice.value)
+            i = int_of(sl[0].slice.value)
             if i is not None and not base.star_unknown and -len(base.items) <= i < len(base.items):
                 return base.items[i]
             return UNK
@@ -1203,7 +1078,7 @@ class _Frame:
                     return t
                 return replace(t, rank=None, axes=None, key_axis=None, pending=None)
             if t.parts and len(sl) == 1 and type(sl[0].slice) is cst.Index \
-                    and _int_of(sl[0].slice.value) is not None:
+                    and int_of(sl[0].slice.value) is not None:
                 return replace(t, parts=False)  # qkv[0] of qkv = x.chunk(3, dim=-1)
             kept = _index_axes(t, sl)
             if kept is not None:  # qkv[0] of (3, B, H, L, d): an integer index drops its axis
@@ -1256,7 +1131,7 @@ class _Frame:
                                                               node),))
             s = self.as_sym(other) if not isinstance(other, _ParamRef) or not other.glob else _glob_sym(other)
             if s is None:
-                s = Sym(coef=None, opaque=True, name=_code(rn if ta else ln) if (rn or ln) else "?")
+                s = Sym(coef=None, opaque=True, name=short_code(rn if ta else ln) if (rn or ln) else "?")
             if op == "Divide":
                 if not ta:  # scalar / tensor
                     return replace(t, factors=t.factors + (Factor(Sym(coef=None, opaque=True, name="recip"),
@@ -1270,7 +1145,7 @@ class _Frame:
             else:
                 s = a if ta else b
                 other = rn if ta else ln
-            if op == "Add" and s.scores and other is not None and _T5_BIAS.search(_code(other)):
+            if op == "Add" and s.scores and other is not None and _T5_BIAS.search(short_code(other)):
                 return replace(s, biased=True)
             return s if not (ta and tb) else replace(s)
         if op == "Add" and isinstance(a, (ShapeVal, Tup)) and isinstance(b, (ShapeVal, Tup)):
@@ -1295,7 +1170,7 @@ class _Frame:
             # sums: opaque unless literal
             if sa.is_literal() and sb.is_literal():
                 return Sym.lit(sa.coef + sb.coef if op == "Add" else sa.coef - sb.coef)
-            return Sym.dim(Dim(_code(node), "?"))
+            return Sym.dim(Dim(short_code(node), "?"))
         return UNK
 
     # ---- calls
@@ -1336,7 +1211,7 @@ class _Frame:
             return next(v for v in args if isinstance(v, FuncRef))
         if leaf == "getattr" and len(node.args) >= 2 and type(node.args[1].value) is cst.SimpleString:
             attr = node.args[1].value.evaluated_value
-            base = _code(node.args[0].value)
+            base = short_code(node.args[0].value)
             if isinstance(attr, str) and role_by_name(attr) != "?":
                 return Sym.dim(Dim(f"{base}.{attr}", role_by_name(attr)))
             return _ParamRef(f"{base}.{attr}", glob=True)
@@ -1347,15 +1222,15 @@ class _Frame:
             s = self.as_sym(pos[0]) if pos else None
             if isinstance(pos[0] if pos else None, Tensor):
                 s = None
-            return s.pow(0.5) if s is not None else Sym(coef=None, opaque=True, name=_code(node))
+            return s.pow(0.5) if s is not None else Sym(coef=None, opaque=True, name=short_code(node))
         if name in ("torch.rsqrt",):
             s = self.as_sym(pos[0]) if pos else None
-            return s.pow(-0.5) if s is not None else Sym(coef=None, opaque=True, name=_code(node))
+            return s.pow(-0.5) if s is not None else Sym(coef=None, opaque=True, name=short_code(node))
         if name in ("math.pow", "pow", "torch.pow") and len(pos) == 2:
             a, b = self.as_sym(pos[0]), self.as_sym(pos[1])
             if a is not None and b is not None and b.is_literal():
                 return a.pow(b.coef)
-            return Sym(coef=None, opaque=True, name=_code(node))
+            return Sym(coef=None, opaque=True, name=short_code(node))
         if name in ("float", "int", "torch.tensor", "torch.as_tensor", "numpy.float32", "math.floor"):
             if pos:
                 s = self.as_sym(pos[0])
@@ -1372,39 +1247,39 @@ class _Frame:
                 if isinstance(cand, Tensor) and cand.scores:
                     return cand
             return UNK
-        if name in ("torch.matmul",) and len(pos) >= 2:
-            return self.matmul(pos[0], pos[1], node, kind="matmul")
-        if name in ("torch.bmm",) and len(pos) >= 2:
-            return self.matmul(pos[0], pos[1], node, kind="bmm")
-        if name in ("torch.baddbmm",) and len(pos) >= 3:
-            r = self.matmul(pos[1], pos[2], node, kind="bmm")
+        op = ops.FUNCTIONS.get(name)
+        if op is not None and op.family == "matmul" and op.kind in ("matmul", "bmm", "baddbmm"):
+            if len(pos) <= op.other.pos:
+                return UNK
+            r = self.matmul(pos[op.input.pos], pos[op.other.pos], node,
+                            kind="matmul" if op.kind == "matmul" else "bmm")
             alpha = kw.get("alpha")
-            if isinstance(r, Tensor) and r.scores:
+            if op.kind == "baddbmm" and isinstance(r, Tensor) and r.scores:
                 s = self.as_sym(alpha) if alpha is not None else ONE
                 if s is None:
                     s = Sym(coef=None, opaque=True, name="alpha")
                 if alpha is not None:
                     r = replace(r, factors=r.factors + (Factor(s, "alpha", node),))
             return r
-        if name in ("torch.einsum", "einops.einsum", "opt_einsum.contract") or name.endswith(".einsum") or name == "einsum":
+        if name in _EINSUM or name.endswith(".einsum") or name == "einsum":
             return self.einsum(node, q)
-        if name in ("einops.rearrange", "rearrange"):
+        if name in _REARRANGE:
             return self.rearrange(node, pos, kw)
-        if name == "torch.exp" and pos and isinstance(pos[0], Tensor) and pos[0].scores:
+        if name in ops.EXP and pos and isinstance(pos[0], Tensor) and pos[0].scores:
             return replace(pos[0], exped=True)
-        if name in _TORCH_SOFTMAX:
+        if name in ops.SOFTMAX:
             if pos:
-                return self.softmax(pos[0], node, _arg(node, 1, "dim"), name)
+                return self.softmax(pos[0], node, ops.FUNCTIONS[name].dim.of(node), name)
             return UNK
-        if name in _SDPA:
+        if name in ops.SDPA:
             return self.sdpa(node, pos, kw)
         if name in ("torch.nn.functional.normalize",) or leaf == "l2norm" or leaf == "l2_norm":
             t = self.tensorize(pos[0]) if pos else None
             if t is not None and t.softmax_evs and name == "torch.nn.functional.normalize":
                 # F.normalize(x, p, dim) divides by the p-norm over dim (defaults p=2, dim=1,
                 # PyTorch docs): with p=1 on non-negative weights, by their sum
-                pa, da = _arg(node, 1, "p"), _arg(node, 2, "dim")
-                pv = _num_of(pa) if pa is not None else 2.0
+                pa, da = arg_value(node, 1, "p"), arg_value(node, 2, "dim")
+                pv = num_of(pa) if pa is not None else 2.0
                 if pv is None and pa is not None:
                     pv = self._int_value(pa, None)
                 dim = self._int_value(da, 1)
@@ -1416,18 +1291,18 @@ class _Frame:
         if name in ("torch.nn.functional.linear",) and pos:
             x = self.tensorize(pos[0])
             return self.project(x, None)
-        if name in ("torch.nn.functional.dropout", "torch.dropout") and pos:
+        if name in ops.F_DROPOUT and pos:
             return pos[0] if isinstance(pos[0], Tensor) else UNK
-        if name in ("torch.transpose", "torch.swapaxes") and len(pos) == 3:
+        if name in _TRANSPOSE and len(pos) == 3:
             t = self.tensorize(pos[0])
-            i, j = _int_of(node.args[1].value), _int_of(node.args[2].value)
+            i, j = int_of(node.args[1].value), int_of(node.args[2].value)
             if t is not None and i is not None and j is not None:
                 return self.transpose(t, i, j)
             return UNK
-        if name in ("torch.nn.Softmax", "torch.nn.modules.activation.Softmax"):
-            d = _arg(node, 0, "dim")
-            return ModVal("softmax", dim=_int_of(d) if d is not None else None, has_dim=d is not None)
-        if name in ("torch.nn.Linear", "torch.nn.LazyLinear") or leaf in ("Conv1D",):
+        if name in _SOFTMAX_MODULES:
+            d = ops.MODULES[name].dim.of(node)
+            return ModVal("softmax", dim=int_of(d) if d is not None else None, has_dim=d is not None)
+        if name in _LINEAR_MODULES or leaf in ("Conv1D",):
             in_f = self.as_sym(pos[0]) if pos else None
             out_f = self.as_sym(pos[1]) if len(pos) > 1 else None
             if leaf == "Conv1D" and len(pos) > 1:  # HF Conv1D(nf, nx): out first
@@ -1497,19 +1372,19 @@ class _Frame:
         t = self.tensorize(recv)
         if t is None:
             return None
-        ints = [_int_of(a.value) for a in node.args if a.keyword is None]
+        ints = [int_of(a.value) for a in node.args if a.keyword is None]
         if meth == "size":
             if not node.args:
-                return ShapeVal(t, _code(node.func.value) + ".size()")
+                return ShapeVal(t, short_code(node.func.value) + ".size()")
             i = ints[0] if ints else None
             if i is not None:
-                return self._shape_dim(ShapeVal(t, _code(node.func.value) + ".shape"), i, node)
+                return self._shape_dim(ShapeVal(t, short_code(node.func.value) + ".shape"), i, node)
             return UNK
         if meth in ("transpose", "swapaxes", "swapdims") and len(ints) == 2 and None not in ints:
             return self.transpose(t, ints[0], ints[1])
         if meth == "permute":
             if len(ints) == 1 and node.args and type(node.args[0].value) in (cst.Tuple, cst.List):
-                ints = [_int_of(e.value) for e in node.args[0].value.elements]
+                ints = [int_of(e.value) for e in node.args[0].value.elements]
             if ints and None not in ints:
                 return self.permute(t, ints)
             return replace(t, rank=None, axes=None, kT=False, split_node=None)
@@ -1517,8 +1392,8 @@ class _Frame:
             return self.view(t, node)
         if meth == "unflatten":
             # x.unflatten(-1, (H, d)) is x.view(*x.shape[:-1], H, d)
-            dn, sizes = _arg(node, 0, "dim"), _arg(node, 1, "sizes")
-            dv = _int_of(dn) if dn is not None else None
+            dn, sizes = arg_value(node, 0, "dim"), arg_value(node, 1, "sizes")
+            dv = int_of(dn) if dn is not None else None
             if sizes is not None and type(sizes) in (cst.Tuple, cst.List) and (
                     dv == -1 or (t.rank is not None and dv == t.rank - 1)):
                 items = [self.eval(e.value) for e in sizes.elements]
@@ -1536,10 +1411,10 @@ class _Frame:
                                    token_major=axes[-1] == ("H", "d"), pending=None, dims=())
             return replace(t, rank=None, axes=None, split_node=None, key_axis=t.key_axis if t.key_axis == -1 and ints and ints[0] not in (-1,) else None)
         if meth in ("softmax",):
-            return self.softmax(t, node, _arg(node, 0, "dim"), "Tensor.softmax")
+            return self.softmax(t, node, arg_value(node, 0, "dim"), "Tensor.softmax")
         if meth in ("split", "chunk", "unbind", "tensor_split"):
-            dim = _arg(node, 1 if meth != "unbind" else 0, "dim")
-            di = _int_of(dim) if dim is not None else (0 if meth == "unbind" else 0)
+            dim = arg_value(node, 1 if meth != "unbind" else 0, "dim")
+            di = int_of(dim) if dim is not None else (0 if meth == "unbind" else 0)
             if meth == "unbind":
                 if di == -1 or (t.rank is not None and di == t.rank - 1):
                     # unbinding the feature axis leaves scalars per token: head_dim is 1
@@ -1574,12 +1449,12 @@ class _Frame:
         if meth == "exp" and t.scores:
             return replace(t, exped=True)
         if meth in ("sum", "nansum") and t.exped and t.scores:
-            dn = _arg(node, 0, "dim")
+            dn = arg_value(node, 0, "dim")
             return replace(t, exped=False, scores=False, factors=(), exp_sum=dn) if dn is not None else UNK
         if meth in ("sum", "nansum") and t.softmax_evs:
-            kd = _arg(node, None, "keepdim")
+            kd = arg_value(node, None, "keepdim")
             keep = isinstance(kd, cst.Name) and kd.value == "True"
-            return self.row_sum(t, self._int_value(_arg(node, 0, "dim"), None), keep)
+            return self.row_sum(t, self._int_value(arg_value(node, 0, "dim"), None), keep)
         return None
 
     def module_call(self, mv: ModVal, node: cst.Call, pos: list) -> Any:
@@ -2028,7 +1903,7 @@ class _Frame:
         if rest or per_head:
             leaf = _leaf(d.text)
             if leaf.isidentifier():
-                _HEADS_BY_STRUCTURE.add(leaf)
+                self.an.heads.add(leaf)
 
     def softmax(self, v: Any, node: cst.Call, dim_node: Any, func: str, mod: ModVal | None = None) -> Any:
         t = self.tensorize(v)
@@ -2047,7 +1922,7 @@ class _Frame:
             elif dim_node is None:
                 implicit = True
             else:
-                dim = _int_of(dim_node)
+                dim = int_of(dim_node)
                 if dim is None:
                     dim = "?"
             evs: tuple = ()
@@ -2064,7 +1939,7 @@ class _Frame:
         """A literal int argument, or one that evaluates to a literal (an inlined default)."""
         if node is None:
             return default
-        i = _int_of(node)
+        i = int_of(node)
         if i is not None:
             return i
         v = self.eval(node)
@@ -2076,7 +1951,7 @@ class _Frame:
             ps = self.an.stack[-1].params
             for prm in (*ps.posonly_params, *ps.params, *ps.kwonly_params):
                 if prm.name.value == node.value and prm.default is not None:
-                    return _int_of(prm.default)
+                    return int_of(prm.default)
         return None
 
     def row_sum(self, t: Tensor, dim: int | None, keepdim: bool) -> Tensor:
@@ -2097,7 +1972,7 @@ class _Frame:
         q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
         k = self.tensorize(pos[1]) if len(pos) > 1 else self.tensorize(kw.get("key"))
         v = self.tensorize(pos[2]) if len(pos) > 2 else self.tensorize(kw.get("value"))
-        scale_node = _arg(node, 6, "scale")
+        scale_node = arg_value(node, 6, "scale")
         if q is None or k is None:
             return UNK
         factors = tuple(replace(f, where="q") for f in q.factors) + tuple(replace(f, where="k") for f in k.factors)
@@ -2113,7 +1988,7 @@ class _Frame:
                 factors += (Factor(s, "sdpa-default", node),)
             else:
                 if s is None:
-                    s = Sym(coef=None, opaque=True, name=_code(scale_node))
+                    s = Sym(coef=None, opaque=True, name=short_code(scale_node))
                 if s.is_literal() and s.coef == 1.0 and not s.default_one:
                     s = Sym(coef=1.0, explicit_one=True)
                 factors += (Factor(s, "sdpa", node),)
@@ -2203,8 +2078,9 @@ def _note_heads(s: Sym) -> None:
     den = [d for d, e in ps.items() if e == -1 and d.role == "?" and d.atoms is None]
     if len(wid) == 1 and len(den) == 1 and den[0].value != 1:
         leaf = _leaf(den[0].text)
-        if leaf.isidentifier():
-            _HEADS_BY_STRUCTURE.add(leaf)
+        heads = _HEADS_BY_STRUCTURE.get()
+        if leaf.isidentifier() and isinstance(heads, set):  # a set only while analysing
+            heads.add(leaf)
 
 
 def _named(v: Any, name: str) -> Any:
@@ -2314,14 +2190,14 @@ def _reorder(in_axes: tuple, out_axes: tuple, token_major: bool) -> str | None:
 
 def analyze(ctx: Any) -> Provenance:
     """Run score provenance over ``ctx.module`` (a :class:`FileContext`)."""
-    _HEADS_BY_STRUCTURE.clear()
     an = Analyzer(ctx)
+    token = _HEADS_BY_STRUCTURE.set(an.heads)
     try:
         res = an.run()
     except RecursionError:  # pragma: no cover - pathological nesting
         res = an.result
     finally:
-        _HEADS_BY_STRUCTURE.clear()
+        _HEADS_BY_STRUCTURE.reset(token)
     return res
 
 
@@ -2336,7 +2212,7 @@ def _index_axes(t: Tensor, sl: Any) -> tuple | None:
     for i, e in enumerate(sl):
         s = e.slice
         if type(s) is cst.Index:
-            if _int_of(s.value) is None:
+            if int_of(s.value) is None:
                 return None
             drop.append(i)
         elif not (type(s) is cst.Slice and s.lower is None and s.upper is None and s.step is None):

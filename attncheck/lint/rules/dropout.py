@@ -21,20 +21,14 @@ from typing import Any
 
 import libcst as cst
 
+from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.layout import arg, tensors
-from attncheck.lint.analysis.provenance import _num_of, mentions_training
+from attncheck.lint.analysis.provenance import mentions_training
+from attncheck.lint.analysis.syntax import num_of
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 from attncheck.lint.rules import _edits
 
-_F_DROPOUT = {
-    "torch.nn.functional.dropout", "torch.nn.functional.dropout1d", "torch.nn.functional.dropout2d",
-    "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout",
-    "torch.nn.functional.feature_alpha_dropout", "torch.dropout",
-}
-_SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
-_FLASH_LEAVES = {"flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpacked_func",
-                 "flash_attn_kvpacked_func", "flash_attn_varlen_qkvpacked_func", "flash_attn_varlen_kvpacked_func"}
 
 
 _arg = arg  # the argument at position pos or keyword kw (shared with the layout analysis)
@@ -136,10 +130,10 @@ class DropoutInEval(Rule):
         literal ``training=True`` is flagged: it drops in eval() whatever the caller does."""
         for call, guarded in scan.calls:
             q = self.ctx.qualname(call.func) or ""
-            if q in _F_DROPOUT and q != "torch.dropout" and not guarded and attention_probs(self.ctx, call):
+            if q in ops.F_DROPOUT and q != "torch.dropout" and not guarded and attention_probs(self.ctx, call):
                 train = _arg(call, 2, "training")
                 p = _arg(call, 1, "p")
-                if p is not None and _num_of(p.value) == 0:
+                if p is not None and num_of(p.value) == 0:
                     continue
                 owner = _param_attr_base(p.value, scan.fn) if p is not None and train is None else None
                 if owner is not None:
@@ -201,22 +195,21 @@ class DropoutInEval(Rule):
     def _check(self, scan: _Method) -> None:
         for call, guarded in scan.calls:
             q = self.ctx.qualname(call.func) or ""
-            leaf = q.rsplit(".", 1)[-1]
-            if q in _F_DROPOUT:
+            if q in ops.F_DROPOUT:
                 self._f_dropout(call, q, guarded, scan)
-            elif q in _SDPA:
-                self._prob(call, _arg(call, 4, "dropout_p"), guarded, scan, "F.scaled_dot_product_attention")
-            elif leaf in _FLASH_LEAVES:
-                self._prob(call, _arg(call, None, "dropout_p"), guarded, scan, leaf)
-            elif leaf == "memory_efficient_attention":
-                self._prob(call, _arg(call, 4, "p"), guarded, scan, leaf)
+                continue
+            op = ops.kernel(q)
+            if op is None or op.dropout is None:
+                continue
+            name = "F.scaled_dot_product_attention" if op.kind == "sdpa" else q.rsplit(".", 1)[-1]
+            self._prob(call, _arg(call, op.dropout.pos, op.dropout.kw), guarded, scan, name)
 
     def _f_dropout(self, call: cst.Call, q: str, guarded: bool, scan: _Method) -> None:
         p = _arg(call, 1, "p")
         train = _arg(call, 2, "training" if q != "torch.dropout" else "train")
         if guarded:
             return
-        if p is not None and _num_of(p.value) == 0:
+        if p is not None and num_of(p.value) == 0:
             return
         if not attention_probs(self.ctx, call):
             return
@@ -239,7 +232,7 @@ class DropoutInEval(Rule):
 
     def _gated(self, expr: cst.BaseExpression, scan: _Method, depth: int = 0) -> bool | None:
         """True: gated/zero; False: an ungated module attribute or non-zero literal; None: unknown."""
-        n = _num_of(expr)
+        n = num_of(expr)
         if n is not None:
             return n == 0
         if mentions_training(expr):
@@ -272,7 +265,7 @@ class DropoutInEval(Rule):
         if self._gated(arg.value, scan) is False:
             code = cst.Module([]).code_for_node(arg.value)
             kw = arg.keyword.value if arg.keyword is not None else "dropout_p"
-            simple = isinstance(arg.value, (cst.Name, cst.Attribute)) or _num_of(arg.value) is not None
+            simple = isinstance(arg.value, (cst.Name, cst.Attribute)) or num_of(arg.value) is not None
             gated = f"{code if simple else '(' + code + ')'} if self.training else 0.0"
             fix = None
             if "\n" not in code:

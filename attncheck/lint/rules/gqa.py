@@ -24,12 +24,14 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from attncheck.lint.analysis import layout as lay
+from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.layout import arg, code, counts, group_factor, int_of, maskish, root_name
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 
-_TILE = {"torch.tile"}
+_TILE = ops.functions("shape", "tile")
+_CAT = ops.functions("shape", "cat")
 
 
 def _is_one(node: cst.BaseExpression) -> bool:
@@ -129,7 +131,7 @@ class GqaHeadMapping(Rule):
             elif isinstance(func, cst.Attribute) and func.attr.value in ("reshape", "view", "flatten") \
                     and not q.startswith("torch."):
                 self._expand_merge(call, func.value, fr)
-            elif q in ("torch.cat", "torch.concat", "torch.concatenate") and call.args:
+            elif q in _CAT and call.args:
                 self._cat_copies(call, fr)
 
     def _cat_copies(self, call: cst.Call, fr: _Frame) -> None:
@@ -220,14 +222,6 @@ class GqaHeadMapping(Rule):
 
 # --------------------------------------------------------------------------- ATT404
 
-_BLHD_APIS = {
-    # leaf name -> (positional indices, keywords) of (B, L, H, d) tensor arguments
-    "flash_attn_func": ((0, 1, 2), ("q", "k", "v")),
-    "flash_attn_kvpacked_func": ((0,), ("q",)),
-    "flash_attn_with_kvcache": ((0, 1, 2), ("q", "k_cache", "v_cache")),
-    "memory_efficient_attention": ((0, 1, 2), ("query", "key", "value")),
-}
-_SDPA = {"torch.nn.functional.scaled_dot_product_attention", "torch._C._nn.scaled_dot_product_attention"}
 
 
 @register
@@ -244,17 +238,20 @@ class LayoutMismatch(Rule):
     def visit_Call(self, node: cst.Call) -> None:
         q = self.ctx.qualname(node.func) or ""
         leaf = q.rsplit(".", 1)[-1]
-        if q in _SDPA:
+        op = ops.kernel(q)
+        if op is None or op.layout is None:
+            return
+        if op.kind == "sdpa":
             want, bad, api = "BHLD", "BLHD", "F.scaled_dot_product_attention"
-            spec = ((0, 1, 2), ("query", "key", "value"))
-        elif leaf in _BLHD_APIS and (q == leaf or "flash_attn" in q or "xformers" in q):
+        elif q == leaf or "flash_attn" in q or "xformers" in q:
             want, bad, api = "BLHD", "BHLD", leaf
-            spec = _BLHD_APIS[leaf]
         else:
             return
         wrong = []
-        for pos, kw in zip(*spec):
-            a = arg(node, pos, kw)
+        for slot in (op.q, op.k, op.v):
+            if slot is None:
+                continue
+            a = arg(node, slot.pos, slot.kw)
             if a is None:
                 continue
             lo = lay.layout(self.ctx, a.value)

@@ -27,6 +27,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import PositionProvider
 
+from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.layout import code, counts, head_count, int_of, is_scores, root_name
 from attncheck.lint.analysis.masks import DIAG
 from attncheck.lint.context import dotted_name
@@ -35,10 +36,12 @@ from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 from attncheck.lint import walk
 
-_MATMUL = {"torch.matmul", "torch.bmm", "torch.einsum", "einops.einsum", "torch.baddbmm"}
-_PASS_METHODS = {"to", "type_as", "type", "float", "half", "bfloat16", "double", "contiguous", "masked_fill",
-                 "masked_fill_", "clone", "detach", "view", "reshape", "squeeze", "unsqueeze", "nan_to_num"}
-_PASS_FUNCS = {"torch.nn.functional.dropout", "torch.dropout", "torch.nan_to_num"}
+_MATMUL = ops.BATCHED_MATMUL
+#: methods the attention weights go through on their way to ``@ v`` (same values: casts, copies,
+#: fills, views, ``nan_to_num``)
+_PASS_METHODS = (ops.FLOAT_CASTS | ops.methods("cast", "") | ops.methods("copy") | ops.methods("fill")
+                 | ops.methods("shape", "reshape", "insert") | ops.methods("pointwise", "nan_to_num"))
+_PASS_FUNCS = ops.F_DROPOUT | ops.functions("pointwise", "nan_to_num")
 
 
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:

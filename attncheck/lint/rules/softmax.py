@@ -16,10 +16,13 @@ from typing import Any
 import libcst as cst
 
 from attncheck.lint import walk
+from attncheck.lint.analysis import ops
 from attncheck.lint.finding import Fix
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 from attncheck.lint.rules import _edits
+
+_SOFTMAX_MODULES = ops.modules("softmax", "softmax")
 
 
 def implicit_dim(rank: int) -> int:
@@ -119,4 +122,4 @@ class SoftmaxWrongDim(Rule):
         if len(found) != 1 or not isinstance(found[0], cst.Call):
             return None
         q = self.ctx.qualname(found[0].func) or ""
-        return found[0] if q in ("torch.nn.Softmax", "torch.nn.modules.activation.Softmax") else None
+        return found[0] if q in _SOFTMAX_MODULES else None

@@ -23,13 +23,14 @@ import libcst as cst
 from libcst.metadata import PositionProvider
 
 from attncheck.lint import walk
+from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.layout import arg, code, is_scores
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 
-_EXP = {"torch.exp", "numpy.exp", "torch.special.exp"}
-_SUM = {"torch.sum"}
+_EXP = ops.EXP
+_SUM = ops.functions("reduce", "sum")
 _MAXLIKE = {"max", "amax", "logsumexp", "maximum", "cummax", "nanmax", "max_values"}
 
 
@@ -246,11 +247,11 @@ class UnstableSoftmax(_FunctionRule):
 
 # --------------------------------------------------------------------------- ATT604
 
-_LOWP_DTYPES = {"torch.float16", "torch.half", "torch.bfloat16"}
-_HIGHP_DTYPES = {"torch.float32", "torch.float", "torch.float64", "torch.double"}
-_TO_LOW_METHODS = {"half", "bfloat16"}
-_TO_HIGH_METHODS = {"float", "double"}
-_SOFTMAX = {"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}
+_LOWP_DTYPES = ops.LOW_PRECISION_DTYPES
+_HIGHP_DTYPES = ops.HIGH_PRECISION_DTYPES
+_TO_LOW_METHODS = ops.LOW_PRECISION_CASTS
+_TO_HIGH_METHODS = ops.HIGH_PRECISION_CASTS
+_SOFTMAX = ops.SOFTMAX
 
 
 def _cast(rule: Rule, call: cst.Call) -> str | None:
@@ -296,7 +297,7 @@ class _LowP:
             if c in ("high", "unknown"):
                 return False
             q = self.rule.ctx.qualname(node.func) or ""
-            if q in ("torch.matmul", "torch.bmm", "torch.einsum", "torch.baddbmm"):
+            if q in ops.BATCHED_MATMUL:
                 return any(self(a.value) for a in node.args if a.keyword is None)
             if isinstance(node.func, cst.Attribute) and node.func.attr.value in (
                     "transpose", "permute", "view", "reshape", "contiguous", "masked_fill", "mul", "div",

@@ -1,0 +1,135 @@
+"""The index of one module's definitions that the analyses resolve calls against.
+
+Top-level functions, classes (with their same-file bases and methods) and the functions nested in
+them, each with a qualified name (``f``, ``Attention.forward``, ``Attention.forward.helper``).
+Built once per file (:attr:`FileContext.index`) and shared by the analyses; it holds no analysis
+state.  Only definitions at module level count (as Python binds them when the module runs); a
+``def`` under ``if`` / ``try`` at module level is not indexed.  Import aliases are the
+:class:`~attncheck.lint.context.ImportTable`'s.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+
+from attncheck.lint.analysis.syntax import child_nodes, is_expr_type
+from attncheck.lint.context import dotted_name
+
+
+class FunctionInfo:
+    """A ``def``: its node, the class it is a method of (``None`` for a function), its qualified
+    name and the names of its positional parameters (``self`` included)."""
+
+    __slots__ = ("cls", "node", "params", "qual")
+
+    def __init__(self, node: cst.FunctionDef, cls: ClassInfo | None, qual: str) -> None:
+        self.node = node
+        self.cls = cls
+        self.qual = qual
+        params = node.params
+        self.params = [p.name.value for p in (*params.posonly_params, *params.params)]
+
+    @property
+    def name(self) -> str:
+        return self.node.name.value
+
+    def call_params(self) -> list[str]:
+        """The parameters a call's arguments bind to: a method's ``self`` is not passed."""
+        return self.params[1:] if self.cls is not None and self.params[:1] == ["self"] else self.params
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"FunctionInfo({self.qual})"
+
+
+class ClassInfo:
+    """A ``class``: its node, name, base names (dotted, ``None`` for other expressions) and methods."""
+
+    __slots__ = ("bases", "methods", "name", "node")
+
+    def __init__(self, node: cst.ClassDef) -> None:
+        self.node = node
+        self.name = node.name.value
+        self.bases = [dotted_name(b.value) for b in node.bases]
+        self.methods: dict[str, FunctionInfo] = {}
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"ClassInfo({self.name})"
+
+
+class ModuleIndex:
+    """Definitions of one module.
+
+    ``functions``: top-level functions by name; ``classes``: top-level classes by name;
+    ``defs``: every top-level function and method, in source order.
+    """
+
+    #: how many same-file base classes a method or attribute look-up follows
+    MAX_BASES = 5
+
+    def __init__(self, module: cst.Module) -> None:
+        self.functions: dict[str, FunctionInfo] = {}
+        self.classes: dict[str, ClassInfo] = {}
+        self.defs: list[FunctionInfo] = []
+        for stmt in module.body:
+            if type(stmt) is cst.FunctionDef:
+                f = FunctionInfo(stmt, None, stmt.name.value)
+                self.functions[f.name] = f
+                self.defs.append(f)
+            elif type(stmt) is cst.ClassDef:
+                c = ClassInfo(stmt)
+                self.classes[c.name] = c
+                for s in stmt.body.body:
+                    if type(s) is cst.FunctionDef:
+                        f = FunctionInfo(s, c, f"{c.name}.{s.name.value}")
+                        c.methods[f.name] = f
+                        self.defs.append(f)
+
+    def bases_of(self, cls: ClassInfo) -> list[ClassInfo]:
+        """The same-file base classes of ``cls``, in declaration order."""
+        return [self.classes[b] for b in cls.bases if b in self.classes]
+
+    def method(self, cls: ClassInfo | None, name: str, depth: int = 0) -> FunctionInfo | None:
+        """``name`` looked up on ``cls`` and then its same-file bases (depth first, as Python's
+        MRO for single inheritance); ``None`` when not defined in this file."""
+        if cls is None or depth > self.MAX_BASES:
+            return None
+        if name in cls.methods:
+            return cls.methods[name]
+        for b in self.bases_of(cls):
+            m = self.method(b, name, depth + 1)
+            if m is not None:
+                return m
+        return None
+
+    def lineage(self, cls: ClassInfo | None) -> list[str]:
+        """Names of ``cls`` and all its same-file ancestors (each once)."""
+        out: list[str] = []
+        stack = [cls] if cls is not None else []
+        while stack:
+            k = stack.pop()
+            if k.name not in out:
+                out.append(k.name)
+                stack.extend(self.bases_of(k))
+        return out
+
+    @staticmethod
+    def nested(f: FunctionInfo) -> Iterator[FunctionInfo]:
+        """Functions defined inside ``f`` (at any depth, not inside a nested class or lambda),
+        qualified ``f.qual + "." + name`` and attached to ``f``'s class."""
+        for n in _walk_nested(f.node):
+            yield FunctionInfo(n, f.cls, f"{f.qual}.{n.name.value}")
+
+
+def _walk_nested(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
+    stack = list(child_nodes(fn.body))
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is cst.FunctionDef:
+            yield n
+            stack.extend(child_nodes(n.body))
+        elif t is cst.ClassDef or t is cst.Lambda or is_expr_type(t):
+            continue
+        else:
+            stack.extend(child_nodes(n))
