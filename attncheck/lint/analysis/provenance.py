@@ -788,7 +788,11 @@ class _Frame:
             v = self.eval(s.value) if s.value is not None else UNK
             self.ret = v if self.ret is None else _join(self.ret, v)
         elif type(s) is cst.Expr:
-            self.eval(s.value)
+            v = self.eval(s.value)
+            receiver = _inplace_receiver(s.value)
+            if receiver is not None and isinstance(v, Tensor):
+                # ``s.div_(math.sqrt(d))`` as a statement rebinds ``s`` like ``s /= math.sqrt(d)``
+                self.assign(receiver, v)
 
     def assign(self, target: cst.BaseExpression, v: Any) -> None:
         if type(target) is cst.Name:
@@ -2035,6 +2039,18 @@ def _qk_factors(ta: Tensor, tb: Tensor) -> tuple:
             f = Factor(Sym(coef=None, opaque=True, name="shared q/k normalization"), "q", f.node)
         out.append(replace(f, where=w))
     return tuple(out)
+
+
+def _inplace_receiver(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The name (or attribute) that an in-place method call writes: ``s`` in ``s.mul_(a)`` and in
+    the chain ``s.mul_(a).add_(b)``; None when ``expr`` is not such a call."""
+    receiver = None
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+        op = ops.method(expr.func.attr.value)
+        if op is None or not op.inplace:
+            return None
+        expr = receiver = expr.func.value
+    return receiver if type(receiver) in (cst.Name, cst.Attribute) else None
 
 
 def _glob_sym(v: _ParamRef) -> Sym:
