@@ -4,8 +4,9 @@ Where the weights come from, for each drawn example (all available sources are j
 
 1. the weights the target returns (``(out, weights)``);
 2. the probe (:class:`attncheck.dynamic.probe.Probe`): every softmax / SDPA / MHA record whose
-   last axis has L_k entries — the last axis is taken as the key axis, so a softmax over
-   another axis shows up as rows that do not sum to 1;
+   key axis has L_k entries — the axis the weights·v product sums over, else the one q·kᵀ puts
+   the keys on, else the last — so a softmax over another axis shows up as rows that do not
+   sum to 1;
 3. kernels: V = identity ``(L_k × L_k)`` (docs/checks.md): the output of a kernel linear in v is then
    its effective attention matrix ``(B, H, L_q, L_k)`` — this also sees opaque (fused, compiled)
    kernels and masks applied after the softmax.
