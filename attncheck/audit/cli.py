@@ -8,7 +8,6 @@ A bare ``attncheck audit`` audits the bundled demo pair ``fixtures/audit/demo_co
 """
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -197,7 +196,7 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
                                 hints=hint_values, dtype=dtype)
                 except F.UnknownSpec as exc:
                     progress.stop()
-                    close = difflib.get_close_matches(spec, exc.known, n=3, cutoff=0.6)
+                    close = exc.close_matches(spec)
                     hint = f" (did you mean {' or '.join(close)}?)" if close else ""
                     err.print(f"[bold red]error:[/bold red] {escape(str(exc))}{escape(hint)}",
                               soft_wrap=True)

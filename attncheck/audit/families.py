@@ -27,6 +27,7 @@ raises :class:`UnknownSpec` (→ exit 2, lists the known names), :class:`FamilyU
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -52,6 +53,19 @@ class UnknownSpec(ValueError):
     def __init__(self, message: str, known: list[str]):
         super().__init__(message)
         self.known = known
+
+    def close_matches(self, spec: str, n: int = 3) -> list[str]:
+        """Up to ``n`` known specs whose NAME (after ``FAMILY:``) is close to ``spec``'s, best
+        first; empty when none is.  The shared family prefix is left out of the comparison (with
+        it, ``hf:notamodel`` is 60% similar to ``hf:olmoe``), and case is ignored."""
+        def name(s: str) -> str:
+            return s.partition(":")[2].lower() if ":" in s else s.lower()
+
+        by_name: dict[str, str] = {}
+        for k in self.known:
+            by_name.setdefault(name(k), k)
+        close = difflib.get_close_matches(name(spec), list(by_name), n=n, cutoff=0.75)
+        return [by_name[c] for c in close]
 
 
 class FamilyUnavailable(RuntimeError):
