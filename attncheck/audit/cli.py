@@ -2,7 +2,10 @@
 
 Exit codes: 0 every check passed (``warn`` / ``skip`` allowed), 1 a check failed or errored
 (a check that runs past ``--timeout`` is an error), 2 usage error (unknown family or model name —
-the known ones are listed —, unknown check, unavailable device, unknown or invalid hint).
+the known ones are listed —, unknown check, unavailable device, unknown or invalid hint) or a
+family whose optional package cannot be imported (``timm:`` without timm, ``xt:`` without
+x-transformers, ``hf:`` without transformers: one ``attncheck audit: error:`` line with the
+reason and the install command; as ``attncheck check`` treats a target whose import fails).
 A bare ``attncheck audit`` audits the bundled demo pair ``fixtures/audit/demo_correct.py`` and
 ``fixtures/audit/demo_buggy.py``.
 """
@@ -214,10 +217,13 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
     else:
         from attncheck.report.terminal import resolve_text_format
 
+        # a model whose family's package is missing audited nothing: its one line is the error
+        # below, not a report that reads "OK: 1 skip"
+        audited = [r for r in reports if not r.extra.get("unavailable")]
         if resolve_text_format(fmt) == "full":
-            _render_text(reports, Console())
+            _render_text(audited, Console())
         else:
-            _render_plain(reports)
+            _render_plain(audited)
     if html_path:
         from attncheck.report.html import write_html
 
