@@ -1024,7 +1024,7 @@ def _run_work(w: _Work, registry=None) -> LintResult:
     (files to write in ``writes``: only the parent writes).  ``registry``: the rule classes
     (default :func:`all_rules`, imported only on a cache miss)."""
     rep = LintResult()
-    src, file_enabled, cfg, unsafe = w.src, w.enabled, w.cfg, w.unsafe
+    src, file_enabled = w.src, w.enabled
     try:
         data = w.data if w.data is not None else _read(src, None, w.max_file_size)
     except FileTooLarge as big:
