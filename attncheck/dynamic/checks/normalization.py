@@ -77,7 +77,7 @@ def _judge(name: str, w: torch.Tensor, blocked: torch.Tensor | None, tol: float,
         return f"{name} weights negative (min {mn:.3g})", m
     if err > tol:
         worst = sums.flatten()[(sums - 1).abs().flatten().argmax()]
-        return (f"{name} rows do not sum to 1 over the keys: a row sums to {float(worst):.6g} "
+        return (f"{name} rows do not sum to 1 over the keys: a row sums to {float(worst):.3g} "
                 f"(|sum-1| max {err:.3g} > tol {tol:g})"), m
     if blocked is not None and w.dim() >= 2 and tuple(w.shape[-2:]) == (ex.L_q, ex.L_k):
         b = blocked
