@@ -88,9 +88,17 @@ def raised_by_attncheck(exc: BaseException) -> bool:
     The traceback is read from the innermost frame outwards; the first frame that belongs to
     attncheck (this package) or to anything else (the target, its libraries) decides.  Frames of
     torch itself are neutral (both sides call torch), and so is the probe's
-    ``__torch_function__``, which only forwards the target's own torch calls.
+    ``__torch_function__``, which only forwards the target's own torch calls.  A
+    :class:`~attncheck.dynamic.targets.TargetOutputError` is never attncheck's: attncheck raises
+    it on the target's behalf, when the target returned something that is not an attention
+    output.
     """
     import os
+
+    from attncheck.dynamic.targets import TargetOutputError
+
+    if isinstance(exc, TargetOutputError):
+        return False
 
     tb = exc.__traceback__
     frames = []
