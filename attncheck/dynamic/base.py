@@ -91,13 +91,14 @@ def raised_by_attncheck(exc: BaseException) -> bool:
     ``__torch_function__``, which only forwards the target's own torch calls.  A
     :class:`~attncheck.dynamic.targets.TargetOutputError` is never attncheck's: attncheck raises
     it on the target's behalf, when the target returned something that is not an attention
-    output.
+    output, and neither is a :class:`~attncheck.dynamic.targets.TargetCallError` (the target's
+    signature does not take the arguments of its calling convention).
     """
     import os
 
-    from attncheck.dynamic.targets import TargetOutputError
+    from attncheck.dynamic.targets import TargetCallError, TargetOutputError
 
-    if isinstance(exc, TargetOutputError):
+    if isinstance(exc, (TargetOutputError, TargetCallError)):
         return False
 
     tb = exc.__traceback__
