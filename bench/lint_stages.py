@@ -6,7 +6,9 @@ Usage::
     python bench/lint_stages.py files.txt
 
 Prints seconds per stage (libcst parse of the kept regions, the mask and provenance analyses,
-the CPython syntax screen, region selection, prefilter, the walk and rules) and, as the
+the stdlib ``ast`` index of each file a rule's trigger matches in — which is also its syntax
+screen —, the CPython syntax screen of the other files, region selection, prefilter, the walk
+and rules) and, as the
 reference, a bare ``libcst.parse_module`` of every file in the same process.  Default rules.
 The stage timers wrap module functions, so run this, not the CLI, to read the split; the CLI's
 own figures come from ``bench/lint_bench.py``.
@@ -44,6 +46,7 @@ def main(listing: str) -> None:
     timed(masks, "analyze", "mask analysis")
     timed(provenance, "analyze", "provenance analysis")
     timed(engine, "_syntax_check", "syntax screen")
+    timed(regions, "index", "ast index (also the syntax screen of the files it reads)")
     timed(regions, "select", "region selection")
     timed(cst, "parse_module", "libcst parse of kept regions")
     timed(engine, "prefilter", "prefilter")

@@ -91,8 +91,8 @@ def test_regions_drop_text_on_real_models():
 # ------------------------------------------------------------------------ chunking
 
 
-def test_chunks_split_definitions_and_module_code():
-    src = ("import torch\n"             # 0 other
+def test_units_split_definitions_and_module_code():
+    src = ("import torch\n"             # 0 module code
            "X = 1\n"
            "@decorator(\n"             # 2 def f (decorated, argument continued in col 0)
            "1)\n"
@@ -101,16 +101,17 @@ def test_chunks_split_definitions_and_module_code():
            "    return x\n"
            "class C(Base):\n"          # 7 class C
            '    """doc\n'
-           'in column 0\n'              # string content in column 0: module code chunk
+           'in column 0\n'              # string content in column 0: still the class
            '    """\n'
            "async def g():\n"          # 11
            "    pass\n"
-           "if X:\n"                   # 13 other
+           "if X:\n"                   # 13 module code
            "    def h(): pass\n")
-    parts = regions.chunks(src.split("\n"))
-    assert [(c.start, c.name) for c in parts] == [
-        (0, None), (2, "f"), (7, "C"), (9, None), (11, "g"), (13, None)]
-    assert parts[-1].end == len(src.split("\n"))
+    idx = regions.index(src)
+    assert [(u.start, u.kind, u.name) for u in idx.units] == [
+        (0, "mod", None), (1, "mod", None), (2, "func", "f"), (7, "class", None),
+        (8, "class", None), (11, "func", "g"), (13, "mod", None)]
+    assert idx.units[-1].end == len(src.split("\n"))
 
 
 _PARTS = {
@@ -152,7 +153,8 @@ def test_selection_keeps_helpers_and_callers_and_blanks_the_rest():
     assert up is not None and up.kept_defs == ["helper", "Attn", "caller", "outer"]
     lines, kept = text.split("\n"), sel.text.split("\n")
     assert len(lines) == len(kept)
-    assert all(a == b or b == "" for a, b in zip(lines, kept))
+    # dropped lines are blank, or a string statement over them from three lines on
+    assert all(a == b or b.strip() in ("", '"""') for a, b in zip(lines, kept))
     assert "class Filler3" not in sel.text and "def helper" in sel.text
 
 

@@ -110,6 +110,21 @@ def test_scale_parameter_falls_back_to_its_default(fallback, expected):
     assert only_codes(src) == expected
 
 
+@pytest.mark.parametrize("norm, expected", [
+    ("q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)", set()),
+    ("pass", {"ATT104"}),
+])
+def test_learned_scales_on_normalised_q_and_k_are_temperatures(norm, expected):
+    """nViT / nGPT: q and k are l2-normalised, then each multiplied by a learned ``s_qk``
+    (initialised to head_dim ** 0.25) and SDPA runs with scale=1: a learned temperature, not two
+    1/√d scales.  The same two scale factors on raw q and k are reported."""
+    body = (f"{norm}\n        q = q * self.q_scale\n        k = k * self.k_scale\n"
+            "        return F.scaled_dot_product_attention(q, k, v, scale=1.0)")
+    src = LAYER.replace("{q_line}\n        scores = q @ k.transpose(-2, -1){s_suffix}\n"
+                        "        return F.softmax(scores, dim=-1) @ v", body)
+    assert only_codes(src) == expected
+
+
 ACCEPTED = {
     "learned temperature": "scores = (q @ k.transpose(-2, -1)) * self.logit_scale.exp()",
     "cosine": "scores = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)",

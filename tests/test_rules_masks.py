@@ -494,6 +494,7 @@ def attend(q, k, v, pad_mask):
     ("s = s.float()", False),
     ("s = s.to(torch.float32).transpose(-2, -1).transpose(-2, -1)", False),
     ("s = s.type(torch.half)", True),
+    ("if s.is_cuda:\n        s = s.float()", True),  # cast on one path only
     ("s32 = s.float()", True),  # another tensor is cast, not the filled one
     ("", True),
 ])
@@ -501,8 +502,22 @@ def test_masked_fill_on_scores_cast_to_float32(cast, reported):
     """A -1e9 fill into scores whose local was cast to float32 fits; into scores of the
     model's dtype (or cast to float16) it overflows."""
     src = _CAST_SCORES.format(cast=cast)
+    line = next(i for i, t in enumerate(src.splitlines(), 1) if "-1e9" in t)
     fs = lint_source(src, "t.py", select=["ATT204"])
-    assert [f.line for f in fs] == ([8] if reported else [])
+    assert [f.line for f in fs] == ([line] if reported else [])
+
+
+def test_a_mask_named_tensor_cast_to_float_is_still_a_mask():
+    """``key_mask = (...).float()`` of an untracked comparison stays the mask its name says, so
+    the additive mask built from it is still checked (dtype tracking must not hide masks)."""
+    src = (
+        "import torch\n\n\n"
+        "def attend(q, k, v, lengths):\n"
+        "    s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5\n"
+        "    key_mask = (lengths[:, None] > 3)[:, None, None, :].float()\n"
+        "    s = s + (1.0 - key_mask) * -1e9\n"
+        "    return s.softmax(-1) @ v\n")
+    assert [(f.code, f.line) for f in lint_source(src, "t.py", select=["ATT204"])] == [("ATT204", 7)]
 
 
 _PENALTY = '''
@@ -560,6 +575,46 @@ def test_kv_cache_causal_mask_with_a_symbolic_diagonal(diagonal, codes):
     keys) blocks exactly each query's future; ``triu(j - i)`` also blocks the query itself."""
     src = _KV_CACHE_CAUSAL.format(diagonal=diagonal)
     assert [(f.code, f.line) for f in mask_findings(src)] == [(c, 14) for c in codes]
+
+
+_LAYER_WEIGHTS = '''
+import torch
+
+
+def layer_loss_weights(layer_ids, n_layers, boost=1.0):
+    w = torch.ones(len(layer_ids), device=layer_ids.device)
+    w = w * torch.where(layer_ids < n_layers - 1, boost, 1.0)
+    return w / {total}
+
+
+def exit_probabilities(exit_logits):
+    return torch.softmax(exit_logits, dim=-1)
+'''
+
+_WRITTEN_OUT_SOFTMAX = '''
+import torch
+
+
+def attend(q, k, v, keep):
+    s = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    s = torch.where(keep, s, 0.0)
+    e = torch.exp(s - s.amax(-1, keepdim=True))
+    return (e / {total}) @ v
+'''
+
+
+@pytest.mark.parametrize("template, total, lines", [
+    (_LAYER_WEIGHTS, "torch.sum(w)", []),   # weights divided by their total: no softmax
+    (_LAYER_WEIGHTS, "w.sum()", []),
+    (_WRITTEN_OUT_SOFTMAX, "e.sum(-1, keepdim=True)", [7]),
+    (_WRITTEN_OUT_SOFTMAX, "torch.sum(e, dim=-1, keepdim=True)", [7]),
+])
+def test_only_a_row_sum_makes_a_written_out_softmax(template, total, lines):
+    """``exp(s) / exp(s).sum(dim, keepdim=True)`` is a softmax over ``dim``, so a 0 fill of ``s``
+    before it is ATT205; dividing by the sum of all entries (torchtune's early-exit loss
+    weights) normalises no row, and its ``torch.where(..., 1.0)`` is no attention mask."""
+    fs = lint_source(template.format(total=total), "t.py", select=["ATT205"])
+    assert [f.line for f in fs] == lines
 
 
 def test_inverted_mask_message_describes_the_mask_as_used():

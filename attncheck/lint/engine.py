@@ -486,14 +486,15 @@ def _walks(rule: type[Rule]) -> bool:
     return w
 
 
-def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = None
-                   ) -> cst.Module | None:
+def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = None,
+                   idx: _regions.Index | None = None) -> cst.Module | None:
     """libcst module of the selected regions of ``text`` (same line numbers), or ``None`` when
     the whole file must be parsed.  ``skip`` receives the ids of top-level definitions the
-    node-visiting rules need not walk (no seed of theirs inside)."""
+    node-visiting rules need not walk (no seed of theirs inside); ``idx``: the file's
+    :func:`attncheck.lint.regions.index` when already computed."""
     walking = [r for r in active if _walks(r)]
     sel = _regions.select(text, _regions.triggers_of(active),
-                          walk=_regions.triggers_of(walking) or ())
+                          walk=_regions.triggers_of(walking) or (), idx=idx)
     if sel is None:
         return None
     _check_parse_size(len(sel.text) - sel.text.count("\n"))
@@ -538,19 +539,25 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
     visitors = [registry[c] for c in sorted(enabled)
                 if c in registry and not getattr(registry[c], "engine_only", False)]
     use_regions = REGIONS if regions is None else regions
-    # also without ATT000: a region parse must not lint a file the whole parse cannot read, and
-    # no parse may see a file nested too deeply for the parsers
-    broken = _syntax_check(text, display)
-    if broken is not None:
-        return FileOutcome([broken] if "ATT000" in enabled else [], True, text)
     active = prefilter(text, visitors)
+    # the region index is CPython's own parse (``ast``): a file it reads is valid syntax (it
+    # accepts what only bytecode compilation refuses, ``return`` outside a function, as libcst
+    # does), so it stands in for the syntax screen
+    idx = _regions.index(text) if use_regions and active and _regions.triggers_of(active) \
+        and text.count("\n") + 1 >= _regions.MIN_LINES else None
+    if idx is None:
+        # also without ATT000: a region parse must not lint a file the whole parse cannot
+        # read, and no parse may see a file nested too deeply for the parsers
+        broken = _syntax_check(text, display)
+        if broken is not None:
+            return FileOutcome([broken] if "ATT000" in enabled else [], True, text)
     if not active:
         return FileOutcome([], False, text)
     limit = sys.getrecursionlimit()
     if limit < RECURSION_LIMIT:  # long ``a + b + …`` chains nest deep in the tree
         sys.setrecursionlimit(RECURSION_LIMIT)
     try:
-        return _lint_parsed(text, display, enabled, active, settings, use_regions)
+        return _lint_parsed(text, display, enabled, active, settings, use_regions, idx)
     finally:
         sys.setrecursionlimit(limit)
 
@@ -561,10 +568,10 @@ RECURSION_LIMIT = 10_000
 
 
 def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[type[Rule]],
-                 settings, use_regions: bool) -> FileOutcome:
+                 settings, use_regions: bool, idx: _regions.Index | None = None) -> FileOutcome:
     skip: set[int] = set()
     try:
-        module = _parse_regions(text, active, skip) if use_regions else None
+        module = _parse_regions(text, active, skip, idx) if use_regions else None
         if module is None:
             _check_parse_size(len(text))
     except _TooLargeToParse as big:

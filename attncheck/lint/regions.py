@@ -7,90 +7,81 @@ instead: every line of a *unit* that no enabled rule can need is replaced by an 
 numbers and columns of what is kept are unchanged, so findings, suppression comments and fix
 edits need no mapping, and ``code_for_node`` of a kept node is its original text.
 
-Selection (:func:`select`) works on the text alone — no tokenizer, no ``ast``:
+Selection (:func:`select`) reads the file's stdlib :mod:`ast` (:func:`index`: CPython's own
+parser, about a tenth of libcst's time; it is also the engine's syntax screen for the files it
+indexes):
 
-1. **Units.**  A line starting in column 0 with ``def``/``async def``/``class`` (or a run of
-   decorators ``@…`` followed by one) starts a top-level definition; any other code line in
-   column 0 starts a module-level statement (``else``/``except``/``finally`` and text inside a
-   triple-quoted string continue one).  A class is cut further at its body's indentation: each
-   method (with its decorators) is a unit; the header and the other statements of the body
-   (docstring, class attributes) form the class *shell*.
-2. **Seeds.**  Each enabled rule has a trigger (:class:`Trigger`: a regular expression, and for
-   some rules the method names it can fire in).  A unit is a seed when a trigger matches inside
-   it, or when it mentions a name bound to a match: a module-level name (``NEG_INF = -1e9``),
-   or an attribute the class shell or any method binds to one (``self.softmax =
+1. **Units.**  Each top-level statement is a unit (statements sharing a line are one), from its
+   first line (decorators included) to the next unit; the first starts the file.  A class is cut
+   further: its header (decorators, ``class X(Base):``), each method, and each other statement of
+   its body (the class *shell*: docstring, class attributes).
+2. **Seeds.**  Each enabled rule has a trigger (:class:`Trigger`: regular expressions searched in
+   the raw text, and for some rules the method names it can fire in).  A unit is a seed when a
+   trigger matches inside it, or when it reads a name bound to a match: a module-level name
+   (``NEG_INF = -1e9``, ``from … import scaled_dot_product_attention as sdpa``) read as a
+   name, or an attribute the class shell or any method binds to one (``self.softmax =
    nn.Softmax(-1)``, ``register_buffer("bias", torch.tril(...))``, ``big = -1e9`` then
-   ``self.fill = big``) — method units reached through ``self.<attr>``.  A unit holding an
-   import that is not a plain module-level statement (indented, or after ``:``/``;``) is kept
-   too (it feeds the alias table).  A rule limited to ``forward`` (``methods``) also seeds a
-   unit with a nested ``def forward`` (a class defined in a function or class); a rule whose
-   context must be in the same scope (``context_scope = "unit"``) sees all module code as one
-   scope, and a class body's statements as one (the rules pool them in one frame).
-3. **Closure**, to a fixed point, so the shared analyses see what they follow:
-   a kept method keeps its class shell and ``__init__`` (attributes, buffers); a kept unit keeps
-   the top-level functions it mentions (helpers the analyses inline), the module-level names it
-   mentions (constants), the methods of its class and its same-file bases it mentions
-   (``self.helper()``), and — from a class header — its base classes as shells (a class merely
-   instantiated in a body is not followed: the analyses never resolve into it).  Every kept
-   function or method (``forward`` and private ``__m`` included; not the dunders, called by
-   syntax) also keeps its callers, and so do those callers, transitively: a called helper is
-   analysed only inlined at its call sites, with the caller's arguments, and the mask analysis
-   binds a helper's parameters to the join of the arguments of every same-file call.  A class
-   whose body would be empty keeps its first method.  Imports feed the alias table: an absolute import is kept when a kept unit uses a
-   name it binds (``import torch`` always: rules look up torch's local name), a relative one
-   never (the table ignores them), and a unit holding a local import always.
+   ``self.fill = big``) read as ``self.<attr>`` in that class; what binds from such a read is
+   bound in turn (to a fixed point).  A module-level statement that reads no name and calls
+   nothing (``NEG_INF = -1e9``) is no seed itself: no rule reports on a bare literal, it is kept
+   only when kept code reads what it binds.  A rule limited to ``forward`` (``methods``) also
+   seeds a unit with a nested ``def forward``; a rule whose context must be in the same scope
+   (``context_scope = "unit"``) sees all module code as one scope, and a class body's
+   statements as one (the rules pool them in one frame).
+3. **Closure**, to a fixed point, as far as the shared analyses follow
+   (:mod:`attncheck.lint.analysis.provenance`, :mod:`attncheck.lint.analysis.masks`): a kept
+   method keeps its class shell and ``__init__`` (attributes, buffers); a kept unit keeps the
+   top-level functions it names (helpers the analyses inline), the module-level bindings it
+   reads as names (constants; imports, which feed the alias table), the methods of its class and
+   its same-file bases it names as attributes (``self.helper()``, ``Base.helper(self)``), and
+   — from a class header — its base classes as shells (a class merely instantiated in a body is
+   not followed: the analyses never resolve into it).  Every kept function or method
+   (``forward`` and private ``__m`` included; not the dunders, called by syntax) also keeps its
+   callers, transitively: a called helper is analysed only inlined at its call sites, with the
+   caller's arguments, and the mask analysis binds a helper's parameters to the join of the
+   arguments of every same-file call.  A class whose body would be empty keeps its first method.
+   Imports anywhere (a function's own ``import`` too: the alias table reads them all) are kept
+   when kept code reads a name they bind; ``import torch`` always (rules look up torch's local
+   name); a relative import only as a binding (the table ignores it).
 4. **Check.**  After parsing, the top-level definitions libcst finds must be the kept ones, in
-   order, and each kept class must hold exactly the kept methods (:func:`structure_matches`).
-   Otherwise (a ``def`` line inside a string, unusual line endings), and whenever the blanked
-   text does not parse, the engine parses the whole file.  (A blanked "method" that was really
-   text inside a string leaves a shorter string: harmless, strings are not analysed.)
+   order, and each kept class must hold exactly the kept methods (:func:`structure_matches`);
+   otherwise, and whenever the blanked text does not parse, the engine parses the whole file.
    ``FileContext.source`` stays the whole text.
 
-Triggers must over-approximate where a rule can report: findings are checked to equal a
-whole-file parse (``tests/test_engine_perf.py`` and ``tests/test_regions.py``: every fixture,
+Names are read from the ``ast``, so a name in a comment, a string or a parameter list keeps
+nothing.  Triggers must over-approximate where a rule can report: findings are checked to equal
+a whole-file parse (``tests/test_engine_perf.py`` and ``tests/test_regions.py``: every fixture,
 handed case and rule-page example, real transformers modeling files, generated modules;
 ``--no-regions`` parses whole files, and ``bench/lint_bench.py --compare-whole`` diffs a whole
-tree).  Syntax errors anywhere are still reported: the engine screens every file with CPython's
-parser first.
+tree).  Syntax errors anywhere are still reported: a file :func:`index` cannot read goes through
+the engine's syntax screen.
+
+A file of more than :data:`WHOLE_BELOW` characters is parsed in pieces of about :data:`PIECE`
+characters cut before a line that starts a statement in column 0 (a piece that does not parse is
+extended to the next such line), so memory stays bounded whatever the number of statements
+(``ast`` holds a few hundred bytes per character: a generated module of 300,000 assignments
+would need gigabytes whole).  A piece parses only when it ends at a statement boundary, so the
+pieces parse exactly when the file does.
 """
 from __future__ import annotations
 
+import ast
 import bisect
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-_DEF = re.compile(r"(?:async[ \t]+def|def|class)[ \t]+([^\W\d]\w*)")
-_METHOD = re.compile(r"(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)")
-_IDENT = re.compile(r"[^\W\d]\w*")
-_CALLED = re.compile(r"([^\W\d]\w*)[ \t]*\(")
-#: an import that is not a plain module-level statement: indented, or after ``;`` / ``:`` on a
-#: line (``try: import …``, ``X = 1; import …``, ``def f(): import …``); the import table reads
-#: every import of the file, so a unit holding one is always kept
-_LOCAL_IMPORT = re.compile(r"(?:import|from)[ \t]")  # then :func:`_local_import_at` looks back
-#: a nested ``def`` (a method of a class inside a function or class)
-_NESTED_DEF = re.compile(r"^[ \t]+(?:async[ \t]+)?def[ \t]+([^\W\d]\w*)", re.MULTILINE)
-#: ``self.x = … name …`` (an attribute set from a local)
-_SELF_SET = re.compile(r"self\.([^\W\d]\w*)[ \t]*(?::[^=\n;]*)?=(?!=)([^\n;]*)")
-#: ``x = … name …`` at the start of a line (a local set from another)
-_LOCAL_SET = re.compile(r"^[ \t]*([^\W\d]\w*)[ \t]*(?::[^=\n;]*)?=(?!=)([^\n;]*)", re.MULTILINE)
-#: ``.name(`` — a method called on something
-_ATTR_CALL = re.compile(r"\.[ \t]*([^\W\d]\w*)[ \t]*\(")
-#: a form feed starting a line (Python resets the indentation count there)
-_FORM_FEED = re.compile(r"^[ \t]*\f", re.MULTILINE)
-#: blank and comment lines at the start of a unit
-_LEADING_COMMENTS = re.compile(r"\A(?:[ \t]*(?:#[^\n]*)?\n)+")
-_SELF_ATTR = re.compile(r"self\.([^\W\d]\w*)")
-#: the name a statement binds: ``x = …``, ``self.x = …``, ``x: T = …``, ``register_buffer("x", …``
-_BINDING = re.compile(r"(?:self\.)?([^\W\d]\w*)[ \t]*(?::[^=\n]*)?=(?!=)|"
-                      r"register_(?:buffer|parameter)\(\s*[\"']([^\W\d]\w*)[\"']")
-
 #: Files shorter than this are parsed whole (the selection would not pay for itself).
 MIN_LINES = 40
-
-#: how many lines above a trigger match are searched for the statement's binding
-_BINDING_WINDOW = 4
+#: files longer than this (characters) are read by ``ast`` in pieces of about :data:`PIECE`
+WHOLE_BELOW = 1_000_000
+PIECE = 250_000
+#: a line that can start a top-level statement (where a piece may end)
+_STMT_START = re.compile(r"^(?![ \t\f\r\n#)\]}]|(?:else|elif|except|finally)\b)", re.MULTILINE)
+_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_IDENT = re.compile(r"[^\W\d]\w*")
 
 
 @dataclass(frozen=True)
@@ -165,22 +156,39 @@ def triggers_of(rules: Iterable) -> tuple[Trigger, ...] | None:
     return tuple(out.values())
 
 
-@dataclass
-class Chunk:
+@dataclass(slots=True)
+class Unit:
     start: int          # first line index (0-based)
     end: int            # one past the last line
-    name: str | None    # definition name; None for an "other" chunk
+    name: str | None    # def/class name; None for module code and class-shell statements
+    kind: str           # "mod" | "func" | "class" (a class's shell part) | "meth"
+    top: int            # index of the top-level statement it belongs to
+    #: its ``ast`` statements and the line offset of the piece they were parsed in; ``None`` for
+    #: a module statement of a file read in pieces (parsed again from its text when needed)
+    nodes: list | None = None
+    base: int = 0
+    keep: bool = False
+    header: bool = False  # a class's header (decorators, ``class X(Base):``) or an unsplit class
+    #: a module statement: what it binds, whether it reads a name or calls something
+    binds: tuple[str, ...] = ()
+    code: bool = True
 
 
 @dataclass
-class Unit:
-    start: int
-    end: int
-    name: str | None    # def/class name; None for module code and class-shell statements
-    kind: str           # "mod" | "func" | "class" (a class's shell part) | "meth"
-    top: int            # index of the top-level chunk it belongs to
-    keep: bool = False
-    header: bool = False  # a class's header (decorators, ``class X(Base):``) or an unsplit class
+class Index:
+    """The units of one file (:func:`index`) and what module-level statements bind."""
+
+    lines: list[str]
+    units: list[Unit]
+    #: top-level statement index → (def/class name or ``None``, is a class)
+    tops: list[tuple[str | None, bool]]
+    #: name → module-level units binding it (assignments, imports, definitions inside ``if``/
+    #: ``try``), for the closure
+    binds: dict[str, list[int]]
+    #: module-level units holding an ``import torch…``
+    torch_imports: list[int]
+    #: class (top-level statement index) → names read in its bases and keywords
+    class_bases: dict[int, set[str]]
 
 
 @dataclass
@@ -199,6 +207,826 @@ class Selection:
     walk_defs: list[bool] = field(default_factory=list)
 
 
+def _statements(text: str) -> Iterator[tuple[ast.stmt, int]]:
+    """Top-level statements of ``text`` with the line offset of the piece each was parsed in.
+    Raises ``SyntaxError`` (or another parse error) when ``text`` does not parse."""
+    if len(text) <= WHOLE_BELOW:
+        for s in ast.parse(text).body:
+            yield s, 0
+        return
+    start = line = 0
+    n = len(text)
+    while start < n:
+        target = start + PIECE
+        while True:
+            m = _STMT_START.search(text, target) if target < n else None
+            end = m.start() if m is not None and m.start() < n else n
+            try:
+                body = ast.parse(text[start:end]).body
+                break
+            except _PARSE_ERRORS:
+                if end >= n or end - start > 8 * PIECE:
+                    raise  # a syntax error, or one huge statement: the engine's screen reads it
+                target = end + 1  # cut inside a statement: extend the piece
+        for s in body:
+            yield s, line
+        del body
+        line += text.count("\n", start, end)
+        start = end
+
+
+def _first_line(s: ast.stmt) -> int:
+    decos = getattr(s, "decorator_list", None)
+    return min(s.lineno, *(d.lineno for d in decos)) if decos else s.lineno
+
+
+def _module_statement(s: ast.stmt, out: set[str]) -> bool:
+    """Add to ``out`` the names a module-level statement binds: assignment, ``for``/``with``
+    targets, imports (relative ones too), definitions (in ``if``/``try`` bodies as well).
+    Returns whether it reads a name or calls something (``NEG = -1e9`` does not)."""
+    if type(s) is ast.Assign and len(s.targets) == 1 and type(s.targets[0]) is ast.Name:
+        out.add(s.targets[0].id)  # the common case
+        v = s.value
+        if type(v) is ast.UnaryOp:
+            v = v.operand
+        if type(v) is ast.Constant:
+            return False
+    code = False
+    for node in _walk((s,)):
+        t = type(node)
+        if t is ast.Name:
+            if type(node.ctx) is ast.Load:
+                code = True
+            else:
+                out.add(node.id)
+        elif t is ast.Call:
+            code = True
+        elif t is ast.alias:
+            out.add(node.asname or node.name.split(".")[0])
+        elif t in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            out.add(node.name)
+    return code
+
+
+def index(text: str) -> Index | None:
+    """The units of ``text``; ``None`` when ``ast`` cannot parse it (the engine's syntax screen
+    then reports why) or its line ends are not ``\\n``/``\\r\\n`` (lone CR: Python's line
+    count differs from ``split("\\n")``)."""
+    if "\r" in text and "\r" in text.replace("\r\n", ""):
+        return None
+    lines = text.split("\n")
+    whole = len(text) <= WHOLE_BELOW
+    units: list[Unit] = []
+    tops: list[tuple[str | None, bool]] = []
+    binds: dict[str, list[int]] = {}
+    torch_imports: list[int] = []
+    class_bases: dict[int, set[str]] = {}
+    last = -1  # last line (0-based) of the previous statement
+    try:
+        for s, base in _statements(text):
+            first = _first_line(s) - 1 + base
+            end_line = s.end_lineno - 1 + base
+            t = type(s)
+            if first <= last:  # shares a line with the previous statement (``a = 1; b = 2``)
+                u = units[-1]
+                if u.nodes is not None:
+                    u.nodes.append(s)
+                if u.kind == "mod":
+                    names: set[str] = set()
+                    u.code = _module_statement(s, names) or u.code
+                    u.binds += tuple(names)
+                    for n in names:
+                        binds.setdefault(n, []).append(len(units) - 1)
+                last = max(last, end_line)
+                continue
+            ti = len(tops)
+            if t in _DEFS:
+                tops.append((s.name, False))
+                units.append(Unit(first, first, s.name, "func", ti, [s], base))
+            elif t is ast.ClassDef:
+                tops.append((s.name, True))
+                units.extend(_class_units(s, first, ti, base))
+                class_bases[ti] = {x.id for e in (*s.bases, *(k.value for k in s.keywords))
+                                   for x in ast.walk(e) if type(x) is ast.Name}
+            else:
+                tops.append((None, False))
+                ui = len(units)
+                units.append(Unit(first, first, None, "mod", ti, [s] if whole else None, base))
+                names = set()
+                units[ui].code = _module_statement(s, names)
+                units[ui].binds = tuple(names)
+                for n in names:
+                    binds.setdefault(n, []).append(ui)
+                if t is ast.Import and any(a.name.split(".")[0] == "torch" for a in s.names):
+                    torch_imports.append(ui)
+            last = end_line
+    except _PARSE_ERRORS:
+        return None
+    if not units:
+        return None
+    units[0].start = 0  # leading comments and blank lines go with the first unit
+    for a, b in zip(units, units[1:]):
+        a.end = b.start
+    units[-1].end = len(lines)
+    return Index(lines, units, tops, binds, torch_imports, class_bases)
+
+
+def _class_units(c: ast.ClassDef, first: int, ti: int, base: int) -> list[Unit]:
+    """The units of one top-level class: header, then one per statement of its body."""
+    body_first = _first_line(c.body[0]) - 1 + base
+    header_last = c.lineno - 1 + base
+    if c.body[0].lineno - 1 + base == header_last or body_first <= header_last:
+        return [Unit(first, first, None, "class", ti, [c], base, header=True)]  # ``class A: x``
+    out = [Unit(first, first, None, "class", ti, [*c.decorator_list, *c.bases, *c.keywords], base,
+                header=True)]
+    last = -1
+    for s in c.body:
+        start = _first_line(s) - 1 + base
+        if start <= last:
+            out[-1].nodes.append(s)
+        elif type(s) in _DEFS:
+            out.append(Unit(start, start, s.name, "meth", ti, [s], base))
+        else:
+            out.append(Unit(start, start, None, "class", ti, [s], base))
+        last = max(last, s.end_lineno - 1 + base)
+    return out
+
+
+#: fields holding no nodes (names, flags, constants' values), skipped by :func:`_walk`
+_SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "asname", "module", "level", "kind",
+                            "conversion", "is_async", "simple", "type_comment", "tag"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(t: type) -> tuple[str, ...]:
+    f = _CHILD_FIELDS.get(t)
+    if f is None:
+        f = () if t is ast.Constant else tuple(
+            x for x in t._fields if x not in _SCALAR_FIELDS
+            and not (x == "names" and t in (ast.Global, ast.Nonlocal)))
+        _CHILD_FIELDS[t] = f
+    return f
+
+
+def _walk(roots: Iterable[ast.AST]) -> Iterator[ast.AST]:
+    """Every node under ``roots`` (in no particular order): :func:`ast.walk` without its
+    per-node generators and without the expression-context leaves."""
+    stack = [r for r in roots if r is not None]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        yield node
+        for f in _child_fields(type(node)):
+            v = getattr(node, f)
+            if v is None:
+                continue
+            if type(v) is list:
+                for x in v:
+                    if x is not None:
+                        push(x)
+            else:
+                push(v)
+
+
+def _name_ids(nodes: Iterable[ast.AST]) -> set[str]:
+    return {x.id for x in _walk(nodes) if type(x) is ast.Name}
+
+
+class _Facts:
+    """What a unit's code reads and binds, from its ``ast`` (lines 0-based, in the file)."""
+
+    __slots__ = ("names", "attrs", "self_attrs", "calls", "attr_calls", "bindings",
+                 "nested", "imports")
+
+    def __init__(self, u: Unit, nodes: list, base: int) -> None:
+        #: name read as a plain name (or declared ``global``) → lines
+        self.names: dict[str, list[int]] = {}
+        #: attribute names (``x.attr``) → lines
+        self.attrs: dict[str, list[int]] = {}
+        #: ``self.attr`` → lines
+        self.self_attrs: dict[str, list[int]] = {}
+        self.calls: set[str] = set()        # names called: ``f(...)``
+        self.attr_calls: set[str] = set()   # attributes called: ``x.m(...)``
+        #: binding statements: [first line, last line, names, self attributes, the right-hand
+        #: side (nodes, replaced by the names it reads on first use)]; ``register_buffer("x",
+        #: …)`` binds the attribute ``x``
+        self.bindings: list[list] = []
+        self.nested: set[str] = set()       # names of nested ``def`` s
+        self.imports: set[str] = set()      # names its imports bind
+        own = nodes[0] if u.kind in ("func", "meth") else None
+        names, attrs, self_attrs = self.names, self.attrs, self.self_attrs
+        Name, Attribute, Call, Load = ast.Name, ast.Attribute, ast.Call, ast.Load
+        binding_types = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
+        for node in _walk(nodes):
+            t = type(node)
+            if t is Name:
+                if type(node.ctx) is Load:
+                    ln = names.get(node.id)
+                    if ln is None:
+                        names[node.id] = [node.lineno - 1 + base]
+                    else:
+                        ln.append(node.lineno - 1 + base)
+            elif t is Attribute:
+                ln = attrs.get(node.attr)
+                if ln is None:
+                    attrs[node.attr] = ln = []
+                ln.append(node.lineno - 1 + base)
+                v = node.value
+                if type(v) is Name and v.id == "self":
+                    self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
+            elif t is Call:
+                f = node.func
+                if type(f) is Name:
+                    self.calls.add(f.id)
+                    if f.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2 \
+                            and type(node.args[1]) is ast.Constant \
+                            and isinstance(node.args[1].value, str):
+                        # ``getattr(self, "name")``: the provenance analysis follows it
+                        at = node.args[1].value
+                        attrs.setdefault(at, []).append(node.lineno - 1 + base)
+                        a0 = node.args[0]
+                        if type(a0) is Name and a0.id == "self":
+                            self_attrs.setdefault(at, []).append(node.lineno - 1 + base)
+                elif type(f) is Attribute:
+                    self.attr_calls.add(f.attr)
+                    if f.attr in ("register_buffer", "register_parameter") and node.args \
+                            and type(node.args[0]) is ast.Constant \
+                            and isinstance(node.args[0].value, str):
+                        self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                              set(), {node.args[0].value}, node.args[1:]])
+            elif t in binding_types:
+                targets = node.targets if t is ast.Assign else [node.target]
+                bound: set[str] = set()
+                bound_attrs: set[str] = set()
+                for x in _walk(targets):
+                    if type(x) is Name:
+                        bound.add(x.id)
+                    elif type(x) is Attribute and type(x.value) is Name and x.value.id == "self":
+                        bound_attrs.add(x.attr)
+                self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                      bound, bound_attrs, [node.value]])
+            elif t is ast.Import or t is ast.ImportFrom:
+                got = {a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"}
+                self.imports |= got
+                if t is ast.Import or node.level == 0:  # the alias table skips relative ones
+                    self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                          got, set(), set()])
+            elif t in _DEFS:
+                if node is not own:
+                    self.nested.add(node.name)
+            elif t is ast.Global or t is ast.Nonlocal:
+                for n in node.names:
+                    names.setdefault(n, []).append(node.lineno - 1 + base)
+
+    def _rhs(self, b: list) -> set[str]:
+        if type(b[4]) is list:
+            b[4] = _name_ids(b[4])
+        return b[4]
+
+    def bound_at(self, line: int) -> tuple[set[str], set[str]]:
+        """Names and ``self`` attributes bound by the statements spanning ``line``."""
+        names: set[str] = set()
+        attrs: set[str] = set()
+        for b in self.bindings:
+            if b[0] <= line <= b[1]:
+                names |= b[2]
+                attrs |= b[3]
+        return names, attrs
+
+    def attrs_from(self, names: set[str]) -> set[str]:
+        """Attributes set from ``names`` through locals: ``big = -1e9``, ``small = big``,
+        ``self.fill = small`` → ``fill``."""
+        local = set(names)
+        grew = True
+        while grew:
+            grew = False
+            for b in self.bindings:
+                if not b[2] <= local and self._rhs(b) & local:
+                    local |= b[2]
+                    grew = True
+        return {a for b in self.bindings if b[3] and self._rhs(b) & local for a in b[3]}
+
+
+def _code_spans(nodes: list, base: int, lines: list[str], line_starts: list[int]) -> list[tuple[int, int]]:
+    """Offsets (start, end) of what is not code for a rule that reads code only: docstrings
+    (string statements) and strings over several lines."""
+    out = []
+    for node in _walk(nodes):
+        t = type(node)
+        if t is ast.Expr and type(node.value) is ast.Constant and isinstance(node.value.value, str):
+            node = node.value
+        elif not (t is ast.Constant and isinstance(node.value, (str, bytes))
+                  and node.end_lineno > node.lineno):
+            continue
+        out.append((_offset(node.lineno - 1 + base, node.col_offset, lines, line_starts),
+                    _offset(node.end_lineno - 1 + base, node.end_col_offset, lines, line_starts)))
+    return out
+
+
+def _offset(line: int, col: int, lines: list[str], line_starts: list[int]) -> int:
+    """Text offset of ``ast``'s (0-based line, UTF-8 byte column)."""
+    s = lines[line]
+    if not s.isascii():
+        col = len(s.encode("utf-8")[:col].decode("utf-8", "ignore"))
+    return line_starts[line] + col
+
+
+def _signature_end(fn: ast.AST, base: int, lines: list[str], line_starts: list[int]) -> int:
+    """Offset just past the last part of a ``def``'s parameter list (defaults, annotations);
+    the ``def`` keyword when it has none.  Decorators lie before it."""
+    a = fn.args
+    parts = [*a.posonlyargs, *a.args, *a.kwonlyargs, *a.defaults,
+             *(d for d in a.kw_defaults if d is not None)]
+    if a.vararg is not None:
+        parts.append(a.vararg)
+    if a.kwarg is not None:
+        parts.append(a.kwarg)
+    end = _offset(fn.lineno - 1 + base, fn.col_offset, lines, line_starts)
+    for p in parts:
+        end = max(end, _offset(p.end_lineno - 1 + base, p.end_col_offset, lines, line_starts))
+    return end
+
+
+def _in_comment(line: str, col: int, start: int = 0) -> bool:
+    """Whether column ``col`` of ``line`` lies in a ``#`` comment (scanned from ``start``,
+    outside any string)."""
+    state, comment = _scan(line[start:], None, col - start)
+    return comment
+
+
+def select(text: str, triggers, why: dict | None = None,
+           walk: Iterable[Trigger] | None = None, idx: Index | None = None) -> Selection | None:
+    """The blanked text to parse, or ``None`` when the whole file must be parsed.
+
+    ``triggers``: the enabled rules' :class:`Trigger` s (:func:`triggers_of`), or plain
+    substrings (any of them seeds a unit); ``None`` when a rule without a trigger is enabled.
+    ``None`` is also returned for a small file, a file without top-level definitions, when
+    nothing would be dropped, or when :func:`index` cannot read the file.  ``idx``: the file's
+    :func:`index` when the caller has it.  ``why`` (a debugging aid): filled with
+    ``first line → reason`` of each kept unit.  ``walk``: the triggers of rules that visit nodes
+    (``visit_Call`` …): a kept top-level definition without a seed of theirs is marked in
+    :attr:`Selection.walk_defs` as not needing the tree walk (those rules cannot report there;
+    the module-level analyses still see it)."""
+    if triggers is None:
+        return None
+    if not isinstance(triggers, tuple) or not all(isinstance(t, Trigger) for t in triggers):
+        toks = sorted(set(triggers))
+        if not toks:
+            return None
+        triggers = (Trigger((re.compile("|".join(re.escape(t) for t in toks)),)),)
+    if text.count("\n") + 1 < MIN_LINES:
+        return None
+    if idx is None:
+        idx = index(text)
+        if idx is None:
+            return None
+    lines, units, tops = idx.lines, idx.units, idx.tops
+    if not any(name for name, _ in tops):
+        return None
+    for u in units:
+        u.keep = False
+    n_units = len(units)
+    n_text = len(text)
+    line_starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
+    unit_starts = [line_starts[u.start] for u in units]
+
+    unit_texts: dict[int, str] = {}
+    facts_of: dict[int, _Facts] = {}
+
+    def text_of(ui: int) -> str:
+        t = unit_texts.get(ui)
+        if t is None:
+            u = units[ui]
+            t = unit_texts[ui] = text[line_starts[u.start]:max(line_starts[u.end] - 1, line_starts[u.start])]
+        return t
+
+    def nodes_of(ui: int) -> tuple[list, int]:
+        u = units[ui]
+        if u.nodes is None:  # a module statement of a file read in pieces: parse it again
+            return ast.parse(text[line_starts[u.start]:line_starts[u.end]]).body, u.start
+        return u.nodes, u.base
+
+    def facts(ui: int) -> _Facts:
+        f = facts_of.get(ui)
+        if f is None:
+            f = facts_of[ui] = _Facts(units[ui], *nodes_of(ui))
+        return f
+
+    def occurrences(word: str, lo: int = 0, hi: int | None = None) -> Iterator[int]:
+        """Offsets where ``word`` occurs as a whole identifier in ``text[lo:hi]``."""
+        k = len(word)
+        i = text.find(word, lo, hi)
+        while i >= 0:
+            j = i + k
+            a = text[i - 1] if i else " "
+            b = text[j] if j < n_text else " "
+            if not (a.isalnum() or a == "_") and not (b.isalnum() or b == "_"):
+                yield i
+            i = text.find(word, j, hi)
+
+    def unit_at(pos: int) -> int:
+        return bisect.bisect_right(unit_starts, pos) - 1
+
+    ident_units: dict[str, set[int]] = {}
+
+    def units_with(word: str, kind: str, lo: int = 0, hi: int | None = None) -> set[int]:
+        """Units whose code reads ``word`` as a plain name (``kind`` "names"), an attribute
+        ("attrs") or ``self.word`` ("self_attrs")."""
+        if ident_units and lo == 0 and hi is None:
+            found = ident_units.get(word, ())
+        else:
+            found = {unit_at(i) for i in occurrences(word, lo, hi)}
+        return {ui for ui in found if (units[ui].code or units[ui].kind != "mod")
+                and word in getattr(facts(ui), kind)}
+
+    def index_identifiers() -> None:
+        """Where each identifier occurs, in one scan: for many names to look up (a generated
+        module binding thousands of constants), instead of one text search per name."""
+        for m in _IDENT.finditer(text):
+            ident_units.setdefault(m.group(), set()).add(unit_at(m.start()))
+
+    # ---- top-level names, classes, methods
+    top_units: dict[int, list[int]] = {}
+    for ui, u in enumerate(units):
+        top_units.setdefault(u.top, []).append(ui)
+    by_name: dict[str, list[int]] = {}
+    for ti, (name, _) in enumerate(tops):
+        if name:
+            by_name.setdefault(name, []).append(ti)
+    class_tops = {ti for ti, (name, is_class) in enumerate(tops) if is_class}
+    methods: dict[int, dict[str, list[int]]] = {}
+    for ui, u in enumerate(units):
+        if u.kind == "meth":
+            methods.setdefault(u.top, {}).setdefault(u.name, []).append(ui)
+    class_names = {tops[ti][0] for ti in class_tops}
+    bases: dict[int, set[int]] = {}
+    for ti in class_tops:
+        head = idx.class_bases[ti] & class_names
+        head.discard(tops[ti][0])
+        bases[ti] = {b for n in head for b in by_name[n] if b in class_tops}
+    ancestors: dict[int, set[int]] = {}  # the class and its same-file bases, transitively
+    for ti in class_tops:
+        seen, stack = {ti}, [ti]
+        while stack:
+            for b in bases[stack.pop()]:
+                if b not in seen:
+                    seen.add(b)
+                    stack.append(b)
+        ancestors[ti] = seen
+    descendants: dict[int, set[int]] = {ti: set() for ti in class_tops}  # the class and subclasses
+    for ti, anc in ancestors.items():
+        for a in anc:
+            descendants[a].add(ti)
+
+    # ---- seeds
+    seed = [False] * n_units
+    # names bound to a trigger match: module-level names, and attributes per class (for the
+    # class and its subclasses); the second pair only from triggers of node-visiting rules
+    aliases: tuple[set[str], dict[int, set[str]]] = (set(), {})
+    walk_aliases: tuple[set[str], dict[int, set[str]]] = (set(), {})
+    by_pattern: dict[str, tuple[re.Pattern, list[Trigger]]] = {}
+    for t in triggers:
+        for p in t.patterns:
+            by_pattern.setdefault(p.pattern, (p, []))[1].append(t)
+    shell_text: dict[int, str] = {}
+    scope_text: dict[int, str] = {}
+
+    context_memo: dict[tuple[int, int], bool] = {}
+
+    def in_context(trig: Trigger, ui: int) -> bool:
+        key = (id(trig), ui)
+        got = context_memo.get(key)
+        if got is None:
+            got = context_memo[key] = context_of(trig, ui)
+        return got
+
+    def context_of(trig: Trigger, ui: int) -> bool:
+        u = units[ui]
+        if any(c.search(text_of(ui)) for c in trig.context):
+            return True
+        if trig.context_unit:
+            if u.kind in ("mod", "class"):
+                # module code, and a class body's statements, are each one scope to the rules
+                # (one frame): the context may be in another statement of the same scope
+                key = -1 if u.kind == "mod" else u.top
+                if key not in scope_text:
+                    scope_text[key] = "\n".join(
+                        text_of(vi) for vi in (range(n_units) if key == -1 else top_units[key])
+                        if units[vi].kind == u.kind)
+                return any(c.search(scope_text[key]) for c in trig.context)
+            return False
+        if u.kind in ("mod", "func"):
+            return True
+        for f in ancestors.get(u.top, (u.top,)):
+            if f not in shell_text:
+                shell_text[f] = "\n".join(text_of(vi) for vi in top_units[f] if units[vi].kind == "class"
+                                          or (units[vi].kind == "meth" and units[vi].name == "__init__"))
+            if any(c.search(shell_text[f]) for c in trig.context):
+                return True
+        return False
+
+    walk_keys = {_key(t) for t in walk} if walk is not None else set()
+    walk_ids = {id(t) for t in (triggers or ()) if _key(t) in walk_keys}
+    wseed = [walk is None] * n_units
+    not_code: dict[int, tuple[int, list[tuple[int, int]]]] = {}
+
+    def is_code(ui: int, pos: int) -> bool:
+        """Whether ``pos`` is code a rule reading code only can report on: not in a comment, a
+        docstring, a string over several lines, a ``def``'s decorators or parameter list."""
+        got = not_code.get(ui)
+        if got is None:
+            nodes, base = nodes_of(ui)
+            u = units[ui]
+            sig = _signature_end(nodes[0], base, lines, line_starts) \
+                if u.kind in ("func", "meth") else 0
+            got = not_code[ui] = (sig, _code_spans(nodes, base, lines, line_starts))
+        sig, spans = got
+        if pos < sig:
+            return False
+        li = bisect.bisect_right(line_starts, pos) - 1
+        start = 0
+        for a, b in spans:
+            if a <= pos < b:
+                return False
+            if line_starts[li] <= b <= pos:
+                start = max(start, b - line_starts[li])  # a string ends earlier on this line
+        return not _in_comment(lines[li], pos - line_starts[li], start)
+
+    for pat, trigs in by_pattern.values():
+        walks = any(id(t) in walk_ids for t in trigs)
+        code_only = all(t.code_only for t in trigs)
+        pos = 0
+        while True:
+            m = pat.search(text, pos)
+            if m is None:
+                break
+            ui = unit_at(m.start())
+            pos = max(m.end(), m.start() + 1)
+            u = units[ui]
+            if seed[ui] and (wseed[ui] or not walks) and u.kind == "func" and not facts(ui).imports:
+                pos = max(pos, line_starts[u.end])  # nothing more to learn in this unit
+                continue
+            bare = u.kind == "mod" and not u.code
+            if code_only and (u.kind == "class" or not (bare or is_code(ui, m.start()))):
+                continue
+            # what this match teaches depends on its line only (the statements bound there)
+            pos = max(pos, line_starts[bisect.bisect_right(line_starts, m.start())])
+            hit = hit_walk = False
+            for t in trigs:
+                if t.methods is not None and not (u.kind == "meth" and u.name in t.methods) \
+                        and not t.methods & facts(ui).nested:
+                    continue
+                if t.context is not None and not in_context(t, ui):
+                    continue
+                hit = True
+                if id(t) in walk_ids:
+                    hit_walk = True
+                    break
+                if not walks:
+                    break
+            if not hit:
+                continue
+            targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
+            if bare:  # a literal binding (``NEG = -1e9``): kept when kept code reads it
+                for mods, _ in targets:
+                    mods.update(u.binds)
+                continue
+            if u.kind == "mod":
+                seed[ui] = True
+                wseed[ui] = wseed[ui] or hit_walk
+                names = facts(ui).bound_at(bisect.bisect_right(line_starts, m.start()) - 1)[0]
+                for mods, _ in targets:
+                    mods.update(names)
+                continue
+            seed[ui] = True
+            wseed[ui] = wseed[ui] or hit_walk
+            if u.kind in ("func", "meth"):
+                # an import inside a function feeds the module-wide alias table
+                # (``from torch.nn.functional import softmax as sm`` there, ``sm(s)`` anywhere)
+                fa = facts(ui)
+                if fa.imports:
+                    names = fa.bound_at(bisect.bisect_right(line_starts, m.start()) - 1)[0]
+                    for mods, _ in targets:
+                        mods.update(names & fa.imports)
+            if u.kind in ("func", "meth") and u.name and not _dunder(u.name):
+                # what it returns may be the match: ``self.act = self.make_act()``
+                for mods, attrs in targets:
+                    if u.kind == "func":
+                        mods.add(u.name)
+                    else:
+                        for f in descendants.get(u.top, {u.top}):
+                            attrs.setdefault(f, set()).add(u.name)
+            if u.kind in ("class", "meth"):
+                fa = facts(ui)
+                names, self_names = fa.bound_at(bisect.bisect_right(line_starts, m.start()) - 1)
+                names |= self_names
+                if names:
+                    if u.kind == "meth":  # ``big = -1e9`` then ``self.fill = big``
+                        names |= fa.attrs_from(names)
+                    for mods, attrs in targets:
+                        for f in descendants.get(u.top, {u.top}):
+                            attrs.setdefault(f, set()).update(names)
+    # a unit reading a bound name is a seed; when it binds something from it in turn
+    # (``NEG = BIG``, ``self.neg = NEG``), that name is bound too: to a fixed point
+    for (mods, attrs), flags in ((aliases, seed), (walk_aliases, wseed)):
+        done_mods: set[str] = set()
+        done_attrs: set[tuple[int, str]] = set()
+        while True:
+            hits: list[tuple[int, list[int], int | None]] = []
+            if not ident_units and len(mods - done_mods) > 64:
+                index_identifiers()
+            for name in mods - done_mods:
+                hits.extend((ui, facts(ui).names[name], None) for ui in units_with(name, "names"))
+            done_mods |= mods
+            new_attrs = {(f, n) for f, ns in attrs.items() for n in ns} - done_attrs
+            done_attrs |= new_attrs
+            for f, name in new_attrs:
+                us = top_units[f]
+                lo, hi = unit_starts[us[0]], line_starts[units[us[-1]].end]
+                hits.extend((ui, facts(ui).self_attrs[name], f)
+                            for ui in units_with(name, "self_attrs", lo, hi))
+            if not hits:
+                break
+            for ui, at_lines, f in hits:
+                u = units[ui]
+                if f is not None and u.top != f:
+                    continue
+                flags[ui] = seed[ui] = True
+                if u.kind == "func":
+                    continue
+                fa = facts(ui)
+                for li in at_lines:
+                    names, self_names = fa.bound_at(li)
+                    if u.kind == "meth":  # a method binds attributes only (not its locals)
+                        names = self_names | fa.attrs_from(names | self_names)
+                    else:
+                        names |= self_names
+                    if u.kind == "mod":
+                        mods.update(names)
+                    else:
+                        for g in descendants.get(u.top, {u.top}):
+                            attrs.setdefault(g, set()).update(names)
+
+    # ---- closure
+    mod_binds = idx.binds
+    # imports inside functions and classes also feed the alias table: their names bind there
+    local_binds: dict[str, list[int]] = {}
+    for m in re.finditer(r"\bimport\b", text):
+        ui = unit_at(m.start())
+        if units[ui].kind != "mod":
+            for name in facts(ui).imports:
+                if ui not in local_binds.setdefault(name, []):
+                    local_binds[name].append(ui)
+    top_names = set(by_name)
+    work: list[int] = []
+    down_done = [False] * n_units
+    up_done = [False] * n_units
+    reason = ["seed"]
+
+    def keep(ui: int) -> None:
+        u = units[ui]
+        if not u.keep:
+            if why is not None:
+                why[u.start + 1] = (u.kind, u.name, reason[0])
+            u.keep = True
+            work.append(ui)
+
+    callers: dict[tuple[str, str], list[int]] = {}
+
+    def callers_of(ui: int) -> list[int]:
+        """Units that may call function or method unit ``ui`` (a function read as a name; a
+        method read as an attribute, in its class and subclasses — ``self.m()`` of a subclass
+        reaches it too — and in top-level functions and module code, which may get the instance
+        as a parameter: HF's ``eager_attention_forward(module, ...)``)."""
+        u = units[ui]
+        key = (u.name, "names" if u.kind == "func" else "attrs")
+        if key not in callers:
+            callers[key] = sorted(units_with(*key))
+        scope = None if u.kind == "func" else descendants.get(u.top, {u.top})
+        return [vi for vi in callers[key] if vi != ui and (
+            scope is None or units[vi].top in scope or units[vi].kind in ("func", "mod"))]
+
+    def keep_shell(ti: int) -> None:
+        for ui in top_units[ti]:
+            u = units[ui]
+            if u.kind == "class" or u.kind == "func" or (u.kind == "meth" and u.name == "__init__"):
+                keep(ui)
+
+    for ui in range(n_units):
+        if seed[ui]:
+            keep(ui)
+    for ui in idx.torch_imports:
+        keep(ui)  # rules look up torch's local name in the whole alias table
+    while True:
+        while work:
+            ui = work.pop()
+            u = units[ui]
+            reason[0] = f"from line {u.start + 1} ({u.name})"
+            if not down_done[ui]:
+                down_done[ui] = True
+                fa = facts(ui)
+                if u.kind in ("meth", "class"):
+                    keep_shell(u.top)
+                name = tops[u.top][0]
+                if name and len(by_name[name]) > 1:
+                    # the analyses look definitions up by name (the last one wins): a kept
+                    # definition keeps the others of its name
+                    for ti in by_name[name]:
+                        keep_shell(ti)
+                called = fa.names if u.kind != "mod" else fa.calls
+                # helpers called (functions), and base classes (from a class header); a class
+                # instantiated in a body is not followed (the analyses never resolve into it)
+                for name in top_names.intersection(called):
+                    for ti in by_name[name]:
+                        if ti != u.top and (u.header or ti not in class_tops):
+                            keep_shell(ti)
+                for name in fa.names:
+                    for vi in mod_binds.get(name, ()):
+                        keep(vi)
+                    for vi in local_binds.get(name, ()):
+                        keep(vi)
+                if u.top in ancestors:  # self.m() resolves in the class and its bases
+                    # ... and so does module.m() in a function it passes itself to
+                    # (through the functions those functions name, to a fixed point)
+                    via: set[str] = set()
+                    seen_fns: set[int] = set()
+                    todo = [ti for name in top_names.intersection(fa.names) for ti in by_name[name]
+                            if ti not in class_tops]
+                    while todo:
+                        ti = todo.pop()
+                        if ti in seen_fns:
+                            continue
+                        seen_fns.add(ti)
+                        ff = facts(top_units[ti][0])
+                        via |= ff.attr_calls
+                        todo.extend(tj for name in top_names.intersection(ff.names)
+                                    for tj in by_name[name] if tj not in class_tops)
+                    # (a class-body statement may name a method plainly: ``forward = _forward``)
+                    named = fa.attrs.keys() | via | (fa.names.keys() if u.kind == "class" else set())
+                    for f in ancestors[u.top]:
+                        ms = methods.get(f, {})
+                        for name in ms.keys() & named:
+                            for mi in ms[name]:
+                                keep(mi)
+            # its callers (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters;
+            # not the dunders, called by syntax, but a private ``__name`` is an ordinary method)
+            if not up_done[ui]:
+                up_done[ui] = True
+                if u.kind == "func" or (u.kind == "meth" and not _dunder(u.name)):
+                    for vi in callers_of(ui):
+                        keep(vi)
+        # a kept class needs a statement in its body
+        for ti in class_tops:
+            us = [units[ui] for ui in top_units[ti]]
+            if us[0].keep and not any(x.keep for x in us[1:]):
+                meths = [ui for ui in top_units[ti] if units[ui].kind == "meth"]
+                if meths:
+                    keep(meths[0])
+        if not work:
+            break
+
+    if all(u.keep for u in units):
+        return None
+    out = list(lines)
+    kept = 0
+    kept_methods: list[list[str] | None] = []
+    kept_defs: list[str] = []
+    walk_defs: list[bool] = []
+    for ti, (name, is_class) in enumerate(tops):
+        us = [units[ui] for ui in top_units[ti]]
+        if name and any(u.keep for u in us):
+            kept_defs.append(name)
+            walk_defs.append(any(wseed[ui] for ui in top_units[ti]))
+            split = is_class and len(us) > 1
+            kept_methods.append([u.name for u in us if u.kind == "meth" and u.keep] if split else None)
+    # a run of dropped units becomes blank lines, or — from three lines on — one string
+    # statement over the same lines (``"""`` … ``"""``): libcst reads it as one token instead of
+    # one node per blank line, and a string statement is no code to the rules and analyses
+    ui = 0
+    while ui < n_units:
+        u = units[ui]
+        if u.keep:
+            kept += u.end - u.start
+            ui += 1
+            continue
+        last = ui
+        while last + 1 < n_units and not units[last + 1].keep:
+            last += 1
+        a, b = u.start, units[last].end
+        for i in range(a, b):
+            out[i] = ""
+        if b - a >= 3:
+            first = lines[a]
+            indent = first[:len(first) - len(first.lstrip(" \t\f"))] if u.kind in ("meth", "class") \
+                and not u.header else ""
+            out[a] = indent + '"""'
+            out[b - 1] = '"""'
+        ui = last + 1
+    return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods, walk_defs)
+
+
+def _dunder(name: str | None) -> bool:
+    return bool(name) and len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
 def _scan(line: str, state: str | None, stop: int | None = None) -> tuple[str | None, bool]:
@@ -235,701 +1063,6 @@ def _scan(line: str, state: str | None, stop: int | None = None) -> tuple[str | 
             continue
         i += 1
     return state, False
-
-
-def in_strings(lines: list[str]) -> list[bool]:
-    """Per line: does it start inside a triple-quoted string?  Lines holding a triple quote are
-    scanned (strings, escapes and comments followed, see :func:`_scan`); a wrong guess (a
-    string continued with a backslash) only makes the selection fall back or keep more."""
-    out = [False] * len(lines)
-    state = None
-    for i, line in enumerate(lines):
-        if state is not None:
-            out[i] = True
-            if state in line:
-                state = _scan(line, state)[0]
-        elif '"""' in line or "\'\'\'" in line:
-            state = _scan(line, None)[0]
-    return out
-
-
-def _cut(lines: list[str], lo: int, hi: int, indent: str, definition: re.Pattern,
-         strings: list[bool] | None) -> list[tuple[int, str | None]]:
-    """Where the statements at ``indent`` in ``lines[lo:hi]`` start: ``(line, name)`` with the
-    name of a definition (decorators included; ``""`` for decorators without one), or ``None``
-    for other code (consecutive other statements are one piece).  Lines at other indentation,
-    comments, closing brackets and lines inside triple-quoted strings continue a piece."""
-    out: list[tuple[int, str | None]] = []
-    n = len(indent)
-    in_decorators = False
-    for i in range(lo, hi):
-        line = lines[i]
-        if len(line) <= n or line[n] in " \t\r\f#)]}" or not line.startswith(indent) \
-                or (strings is not None and strings[i]):
-            continue
-        if line[n] == "@":
-            if not in_decorators:
-                out.append((i, ""))
-                in_decorators = True
-            continue
-        m = definition.match(line, n)
-        if m:
-            if in_decorators:
-                out[-1] = (out[-1][0], m.group(1))
-                in_decorators = False
-            else:
-                out.append((i, m.group(1)))
-            continue
-        if in_decorators:  # a decorator argument continued at this indentation
-            continue
-        if out and out[-1][1] is None:
-            continue  # consecutive other statements: one piece
-        out.append((i, None))
-    return out
-
-
-def chunks(lines: list[str], strings: list[bool] | None = None) -> list[Chunk]:
-    """Split ``lines`` (without line ends) into top-level chunks (see module docstring);
-    ``strings`` (:func:`in_strings`) marks lines inside triple-quoted strings, which continue
-    the current chunk."""
-    out = [Chunk(i, i, name) for i, name in _cut(lines, 0, len(lines), "", _DEF, strings)]
-    for a, b in zip(out, out[1:]):
-        a.end = b.start
-    if out:
-        out[-1].end = len(lines)
-    return out
-
-
-def _header_end(lines: list[str], start: int, end: int) -> int | None:
-    """Index of the line ending the ``class …:`` header that starts at or after ``start``
-    (decorators first), or ``None`` (a one-line class, or anything unusual)."""
-    i = start
-    while i < end and not lines[i].startswith("class"):
-        i += 1
-    depth = 0
-    for j in range(i, min(end, i + 30)):
-        line = lines[j]
-        code = line.split("#", 1)[0] if "#" in line else line
-        for ch in code:
-            if ch in "([{":
-                depth += 1
-            elif ch in ")]}":
-                depth -= 1
-        if depth == 0:
-            return j if code.rstrip().endswith(":") else None
-    return None
-
-
-def _split_class(lines: list[str], c: Chunk, top: int,
-                 strings: list[bool] | None = None) -> list[Unit] | None:
-    """The units of one top-level class chunk, or ``None`` to keep it in one piece."""
-    h = _header_end(lines, c.start, c.end)
-    if h is None:
-        return None
-    indent = None
-    for j in range(h + 1, c.end):
-        s = lines[j].lstrip(" \t")
-        if s and not s.startswith("#"):
-            indent = lines[j][: len(lines[j]) - len(s)]
-            break
-    if not indent:
-        return None
-    units = [Unit(c.start, h + 1, None, "class", top, header=True)]
-    units += [Unit(i, i, name, "class" if name is None else "meth", top)
-              for i, name in _cut(lines, h + 1, c.end, indent, _METHOD, strings)]
-    if any(u.name == "" for u in units):
-        return None
-    for a, b in zip(units, units[1:]):
-        a.end = b.start
-    units[-1].end = c.end
-    return units
-
-
-_CONTINUES = ("else", "elif", "except", "finally", ")", "]", "}", "#", " ", "\t", "\r", "\f")
-_ASSIGN_EQ = re.compile(r"(?<![=!<>])=(?!=)")
-
-
-def _split_module_code(lines: list[str], c: Chunk, top: int,
-                       strings: list[bool] | None = None) -> list[Unit]:
-    """One unit per module-level statement of a chunk of module code (an ``if``/``try`` with its
-    ``else``/``except`` is one statement; text inside a triple-quoted string continues the
-    statement that opened it)."""
-    if strings is None:
-        strings = in_strings(lines)
-    out = [Unit(c.start, c.end, None, "mod", top)]
-    for j in range(c.start + 1, c.end):
-        line = lines[j]
-        if line and not strings[j] and not line.startswith(_CONTINUES):
-            out[-1].end = j
-            out.append(Unit(j, c.end, None, "mod", top))
-    return out
-
-
-_IMPORT = re.compile(r"(?:from[ \t]+([\w.]+)[ \t]+)?import[ \t]+(.*)", re.DOTALL)
-
-
-def import_binds(text: str) -> set[str] | None:
-    """Names a module-level ``import`` statement binds that the alias table can record
-    (:class:`attncheck.lint.context.ImportTable`): none for a relative import or ``*``;
-    ``None`` when the statement is not a plain import (keep it)."""
-    if ";" in text or "\\" in text:
-        return None
-    m = _IMPORT.match(text)
-    if not m:
-        return None
-    module, names = m.group(1), re.sub(r"#[^\n]*", "", m.group(2))
-    if module is not None and module.startswith("."):
-        return set()
-    out: set[str] = set()
-    for part in names.replace("(", " ").replace(")", " ").split(","):
-        words = part.split()
-        if not words:
-            continue
-        if words == ["*"]:
-            continue
-        if len(words) == 3 and words[1] == "as":
-            out.add(words[2])
-        elif len(words) == 1:
-            out.add(words[0] if module is not None else words[0].split(".")[0])
-        else:
-            return None
-    return out
-
-
-def _module_binds(text: str) -> set[str]:
-    """Names a module-level statement may bind: every identifier left of an assignment ``=`` in
-    each ``;``-separated part (``X = …``, ``(X) = …``, ``a, b = …``, ``X: T = …``, ``X += …``;
-    a superset: subscripts and keyword arguments add names too)."""
-    out: set[str] = set()
-    for part in text.split(";"):
-        m = _ASSIGN_EQ.search(part)
-        if m:
-            out.update(_IDENT.findall(part, 0, m.start()))
-    return out
-
-
-def _signature_end(text: str, u: Unit, lines: list[str], line_starts: list[int]) -> int:
-    """Offset of the closing parenthesis of a ``def``'s parameter list in unit ``u`` (decorators
-    skipped), or 0 when it cannot be found cheaply (then nothing is excluded)."""
-    for li in range(u.start, min(u.end, u.start + 40)):
-        stripped = lines[li].lstrip()
-        if stripped.startswith(("def ", "def\t", "async ")):
-            k = text.find("(", line_starts[li])
-            if k < 0:
-                return 0
-            depth = 0
-            for j in range(k, min(len(text), k + 20000)):
-                c = text[j]
-                if c in "([{":
-                    depth += 1
-                elif c in ")]}":
-                    depth -= 1
-                    if depth == 0:
-                        return j
-                elif c in "\"'#":
-                    return 0  # strings or comments in the signature: do not guess
-            return 0
-    return 0
-
-
-def _in_comment_or_docstring(text: str, pos: int, lines: list[str], line_starts: list[int],
-                             strings: list[bool]) -> bool:
-    """Whether ``text[pos]`` lies in a ``#`` comment or a triple-quoted string (single-quoted
-    strings count as code, so ``float("-1e9")`` is still seen)."""
-    li = bisect.bisect_right(line_starts, pos) - 1
-    state = None
-    if strings[li]:
-        # which quote is open is not recorded: scan from the line that opened the string
-        k = li
-        while k > 0 and strings[k]:
-            k -= 1
-        for j in range(k, li):
-            state = _scan(lines[j], state)[0]
-    state, comment = _scan(lines[li], state, pos - line_starts[li])
-    return comment or state is not None
-
-
-def _local_import_at(text: str, pos: int) -> bool:
-    """Whether the ``import``/``from`` at ``pos`` starts an import that is not a plain module-level
-    statement: indented, or after ``;`` or ``:`` on its line."""
-    if pos and (text[pos - 1].isalnum() or text[pos - 1] in "_."):
-        return False  # part of a longer name (``reimport``, ``x.from``)
-    j = pos - 1
-    while j >= 0 and text[j] in " \t":
-        j -= 1
-    return (j >= 0 and text[j] in ";:") or (j < pos - 1 and (j < 0 or text[j] == "\n"))
-
-
-def _bound_names(text: str, pos: int) -> tuple[set[str], str]:
-    """The names bound by the statement holding ``text[pos]`` (searched a few lines up), every
-    name of a tuple target (``self.sm, self.drop = nn.Softmax(1), …``), and the target text."""
-    lo = pos
-    for _ in range(_BINDING_WINDOW):
-        k = text.rfind("\n", 0, lo)
-        if k < 0:
-            lo = 0
-            break
-        lo = k
-    last = None
-    for m in _BINDING.finditer(text, lo, pos):
-        last = m
-    if last is None:
-        return set(), ""
-    if last.group(2):
-        return {last.group(2)}, ""
-    target = text[text.rfind("\n", 0, last.start()) + 1:last.end() - 1]
-    names = {last.group(1)}
-    if "," in target:
-        names.update(n for n in _IDENT.findall(target) if n != "self")
-    return names, target
-
-
-def select(text: str, triggers, why: dict | None = None,
-           walk: Iterable[Trigger] | None = None) -> Selection | None:
-    """The blanked text to parse, or ``None`` when the whole file must be parsed.
-
-    ``triggers``: the enabled rules' :class:`Trigger` s (:func:`triggers_of`), or plain
-    substrings (any of them seeds a unit); ``None`` when a rule without a trigger is enabled.
-    ``None`` is also returned for a small file, when nothing would be dropped, or for unusual
-    line ends and form feeds.  ``why`` (a debugging aid): filled with ``first line → reason`` of each kept
-    unit.  ``walk``: the triggers of rules that visit nodes (``visit_Call`` …): a kept
-    top-level definition without a seed of theirs is marked in :attr:`Selection.walk_defs` as
-    not needing the tree walk (those rules cannot report there; the module-level analyses still
-    see it)."""
-    if triggers is None:
-        return None
-    if not isinstance(triggers, tuple) or not all(isinstance(t, Trigger) for t in triggers):
-        toks = sorted(set(triggers))
-        if not toks:
-            return None
-        triggers = (Trigger((re.compile("|".join(re.escape(t) for t in toks)),)),)
-    if "\r" in text and "\r" in text.replace("\r\n", ""):
-        return None  # lone CR line ends: Python's line count differs from split("\n")
-    lines = text.split("\n")
-    if len(lines) < MIN_LINES or _FORM_FEED.search(text):
-        return None
-    strings = in_strings(lines)
-    parts = chunks(lines, strings)
-    if not any(c.name for c in parts) or any(c.name == "" for c in parts):
-        return None
-
-    # ---- units
-    units: list[Unit] = []
-    for ti, c in enumerate(parts):
-        if c.name is None:
-            units.extend(_split_module_code(lines, c, ti, strings))
-        elif lines[c.start].startswith(("def", "async")) or not _is_class(lines, c):
-            units.append(Unit(c.start, c.end, c.name, "func", ti))
-        else:
-            split = _split_class(lines, c, ti, strings)
-            units.extend(split if split is not None else
-                         [Unit(c.start, c.end, None, "class", ti, header=True)])
-    units[0].start = 0  # leading comments and blank lines go with the first unit
-    n_units = len(units)
-    unit_of_line: list[int] = []
-    for ui, u in enumerate(units):
-        unit_of_line.extend([ui] * (u.end - u.start))
-    line_starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
-    unit_starts = [line_starts[u.start] for u in units]
-
-    # unit texts and identifier sets, computed on first use (most units are never looked at)
-    unit_texts: dict[int, str] = {}
-    unit_ids: dict[int, set[str]] = {}
-
-    def text_of(ui: int) -> str:
-        t = unit_texts.get(ui)
-        if t is None:
-            u = units[ui]
-            t = unit_texts[ui] = text[line_starts[u.start]:max(line_starts[u.end] - 1, line_starts[u.start])]
-        return t
-
-    def ids_of(ui: int) -> set[str]:
-        i = unit_ids.get(ui)
-        if i is None:
-            i = unit_ids[ui] = set(_IDENT.findall(text_of(ui)))
-        return i
-
-    n_text = len(text)
-
-    sets_of: dict[int, list[tuple[str, set[str]]]] = {}
-
-    def self_sets(ui: int) -> list[tuple[str, set[str]]]:
-        """``self.x = rhs`` statements of a unit: (x, identifiers of rhs)."""
-        got = sets_of.get(ui)
-        if got is None:
-            got = sets_of[ui] = [(m.group(1), set(_IDENT.findall(m.group(2))))
-                                 for m in _SELF_SET.finditer(text_of(ui))]
-        return got
-
-    locals_of: dict[int, list[tuple[str, set[str]]]] = {}
-
-    def attrs_from(ui: int, names: set[str]) -> set[str]:
-        """Attributes a method sets from ``names`` through its locals: ``big = -1e9``,
-        ``small = big``, ``self.fill = small`` → ``fill``."""
-        sets = locals_of.get(ui)
-        if sets is None:
-            sets = locals_of[ui] = [(m.group(1), set(_IDENT.findall(m.group(2))))
-                                    for m in _LOCAL_SET.finditer(text_of(ui))]
-        local = set(names)
-        grew = True
-        while grew:
-            grew = False
-            for t, rhs_ids in sets:
-                if t not in local and rhs_ids & local:
-                    local.add(t)
-                    grew = True
-        return {a for a, rhs_ids in self_sets(ui) if rhs_ids & local}
-
-    def mentions(word: str) -> Iterable[int]:
-        """Offsets where ``word`` occurs as a whole identifier (or ``self.name``)."""
-        k = len(word)
-        i = text.find(word)
-        while i >= 0:
-            j = i + k
-            a = text[i - 1] if i else " "
-            b = text[j] if j < n_text else " "
-            if not (a.isalnum() or a == "_") and not (b.isalnum() or b == "_"):
-                yield i
-            i = text.find(word, j)
-
-    def units_mentioning(names: Iterable[str], after: str = "") -> set[int]:
-        """Units where one of ``names`` occurs as a whole identifier (preceded by ``after``)."""
-        return {bisect.bisect_right(unit_starts, i) - 1 for name in names for i in mentions(after + name)}
-
-    def unit_at(pos: int) -> int:
-        return unit_of_line[bisect.bisect_right(line_starts, pos) - 1]
-
-    # ---- top-level names, classes, methods
-    top_units: dict[int, list[int]] = {}
-    for ui, u in enumerate(units):
-        top_units.setdefault(u.top, []).append(ui)
-    by_name: dict[str, list[int]] = {}
-    for ti, c in enumerate(parts):
-        if c.name:
-            by_name.setdefault(c.name, []).append(ti)
-    class_tops = {ti for ti, c in enumerate(parts)
-                  if c.name and any(units[ui].kind in ("class", "meth") for ui in top_units[ti])}
-    methods: dict[int, dict[str, list[int]]] = {}
-    for ui, u in enumerate(units):
-        if u.kind == "meth":
-            methods.setdefault(u.top, {}).setdefault(u.name, []).append(ui)
-    class_names = {parts[ti].name for ti in class_tops}
-    bases: dict[int, set[int]] = {}
-    for ti in class_tops:
-        head = ids_of(top_units[ti][0]) & class_names
-        head.discard(parts[ti].name)
-        bases[ti] = {b for n in head for b in by_name[n] if b in class_tops}
-    ancestors: dict[int, set[int]] = {}  # the class and its same-file bases, transitively
-    for ti in class_tops:
-        seen, stack = {ti}, [ti]
-        while stack:
-            for b in bases[stack.pop()]:
-                if b not in seen:
-                    seen.add(b)
-                    stack.append(b)
-        ancestors[ti] = seen
-    descendants: dict[int, set[int]] = {ti: set() for ti in class_tops}  # the class and subclasses
-    for ti, anc in ancestors.items():
-        for a in anc:
-            descendants[a].add(ti)
-
-    # ---- seeds
-    seed = [False] * n_units
-    # names bound to a trigger match: module-level names, and attributes per class (for the
-    # class and its subclasses); the second pair only from triggers of node-visiting rules
-    aliases: tuple[set[str], dict[int, set[str]]] = (set(), {})
-    walk_aliases: tuple[set[str], dict[int, set[str]]] = (set(), {})
-    by_pattern: dict[str, tuple[re.Pattern, list[Trigger]]] = {}
-    for t in triggers:
-        for p in t.patterns:
-            by_pattern.setdefault(p.pattern, (p, []))[1].append(t)
-    shell_text: dict[int, str] = {}
-    scope_text: dict[int, str] = {}
-
-    def nested_defs(ui: int) -> set[str]:
-        """Names of the indented ``def``s in a unit (a class nested in a function or class)."""
-        got = nested.get(ui)
-        if got is None:
-            got = nested[ui] = set(_NESTED_DEF.findall(text_of(ui)))
-        return got
-
-    nested: dict[int, set[str]] = {}
-
-    def in_context(trig: Trigger, ui: int) -> bool:
-        u = units[ui]
-        if any(c.search(text_of(ui)) for c in trig.context):
-            return True
-        if trig.context_unit:
-            if u.kind in ("mod", "class"):
-                # module code, and a class body's statements, are each one scope to the rules
-                # (one frame): the context may be in another statement of the same scope
-                key = -1 if u.kind == "mod" else u.top
-                if key not in scope_text:
-                    scope_text[key] = "\n".join(
-                        text_of(vi) for vi in (range(n_units) if key == -1 else top_units[key])
-                        if units[vi].kind == u.kind)
-                return any(c.search(scope_text[key]) for c in trig.context)
-            return False
-        if u.kind in ("mod", "func"):
-            return True
-        for f in ancestors.get(u.top, (u.top,)):
-            if f not in shell_text:
-                shell_text[f] = "\n".join(text_of(vi) for vi in top_units[f] if units[vi].kind == "class"
-                                          or (units[vi].kind == "meth" and units[vi].name == "__init__"))
-            if any(c.search(shell_text[f]) for c in trig.context):
-                return True
-        return False
-
-    walk_keys = {_key(t) for t in walk} if walk is not None else set()
-    walk_ids = {id(t) for t in (triggers or ()) if _key(t) in walk_keys}
-    wseed = [walk is None] * n_units
-    sig_ends: dict[int, int] = {}
-
-    def signature_end(ui: int) -> int:
-        """Offset just past the parameter list of a function or method unit (0 otherwise)."""
-        end = sig_ends.get(ui)
-        if end is None:
-            end = sig_ends[ui] = _signature_end(text, units[ui], lines, line_starts) \
-                if units[ui].kind in ("func", "meth") else 0
-        return end
-
-    for pat, trigs in by_pattern.values():
-        walks = any(id(t) in walk_ids for t in trigs)
-        code_only = all(t.code_only for t in trigs)
-        for m in pat.finditer(text):
-            ui = unit_at(m.start())
-            if seed[ui] and (wseed[ui] or not walks):
-                continue
-            if code_only and (units[ui].kind == "class"
-                              or _in_comment_or_docstring(text, m.start(), lines, line_starts, strings)
-                              or m.start() < signature_end(ui)):
-                continue
-            u = units[ui]
-            hit = hit_walk = False
-            for t in trigs:
-                if t.methods is not None and not (u.kind == "meth" and u.name in t.methods) \
-                        and not t.methods & nested_defs(ui):
-                    continue
-                if t.context is not None and not in_context(t, ui):
-                    continue
-                hit = True
-                if id(t) in walk_ids:
-                    hit_walk = True
-                    break
-                if not walks:
-                    break
-            if not hit:
-                continue
-            seed[ui] = True
-            wseed[ui] = wseed[ui] or hit_walk
-            targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
-            if u.kind in ("func", "meth") and u.name and not _dunder(u.name):
-                # what it returns may be the match: ``self.act = self.make_act()``
-                for mods, attrs in targets:
-                    if u.kind == "func":
-                        mods.add(u.name)
-                    else:
-                        for f in descendants.get(u.top, {u.top}):
-                            attrs.setdefault(f, set()).add(u.name)
-            if u.kind in ("mod", "class", "meth"):
-                t0 = _LEADING_COMMENTS.sub("", text_of(ui)) if u.kind == "mod" else text_of(ui)
-                if u.kind == "mod" and t0.startswith(("import", "from")):
-                    # ``from torch.nn.functional import scaled_dot_product_attention as sdpa``
-                    bound = import_binds(t0)
-                    for mods, _ in targets:
-                        mods.update(bound if bound is not None else _IDENT.findall(t0))
-                    continue
-                names = _bound_names(text, m.start())[0]
-                if names:
-                    if u.kind == "meth":  # ``big = -1e9`` then ``self.fill = big``
-                        names |= attrs_from(ui, names)
-                    for mods, attrs in targets:
-                        if u.kind == "mod":
-                            mods.update(names)
-                        else:
-                            for f in descendants.get(u.top, {u.top}):
-                                attrs.setdefault(f, set()).update(names)
-    local_imports = {unit_at(m.start()) for m in _LOCAL_IMPORT.finditer(text)
-                     if _local_import_at(text, m.start())}
-    # a unit mentioning a bound name is a seed; when it binds something from it in turn
-    # (``NEG = BIG``, ``self.neg = NEG``), that name is bound too: to a fixed point
-    for (mods, attrs), flags in ((aliases, seed), (walk_aliases, wseed)):
-        done_mods: set[str] = set()
-        done_attrs: set[tuple[int, str]] = set()
-        while True:
-            hits = [(p, None) for name in mods - done_mods for p in mentions(name)]
-            done_mods |= mods
-            new_attrs = {(f, n) for f, ns in attrs.items() for n in ns} - done_attrs
-            done_attrs |= new_attrs
-            for f, name in new_attrs:
-                hits.extend((p, f) for p in mentions("self." + name))
-            if not hits:
-                break
-            for p, f in hits:
-                ui = unit_at(p)
-                u = units[ui]
-                if f is not None and u.top != f:
-                    continue
-                flags[ui] = seed[ui] = True
-                if u.kind not in ("mod", "class", "meth"):
-                    continue
-                names, target = _bound_names(text, p)
-                if u.kind == "meth":  # a method binds attributes only (not its locals)
-                    names = {n for n in names if "self." + n in target} | attrs_from(ui, names)
-                if u.kind == "mod":
-                    mods.update(names)
-                else:
-                    for g in descendants.get(u.top, {u.top}):
-                        attrs.setdefault(g, set()).update(names)
-
-    # ---- closure
-    mod_binds: dict[str, list[int]] = {}
-    imports_kept: set[int] = set()  # import statements the alias table reads whatever is kept
-    for ui, u in enumerate(units):
-        if u.kind != "mod":
-            continue
-        t = _LEADING_COMMENTS.sub("", text_of(ui))  # the first unit holds the file's header
-        if t and t[0] not in "@#\"' ":
-            binds = import_binds(t) if t.startswith(("import", "from")) else _module_binds(t)
-            if binds is None or (t.startswith("import") and "torch" in t):
-                imports_kept.add(ui)  # rules look up torch's local name in the whole table
-            for name in binds or ():
-                mod_binds.setdefault(name, []).append(ui)
-    top_names = set(by_name)
-    work: list[int] = []
-    # Every kept function or method keeps its callers, transitively: a helper that can report
-    # is analysed inlined at its call sites (provenance), and the mask analysis binds a helper's
-    # parameters to the join of the arguments of *every* same-file call, evaluated by running
-    # the callers' bodies with their own callers' arguments (up to four calls deep).  A dropped
-    # caller would change both.  (Cheap: PyTorch code calls layers through ``__call__``, not by
-    # name, so the callers of a helper are few; on transformers/models this adds 3 % of lines.)
-    down_done = [False] * n_units
-    up_done = [False] * n_units
-
-    reason = ["seed"]
-
-    def keep(ui: int) -> None:
-        u = units[ui]
-        if not u.keep:
-            if why is not None:
-                why[u.start + 1] = (u.kind, u.name, reason[0])
-            u.keep = True
-            work.append(ui)
-
-    def callers_of(ui: int) -> list[int]:
-        """Units that may call function or method unit ``ui`` (any mention of its name; for a
-        method, in its class and subclasses — ``self.m()`` of a subclass reaches it too — and in
-        top-level functions and module code, which may get the instance as a parameter: HF's
-        ``eager_attention_forward(module, ...)``)."""
-        u = units[ui]
-        key = u.name
-        if key not in callers:
-            callers[key] = sorted(units_mentioning((key,)))
-        scope = None if u.kind == "func" else descendants.get(u.top, {u.top})
-        return [vi for vi in callers[key] if vi != ui and (
-            scope is None or units[vi].top in scope or units[vi].kind in ("func", "mod"))]
-
-    def keep_shell(ti: int) -> None:
-        for ui in top_units[ti]:
-            u = units[ui]
-            if u.kind == "class" or u.kind == "func" or (u.kind == "meth" and u.name == "__init__"):
-                keep(ui)
-
-    for ui, u in enumerate(units):
-        if seed[ui]:
-            keep(ui)
-        elif ui in local_imports or ui in imports_kept:
-            keep(ui)  # feeds the alias table (a plain import is kept when a kept unit uses it)
-    callers: dict[str, list[int]] = {}
-    while True:
-        while work:
-            ui = work.pop()
-            u = units[ui]
-            reason[0] = f"from line {u.start + 1} ({u.name})"
-            if not down_done[ui]:
-                down_done[ui] = True
-                if u.kind in ("meth", "class"):
-                    keep_shell(u.top)
-                mentioned = ids_of(ui) if u.kind != "mod" else set(_CALLED.findall(text_of(ui)))
-                # helpers called (functions), and base classes (from a class header); a class
-                # instantiated in a body is not followed (the analyses never resolve into it)
-                for name in mentioned & top_names:
-                    for ti in by_name[name]:
-                        if ti != u.top and (u.header or ti not in class_tops):
-                            keep_shell(ti)
-                for name in ids_of(ui) & mod_binds.keys():
-                    for vi in mod_binds[name]:
-                        keep(vi)
-                if u.top in ancestors:  # self.m() resolves in the class and its bases
-                    # ... and so does module.m() in a function it passes itself to
-                    # (through the functions those functions name, to a fixed point)
-                    via: set[str] = set()
-                    seen_fns: set[int] = set()
-                    todo = [ti for name in mentioned & top_names for ti in by_name[name]
-                            if ti not in class_tops]
-                    while todo:
-                        ti = todo.pop()
-                        if ti in seen_fns:
-                            continue
-                        seen_fns.add(ti)
-                        fui = top_units[ti][0]
-                        via.update(_ATTR_CALL.findall(text_of(fui)))
-                        todo.extend(tj for name in ids_of(fui) & top_names for tj in by_name[name]
-                                    if tj not in class_tops)
-                    for f in ancestors[u.top]:
-                        for name in (mentioned | via) & methods.get(f, {}).keys():
-                            for mi in methods[f][name]:
-                                keep(mi)
-            # its callers (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters;
-            # not the dunders, called by syntax, but a private ``__name`` is an ordinary method)
-            if not up_done[ui]:
-                up_done[ui] = True
-                if u.kind == "func" or (u.kind == "meth" and not _dunder(u.name)):
-                    for vi in callers_of(ui):
-                        keep(vi)
-        # a kept class needs a statement in its body
-        for ti in class_tops:
-            us = [units[ui] for ui in top_units[ti]]
-            if us[0].keep and not any(x.keep for x in us[1:]):
-                meths = [ui for ui in top_units[ti] if units[ui].kind == "meth"]
-                if meths:
-                    keep(meths[0])
-        if not work:
-            break
-
-    if all(u.keep for u in units):
-        return None
-    out = list(lines)
-    kept = 0
-    kept_methods: list[list[str] | None] = []
-    kept_defs: list[str] = []
-    walk_defs: list[bool] = []
-    for ti, c in enumerate(parts):
-        us = [units[ui] for ui in top_units[ti]]
-        if c.name and any(u.keep for u in us):
-            kept_defs.append(c.name)
-            walk_defs.append(any(wseed[ui] for ui in top_units[ti]))
-            split = ti in class_tops and len(us) > 1
-            kept_methods.append([u.name for u in us if u.kind == "meth" and u.keep] if split else None)
-    for u in units:
-        if u.keep:
-            kept += u.end - u.start
-            continue
-        for i in range(u.start, u.end):
-            out[i] = ""
-    return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods, walk_defs)
-
-
-def _dunder(name: str | None) -> bool:
-    return bool(name) and len(name) > 4 and name.startswith("__") and name.endswith("__")
-
-
-def _is_class(lines: list[str], c: Chunk) -> bool:
-    for i in range(c.start, c.end):
-        m = _DEF.match(lines[i])
-        if m:
-            return lines[i].startswith("class")
-    return False
 
 
 def structure_matches(module, sel: Selection) -> bool:

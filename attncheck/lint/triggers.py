@@ -36,7 +36,10 @@ MATMUL = (r"matmul|bmm|einsum", r"[\w)\]][ \t]*@|@(?=[ (])")
 #: where attention scores or weights can exist in a function (mask uses need one of these in the
 #: function that applies the mask: the softmax it reaches, the q·kᵀ that tags the scores, or the
 #: fused consumer itself; :mod:`attncheck.lint.analysis.masks`)
-SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + MHA + MATMUL[1:]
+SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + MHA + MATMUL[1:] + (
+    # a division by a sum (``w / w.sum(-1, keepdim=True)``, ``x / torch.sum(x)``): the mask
+    # analysis reads it as a written-out softmax
+    r"/[^\n]*sum\s*\(",)
 #: a numeric literal that can be below -65504 (fp16's most negative value): exponents ≥ 4,
 #: integer parts ≥ 60000 (not the digits after a decimal point), digit groups, hexadecimal with 4+
 #: digits (octal and binary ones that large have 6+ digits), and arithmetic between literals,

@@ -915,6 +915,8 @@ class _Analyzer:
                 pol = _polarity_of_name(name)  # ``valid = attention_mask.bool()``
                 if pol is not None:
                     val = replace(val, polarity=pol)
+            if isinstance(val, Dtype) and _named_mask(name) is not None:
+                val = None  # ``valid = valid.float()``: still the mask its name says
             if val is None:
                 state.env.pop(name, None)
             else:
@@ -1782,8 +1784,8 @@ class _Analyzer:
                 fill = fa if fa.region == "N" else fb if fb.region == "N" else None
                 if fill is not None and fill.overflows_fp16 and self.recording:
                     # torch.where of two Python scalars has the default dtype, float32 (PyTorch
-                    # type promotion): safe while only out-of-place ops promote it onwards
-                    # torch.where of 0-dim tensors of a float32-range dtype keeps that range
+                    # type promotion): safe while only out-of-place ops promote it onwards; of
+                    # 0-dim tensors of a float32-range dtype, that dtype
                     self.result.fill_sites.append(FillSite(fill, fill.node or node, "additive",
                                                            wide=fill.wide or self.stays_wide(node),
                                                            escapes=self.escapes(node)))
@@ -2031,17 +2033,18 @@ class _Analyzer:
 
 
 def _normalised(expr: cst.CSTNode) -> bool:
-    """``x / x.sum(...)`` or ``x / torch.sum(x, ...)``: a row normalisation (a written-out
-    softmax when ``x`` is exponentiated scores)."""
+    """``x / x.sum(dim, ...)`` or ``x / torch.sum(x, dim, ...)``: a row normalisation (a
+    written-out softmax when ``x`` is exponentiated scores).  A sum without ``dim`` divides by
+    the total (``w / torch.sum(w)``: weights of a loss), which normalises no row."""
     if type(expr) is not _BinaryOperation or type(expr.operator) is not cst.Divide:
         return False
     r = expr.right
     if type(r) is not _Call:
         return False
     f = r.func
-    if type(f) is _Attribute and f.attr.value == "sum":
-        return True
-    return dotted_name(f) in ("torch.sum", "th.sum")
+    if dotted_name(f) in ("torch.sum", "th.sum"):
+        return arg_value(r, 1, "dim") is not None
+    return type(f) is _Attribute and f.attr.value == "sum" and arg_value(r, 0, "dim") is not None
 
 
 def _join(a: Any, b: Any) -> Any:
@@ -2080,7 +2083,9 @@ class _State:
                 if v is not None:
                     env[k] = v
             else:
-                env[k] = self.env.get(k, other.env.get(k))
+                v = self.env.get(k, other.env.get(k))
+                if not isinstance(v, Dtype):  # cast on one path only: the other keeps its dtype
+                    env[k] = v
         tags = dict(self.tags)
         tags.update(other.tags)
         return _State(env, tags)

@@ -75,7 +75,11 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
     explicit = any(f.sym.explicit_one for f in factors)
     default_one = [f for f in factors if f.sym.default_one]
     real = [f for f in factors if not (f.sym.is_literal() and f.sym.coef == 1.0)]
-    full = [f for f in real if _is_full_scale(f)]
+    # on l2-normalised q/k an opaque factor is a learned temperature, not a 1/√d scale
+    # (cosine attention; nGPT / nViT scale each of q and k by a learned s_qk)
+    cosine = q is not None and k is not None and (q.normalized or k.normalized)
+    full = [f for f in real if _is_full_scale(f) and not (
+        cosine and (f.sym.opaque or all(d.role == "?" for d, _ in f.sym.pows)))]
     report_node = ev.scores.node if ev.scores is not None and ev.scores.node is not None else ev.node
     if len(full) >= 2:
         where = ", ".join(_where(f) for f in full)
