@@ -203,6 +203,27 @@ def test_required_mask_argument_is_not_counted_as_an_input_tensor():
     assert rep.extra["mask_convention"]["convention"] == "keep"
 
 
+class RequiredKeyPaddingLayer(torch.nn.Module):
+    """``forward(x, attention_mask)``: attention_mask (B, L) bool, True = real token (the
+    transformers convention), handed to nn.MultiheadAttention as its key padding mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.embed_dim, self.num_heads = 16, 2
+
+    def forward(self, x, attention_mask):
+        return self.mha(x, x, x, key_padding_mask=~attention_mask)[0]
+
+
+def test_required_mask_of_shape_batch_by_keys_is_detected_as_key_padding():
+    rep = attncheck.check(RequiredKeyPaddingLayer(), checks=["shapes", "normalization", "padding"],
+                          device="cpu", max_examples=2)
+    assert [r.status for r in rep.results] == ["pass", "pass", "pass"], [
+        r.message for r in rep.results]
+    assert rep.extra["mask_convention"]["convention"] == "keep"
+
+
 def test_kernel_with_a_required_mask_gets_an_all_keep_mask():
     def kernel(q, k, v, attn_mask):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)

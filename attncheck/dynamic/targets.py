@@ -782,6 +782,9 @@ class Target:
                 shapes = [self.mask_shape] if self.mask_shape else (
                     ["BQK" if self.layout == "BLd" else "B1QK"] if self.is_kernel
                     else ["B1QK", "BQK"])
+                if not self.mask_shape and not self.is_kernel and (
+                        keep.shape[-2] == 1 or bool((keep == keep[..., :1, :]).all())):
+                    shapes.append("BK")  # the same keys for every query: a key padding mask
                 for i, shp in enumerate(shapes):
                     kwargs[self.mask_arg] = self._mask_value(
                         self.native_mask(keep, ex, shp), inputs.q.dtype)
