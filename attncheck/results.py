@@ -9,7 +9,7 @@ JSON form (``Report.to_dict()``), versioned::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 Status = Literal["pass", "fail", "warn", "skip", "error"]
 STATUSES: tuple[str, ...] = ("pass", "fail", "warn", "skip", "error")
@@ -48,7 +48,12 @@ class CheckResult:
 
 @dataclass
 class Report:
-    """All check results for one target."""
+    """All check results for one target.
+
+    A report is a sequence of its :class:`CheckResult` s in run order: ``len(report)`` is the
+    number of results and ``for result in report`` iterates over them.  ``report["causality"]``
+    looks a result up by check name (``KeyError`` when that check did not run).
+    """
 
     target: str
     results: list[CheckResult] = field(default_factory=list)
@@ -60,7 +65,18 @@ class Report:
     def ok(self) -> bool:
         return all(r.ok for r in self.results)
 
+    def __iter__(self) -> Iterator[CheckResult]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
     def __getitem__(self, check: str) -> CheckResult:
+        """The result of the check named ``check``; ``KeyError`` when it did not run, and
+        ``TypeError`` for a non-string key (iterate the report, or index ``report.results``)."""
+        if not isinstance(check, str):
+            raise TypeError(f"Report is indexed by check name (str), not "
+                            f"{type(check).__name__}; use report.results[{check!r}] for position")
         for r in self.results:
             if r.check == check:
                 return r

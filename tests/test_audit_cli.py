@@ -236,3 +236,33 @@ def test_unknown_model_name_suggests_the_closest_known_names():
     r = CliRunner().invoke(main, ["audit", "xt:decodr", "--device", "cpu"])
     assert r.exit_code == 2
     assert "unknown x-transformers model: 'decodr' (did you mean xt:decoder or xt:encoder?)" in r.output
+
+
+def test_unknown_spec_suggests_only_names_that_are_close():
+    """The shared ``hf:`` prefix does not make unrelated names look close: nothing is
+    suggested for a name that resembles no known one."""
+    from attncheck.audit.families import UnknownSpec
+
+    exc = UnknownSpec("unknown", ["hf:gpt2", "hf:llama", "hf:olmoe", "hf:afmoe", "hf:EvollaModel",
+                                  "hf:mllama"])
+    assert exc.close_matches("hf:notamodel") == []
+    assert exc.close_matches("hf:lama") == ["hf:llama", "hf:mllama"]
+    assert exc.close_matches("hf:evollamodell") == ["hf:EvollaModel"]
+    assert exc.close_matches("xt:gpt-2") == ["hf:gpt2"]
+
+
+def test_audit_of_timm_without_timm_is_one_error_line(monkeypatch):
+    """Without timm, ``attncheck audit timm:NAME`` prints no "OK: 1 skip" report that its own
+    exit status contradicts: one error line with the reason and the install command, exit 2."""
+    import sys
+
+    from attncheck.cli import main
+
+    monkeypatch.setitem(sys.modules, "timm", None)  # import raises ImportError
+    r = CliRunner().invoke(main, ["audit", "timm:vit_tiny_patch16_224", "--device", "cpu",
+                                  "--format", "concise"])
+    assert r.exit_code == 2, r.output
+    assert r.stdout == ""
+    assert r.stderr.splitlines() == [
+        "attncheck audit: error: timm:vit_tiny_patch16_224: timm unavailable (ModuleNotFoundError: "
+        "import of timm halted; None in sys.modules); pip install timm"]

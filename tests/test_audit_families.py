@@ -115,7 +115,7 @@ def test_timm_optional():
         assert rep.ok
         return
     assert [r.status for r in rep.results] == ["skip"]
-    assert rep.results[0].message == f"skipped: timm unavailable ({reason})"
+    assert rep.results[0].message == f"skipped: timm unavailable ({reason}); pip install timm"
     assert rep.ok  # never a failure
     with pytest.raises(FamilyUnavailable):
         build("timm:vit_tiny_patch16_224")

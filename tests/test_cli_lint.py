@@ -285,3 +285,27 @@ def test_selector_matching_no_rule_is_a_usage_error(tmp_path):
     assert r.exit_code == 2
     assert "rule selector 'ATT9' matches no rule" in r.output
     assert "All checks passed" not in r.output
+
+
+def test_config_selector_matching_no_rule_names_the_config_file(tmp_path):
+    """Like the other config errors, a selector that matches nothing names its file and key."""
+    config = tmp_path / "pyproject.toml"
+    config.write_text('[tool.attncheck]\nextend-select = ["ATT9"]\n')
+    (tmp_path / "a.py").write_text("x = 1\n")
+    r = run("lint", "--no-cache", str(tmp_path / "a.py"))
+    assert r.exit_code == 2
+    assert f"{config}: [tool.attncheck] extend-select: rule selector 'ATT9' matches no rule" \
+        in r.output
+
+
+def test_directory_without_python_files_warns_on_stderr(tmp_path):
+    """Like ruff: a run that finds nothing to lint says so on stderr and still exits 0."""
+    (tmp_path / "notes.txt").write_text("not python\n")
+    r = run("lint", "--no-cache", "--isolated", str(tmp_path))
+    assert r.exit_code == 0
+    assert "warning: No Python files found under the given path(s)" in r.stderr
+    assert "warning" not in r.stdout
+    with_file = tmp_path / "a.py"
+    with_file.write_text("x = 1\n")
+    r = run("lint", "--no-cache", "--isolated", str(tmp_path))
+    assert r.exit_code == 0 and "warning" not in r.stderr

@@ -195,6 +195,38 @@ def f(q, k, v, L):
     assert (u2.consumer, u2.convention, u2.blocked) == ("sdpa", "additive", (False, False, True))
 
 
+@pytest.mark.parametrize("given", ["m if is_causal else None", "None if not is_causal else m"])
+def test_mask_or_none_conditional_is_the_mask_when_given(given):
+    src = f"""
+import torch
+import torch.nn.functional as F
+def f(q, k, v, L, is_causal=False):
+    m = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+    F.scaled_dot_product_attention(q, k, v, attn_mask={given})
+    a = {given}
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=a)
+"""
+    uses = _uses(src)
+    assert [(u.consumer, u.convention, u.blocked) for u in uses] == \
+        [("sdpa", "true_kept", (True, True, False))] * 2
+    assert [u.node.value for u in uses] == ["m", "a"]
+
+
+def test_conditional_between_two_masks_joins_them():
+    src = """
+import torch
+import torch.nn.functional as F
+def f(q, k, v, L, flag):
+    lower = torch.tril(torch.ones(L, L, dtype=torch.bool))
+    upper = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)
+    F.scaled_dot_product_attention(q, k, v, attn_mask=lower if flag else lower.clone())
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=lower if flag else upper)
+"""
+    u1, u2 = _uses(src)
+    assert u1.blocked == (False, False, True)
+    assert u2.mask is None or u2.mask.pattern in (None, (None, None, None))
+
+
 def test_register_buffer_slice_and_view_reach_forward():
     src = """
 import torch

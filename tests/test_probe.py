@@ -202,6 +202,30 @@ def test_inplace_scaling_of_the_scores_is_counted():
     assert p.records[0].effective_scale == pytest.approx(0.25, rel=1e-6)
 
 
+def _keys_first(q, k, v, d, weights):
+    s = k @ q.transpose(-2, -1) / math.sqrt(q.size(-1))   # (B, H, L_k, L_q)
+    p = F.dropout(s.softmax(dim=d), p=0.1, training=False)
+    return weights(p) @ v
+
+
+@pytest.mark.parametrize("weights", [lambda p: p.transpose(-2, -1), lambda p: p.mT,
+                                     lambda p: p.permute(0, 1, 3, 2)])
+@pytest.mark.parametrize("d", [-2, -1])
+def test_key_axis_is_the_axis_weights_at_v_sum_over(weights, d):
+    """Scores laid out keys-first (``k @ qᵀ``) and used as ``pᵀ @ v``: the keys are axis 2, so a
+    softmax over dim=-2 has rows summing to 1 over the keys and dim=-1 does not."""
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 7, 4), torch.randn(2, 3, 7, 4)
+    with Probe() as pr:
+        _keys_first(q, k, v, d, weights)
+    (r,) = pr.records
+    assert (r.query_axis, r.key_axis) == (3, 2)
+    rows = r.canonical(r.probs)
+    assert rows.shape == (2, 3, 5, 7)
+    err = float((rows.sum(-1) - 1).abs().max())
+    assert (err < 1e-5) == (d == -2)
+
+
 def test_scale_fit_on_large_maps_uses_a_subset():
     q, k = torch.randn(2, 4, 160, 8), torch.randn(2, 4, 160, 8)    # 204800 entries
     with Probe() as p:

@@ -75,6 +75,32 @@ def test_factor_sources_local_init_and_alpha():
     assert fs == ["1/√self.head_dim", "0.5"]
 
 
+@pytest.mark.parametrize("scaling, expected", [
+    ("s.div_(math.sqrt(q.shape[-1]))", ["1/√q.shape[-1]"]),
+    ("s.mul_(q.shape[-1] ** -0.5)", ["1/√q.shape[-1]"]),
+    ("s.mul_(0.5).div_(2.0)", ["0.5", "0.5"]),
+    ("s.clamp_(-50.0, 50.0)", []),
+])
+def test_inplace_method_statement_updates_scores(scaling, expected):
+    src = f"""
+    def f(q, k, v):
+        s = torch.matmul(q, k.transpose(-1, -2))
+        {scaling}
+        return s.softmax(-1) @ v
+    """
+    assert factors_of(src) == [expected]
+
+
+def test_inplace_method_statement_scales_q():
+    src = """
+    def f(q, k, v):
+        q.mul_(q.shape[-1] ** -0.5)
+        s = torch.matmul(q, k.transpose(-1, -2))
+        return s.softmax(-1) @ v
+    """
+    assert factors_of(src) == [["1/√q.shape[-1]"]]
+
+
 def test_baddbmm_alpha_is_a_factor():
     src = """
     def f(q, k, head_dim):

@@ -194,6 +194,35 @@ def test_softmax_axis_property(rank, data, call):
     assert only_codes(src) == ({"ATT301"} if wrong else set())
 
 
+KEYS_FIRST = '''
+import torch
+import torch.nn.functional as F
+
+
+def attend(q, k, v):
+    s = {scores} * q.shape[-1] ** -0.5
+    p = F.dropout(s.softmax(dim={d}), p=0.1, training=False)
+    return {weights} @ v
+'''
+
+
+@pytest.mark.parametrize("scores", ["k @ q.transpose(-2, -1)", "q @ k.transpose(-2, -1)",
+                                    "torch.matmul(k.view(2, 3, 4, 5), q.view(2, 3, 4, 5).transpose(2, 3))"])
+@pytest.mark.parametrize("weights", ["p", "p.transpose(-2, -1)", "torch.transpose(p, -1, -2)", "p.mT"])
+@pytest.mark.parametrize("d", [-1, -2])
+def test_softmax_axis_is_the_axis_the_values_are_summed_over(scores, weights, d):
+    """Whichever operand comes first, the key axis of the weights is the one ``@ v`` sums over:
+    the last axis of ``p``, the second-to-last of ``p`` when ``p`` is transposed first."""
+    summed = -1 if weights == "p" else -2
+    src = KEYS_FIRST.format(scores=scores, d=d, weights=weights)
+    found = lint_source(src, "t.py", select=("ATT301",))
+    assert [f.code for f in found] == ([] if d == summed else ["ATT301"])
+    if found and summed == -2:
+        rank4 = "view" in scores
+        assert f"key axis is dim {2 if rank4 else -2}:" in found[0].message
+        assert found[0].fix is None  # the dim=-1 rewrite is for scores whose key axis is last
+
+
 @pytest.mark.parametrize("rank,expected", [(3, {"ATT301"}), (4, {"ATT301"})])
 def test_implicit_softmax_dim(rank, expected):
     scores = "torch.bmm(q, k.transpose(1, 2))" if rank == 3 else \

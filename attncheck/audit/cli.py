@@ -2,13 +2,15 @@
 
 Exit codes: 0 every check passed (``warn`` / ``skip`` allowed), 1 a check failed or errored
 (a check that runs past ``--timeout`` is an error), 2 usage error (unknown family or model name —
-the known ones are listed —, unknown check, unavailable device, unknown or invalid hint).
+the known ones are listed —, unknown check, unavailable device, unknown or invalid hint) or a
+family whose optional package cannot be imported (``timm:`` without timm, ``xt:`` without
+x-transformers, ``hf:`` without transformers: one ``attncheck audit: error:`` line with the
+reason and the install command; as ``attncheck check`` treats a target whose import fails).
 A bare ``attncheck audit`` audits the bundled demo pair ``fixtures/audit/demo_correct.py`` and
 ``fixtures/audit/demo_buggy.py``.
 """
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
@@ -204,7 +206,7 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
                                 hints=hint_values, dtype=dtype)
                 except F.UnknownSpec as exc:
                     progress.stop()
-                    close = difflib.get_close_matches(spec, exc.known, n=3, cutoff=0.6)
+                    close = exc.close_matches(spec)
                     hint = f" (did you mean {' or '.join(close)}?)" if close else ""
                     err.print(f"[bold red]error:[/bold red] {escape(str(exc))}{escape(hint)}",
                               soft_wrap=True)
@@ -222,10 +224,13 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
     else:
         from attncheck.report.terminal import resolve_text_format
 
+        # a model whose family's package is missing audited nothing: its one line is the error
+        # below, not a report that reads "OK: 1 skip"
+        audited = [r for r in reports if not r.extra.get("unavailable")]
         if resolve_text_format(fmt) == "full":
-            _render_text(reports, Console())
+            _render_text(audited, Console())
         else:
-            _render_plain(reports)
+            _render_plain(audited)
     if html_path:
         from attncheck.report.html import write_html
 

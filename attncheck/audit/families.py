@@ -15,18 +15,20 @@ Spec grammar (``attncheck audit SPEC``):
   weights returned) and ``need_weights=False`` (SDPA path).
 - ``torch:TransformerEncoderLayer`` — ``nn.TransformerEncoderLayer(64, 4, 128, dropout=0)``,
   causal ``src_mask``; variants ``fast-path`` (eval + inference mode) and ``slow-path``.
-- ``timm:<name>`` — optional; when timm cannot be imported the audit reports
-  ``skipped: timm unavailable (<reason>)``.
+- ``timm:<name>`` — optional; when timm cannot be imported :func:`build` raises
+  :class:`FamilyUnavailable` (``timm unavailable (<reason>); pip install timm``).
 - ``package.module:factory`` / ``path/to/file.py:factory`` — a zero-argument callable (or an
   ``nn.Module`` subclass) returning a model; see :func:`adapt_module` for how it is called.
 
 :func:`build` returns a list of :class:`~attncheck.audit.model.AuditModel` (one per variant) or
 raises :class:`UnknownSpec` (→ exit 2, lists the known names), :class:`FamilyUnavailable`
-(optional dependency missing → a "skip" result) or any exception from building the model
+(optional dependency missing → a "skip" result from :func:`attncheck.audit`, exit 2 from the
+``attncheck audit`` command) or any exception from building the model
 (→ an "error" result).
 """
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
 import inspect
@@ -52,6 +54,19 @@ class UnknownSpec(ValueError):
     def __init__(self, message: str, known: list[str]):
         super().__init__(message)
         self.known = known
+
+    def close_matches(self, spec: str, n: int = 3) -> list[str]:
+        """Up to ``n`` known specs whose NAME (after ``FAMILY:``) is close to ``spec``'s, best
+        first; empty when none is.  The shared family prefix is left out of the comparison (with
+        it, ``hf:notamodel`` is 60% similar to ``hf:olmoe``), and case is ignored."""
+        def name(s: str) -> str:
+            return s.partition(":")[2].lower() if ":" in s else s.lower()
+
+        by_name: dict[str, str] = {}
+        for k in self.known:
+            by_name.setdefault(name(k), k)
+        close = difflib.get_close_matches(name(spec), list(by_name), n=n, cutoff=0.75)
+        return [by_name[c] for c in close]
 
 
 class FamilyUnavailable(RuntimeError):
@@ -305,7 +320,7 @@ def timm_unavailable_reason() -> str | None:
 def _build_timm(spec: str, name: str) -> list[AuditModel]:
     reason = timm_unavailable_reason()
     if reason is not None:
-        raise FamilyUnavailable(f"skipped: timm unavailable ({reason})")
+        raise FamilyUnavailable(f"timm unavailable ({reason}); pip install timm")
     import timm
 
     if name not in timm.list_models():

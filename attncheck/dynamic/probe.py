@@ -168,10 +168,11 @@ class AttentionRecord:
 
     @property
     def key_axis(self) -> int:
-        """Axis of the logits / probabilities that runs over the keys (non-negative): read from
-        the q·kᵀ product that produced the logits (``einsum("bihd,bjhd->bijh")``: axis 2, the
-        later of the two free indices that are not shared by the operands; ``q @ kᵀ``: the last
-        axis), else the last axis."""
+        """Axis of the logits / probabilities that runs over the keys (non-negative): the axis a
+        later ``weights @ v`` sums over (``k @ qᵀ`` logits used as ``p.transpose(-2, -1) @ v``:
+        the second-to-last), else read from the q·kᵀ product that produced the logits
+        (``einsum("bihd,bjhd->bijh")``: axis 2, the later of the two free indices that are not
+        shared by the operands; ``q @ kᵀ``: the last axis), else the last axis."""
         ax = self.extra.get("key_axis")
         return int(ax) if isinstance(ax, int) else max(len(self.shape) - 1, 0)
 
@@ -411,6 +412,9 @@ class Probe(TorchFunctionMode):
         self._factors = _Factors()
         self._qk = _Tags()  # tensor → the activation·activation matmul it derives from
         self._matmuls: collections.deque[_Matmul] = collections.deque(maxlen=6)
+        # recent softmax outputs (live tensors, not clones) with their records: a later
+        # ``weights @ v`` on one of them, or on a transposed view of it, tells its key axis
+        self._weights: collections.deque[tuple[AttentionRecord, torch.Tensor]] = collections.deque(maxlen=6)
         self._count = 0
         # a softmax written by hand: row statistic → its input; shifted logits → unshifted;
         # exp output → the (unshifted) logits; row sum of an exp output → (that output, dim)
@@ -584,6 +588,8 @@ class Probe(TorchFunctionMode):
                 rec.extra["qk_columns"] = int(src.out.shape[-1])  # extra columns: sink logits
             self._fit_scale(rec, x, dim, src)
         self._add(rec)
+        if self.track_matmuls and isinstance(out, torch.Tensor) and out.dim() >= 2:
+            self._weights.append((rec, out.detach()))  # an alias: same storage, no graph
 
     def _fit_scale(self, rec: AttentionRecord, x: torch.Tensor, dim: int, src: _Matmul) -> None:
         with torch.no_grad():
@@ -669,6 +675,7 @@ class Probe(TorchFunctionMode):
                 b = args[1] if len(args) > 1 else kwargs.get("other", kwargs.get("mat2"))
             if not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor) or a.dim() < 2:
                 return
+            self._note_weights_axes(a)
             contracted = int(a.shape[-1])
         if _is_weight(a) or _is_weight(b):   # a projection (x @ W), not q·kᵀ
             return
@@ -678,6 +685,19 @@ class Probe(TorchFunctionMode):
                      key=b.detach() if self.keep_tensors else None)
         self._matmuls.append(mm)
         self._qk.set(out, mm)
+
+    def _note_weights_axes(self, a: torch.Tensor) -> None:
+        """``a @ v`` where ``a`` is softmax weights or a transposed view of them: ``@`` sums over
+        the last axis of ``a``, so that axis of the weights is the key axis and the one before it
+        the query axis (``k @ q.transpose(-2, -1)`` lays the keys out on axis -2 of the weights,
+        used as ``p.transpose(-2, -1) @ v``)."""
+        for rec, w in self._weights:
+            if a.dim() != w.dim() or a.data_ptr() != w.data_ptr():
+                continue
+            axes = [_view_axis(w, a, i) for i in (a.dim() - 2, a.dim() - 1)]
+            if None not in axes and axes[0] != axes[1]:
+                rec.extra["query_axis"], rec.extra["key_axis"] = axes
+            return
 
     def _on_scalar(self, func, args, kwargs, out, name):
         a = args[0] if args else kwargs.get("input", kwargs.get("self"))
@@ -794,6 +814,14 @@ def _softmax_grabber(captured: list):
             return r
 
     return _Grab()
+
+
+def _view_axis(base: torch.Tensor, view: torch.Tensor, i: int) -> int | None:
+    """The axis of ``base`` that axis ``i`` of ``view`` (a permuted view of the same storage)
+    walks: the only one with the same size and stride; None when there is not exactly one."""
+    match = [j for j in range(base.dim())
+             if base.size(j) == view.size(i) and base.stride(j) == view.stride(i)]
+    return match[0] if len(match) == 1 else None
 
 
 def _is_weight(t: Any) -> bool:

@@ -103,6 +103,8 @@ def lint_cmd(paths, select, extend_select, ignore, output_format, statistics, ex
 
     for err in result.errors:
         click.echo(f"attncheck: error: {err}", err=True)
+    if not result.files and not result.errors:  # like ruff: nothing linted is worth a word
+        click.echo("attncheck: warning: No Python files found under the given path(s)", err=True)
 
     if add_noqa:
         sys.exit(_add_noqa(result))

@@ -115,11 +115,16 @@ def _best(code: str, selectors: Iterable[str]) -> int | None:
 
 @dataclass(frozen=True)
 class Layer:
-    """One selection layer (config file, then CLI)."""
+    """One selection layer (config file, then CLI).
+
+    ``origin`` prefixes the selector keys in error messages: ``"--"`` for the command line,
+    ``"<file>: [tool.attncheck] "`` for a config file.
+    """
 
     select: tuple[str, ...] | None = None
     extend_select: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    origin: str = ""
 
 
 def resolve_selection(registry: dict[str, type[Rule]], layers: Sequence[Layer]) -> frozenset[str]:
@@ -128,10 +133,11 @@ def resolve_selection(registry: dict[str, type[Rule]], layers: Sequence[Layer]) 
     engine_off: set[str] = set()
     for layer in layers:
         selectors = tuple(layer.select or ()) + tuple(layer.extend_select)
-        unknown = [sel for sel in selectors if not any(_matches(c, sel) for c in registry)]
-        if unknown:  # like ruff: a selector that enables nothing is a typo, not a silent no-op
-            raise ConfigError(f"rule selector {unknown[0]!r} matches no rule; known codes: "
-                              f"{', '.join(sorted(registry))}")
+        for key, values in (("select", layer.select or ()), ("extend-select", layer.extend_select)):
+            unknown = [sel for sel in values if not any(_matches(c, sel) for c in registry)]
+            if unknown:  # like ruff: a selector that enables nothing is a typo, not a no-op
+                raise ConfigError(f"{layer.origin}{key}: rule selector {unknown[0]!r} matches no "
+                                  f"rule; known codes: {', '.join(sorted(registry))}")
         new = set()
         for code in registry:
             s = _best(code, selectors)
@@ -827,7 +833,7 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     """
     registry = _selection_registry(cache_dir)
     cli_layer = Layer(_as_tuple(select, "--select"), _as_tuple(extend_select, "--extend-select")
-                      or (), _as_tuple(ignore, "--ignore") or ())
+                      or (), _as_tuple(ignore, "--ignore") or (), origin="--")
     explicit: Config | None
     if isinstance(config, Config):
         explicit = config
@@ -855,8 +861,9 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
             cfg = find_config(Path.cwd() if arg == STDIN else Path(arg))
         key = id(cfg)
         if key not in selection_cache:
+            origin = f"{cfg.path}: [tool.attncheck] " if cfg.path is not None else ""
             layers = [Layer(tuple(cfg.select) if cfg.select is not None else None,
-                            tuple(cfg.extend_select), tuple(cfg.ignore)), cli_layer]
+                            tuple(cfg.extend_select), tuple(cfg.ignore), origin), cli_layer]
             selection_cache[key] = resolve_selection(registry, layers)
         enabled = selection_cache[key]
         if force_exclude and arg != STDIN and (
@@ -1017,7 +1024,7 @@ def _run_work(w: _Work, registry=None) -> LintResult:
     (files to write in ``writes``: only the parent writes).  ``registry``: the rule classes
     (default :func:`all_rules`, imported only on a cache miss)."""
     rep = LintResult()
-    src, file_enabled, cfg, unsafe = w.src, w.enabled, w.cfg, w.unsafe
+    src, file_enabled = w.src, w.enabled
     try:
         data = w.data if w.data is not None else _read(src, None, w.max_file_size)
     except FileTooLarge as big:

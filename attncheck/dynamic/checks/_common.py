@@ -67,19 +67,29 @@ def weight_sources(target: Target, inputs: Inputs, out: Output,
     return srcs
 
 
+def fmt_diff(x: Any) -> str:
+    """A measured difference for a message, to 3 significant digits (``0.095``, ``2.19``,
+    ``3.16e-07``); a non-number (``"inf"``, the JSON stand-in for infinity) as is."""
+    return f"{x:.3g}" if isinstance(x, (int, float)) else str(x)
+
+
 def failure_result(ctx, failure, message: str | None = None, metrics: dict | None = None):
     """CheckResult for a :class:`~attncheck.dynamic.strategies.PropertyFailure`: ``"error"``
     when the target raised (the reason is the exception) or attncheck itself did (metric
     ``internal_error`` True, message asking to report it), ``"fail"`` otherwise (also for a
-    wrong return type, ``TargetOutputError``)."""
+    wrong return type, ``TargetOutputError``).
+
+    ``metrics`` (aggregated over every example run) are merged with ``failure.data`` (the
+    numbers of the reported, shrunk example); where both name a metric the example's value
+    wins, so that the message and the metrics describe the same example."""
     from attncheck.dynamic.targets import TargetOutputError
 
     from attncheck.dynamic.base import (INTERNAL_ERROR, diagnose_target_error,
                                         raised_by_attncheck)
 
     err = failure.error
-    m = dict(failure.data)
-    m.update(metrics or {})
+    m = dict(metrics or {})
+    m.update(failure.data)
     if err is not None and raised_by_attncheck(err):
         return ctx.result("error", f"{INTERNAL_ERROR}: {type(err).__name__}: {err}",
                           metrics=dict(m, exception=type(err).__name__, internal_error=True),

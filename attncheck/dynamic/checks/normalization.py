@@ -4,8 +4,9 @@ Where the weights come from, for each drawn example (all available sources are j
 
 1. the weights the target returns (``(out, weights)``);
 2. the probe (:class:`attncheck.dynamic.probe.Probe`): every softmax / SDPA / MHA record whose
-   last axis has L_k entries — the last axis is taken as the key axis, so a softmax over
-   another axis shows up as rows that do not sum to 1;
+   key axis has L_k entries — the axis the weights·v product sums over, else the one q·kᵀ puts
+   the keys on, else the last — so a softmax over another axis shows up as rows that do not
+   sum to 1;
 3. kernels: V = identity ``(L_k × L_k)`` (docs/checks.md): the output of a kernel linear in v is then
    its effective attention matrix ``(B, H, L_q, L_k)`` — this also sees opaque (fused, compiled)
    kernels and masks applied after the softmax.
@@ -76,7 +77,7 @@ def _judge(name: str, w: torch.Tensor, blocked: torch.Tensor | None, tol: float,
         return f"{name} weights negative (min {mn:.3g})", m
     if err > tol:
         worst = sums.flatten()[(sums - 1).abs().flatten().argmax()]
-        return (f"{name} rows do not sum to 1 over the keys: a row sums to {float(worst):.6g} "
+        return (f"{name} rows do not sum to 1 over the keys: a row sums to {float(worst):.3g} "
                 f"(|sum-1| max {err:.3g} > tol {tol:g})"), m
     if blocked is not None and w.dim() >= 2 and tuple(w.shape[-2:]) == (ex.L_q, ex.L_k):
         b = blocked

@@ -50,7 +50,7 @@ import torch
 import torch.nn.functional as F
 
 from attncheck.dynamic.base import RunContext, register_check
-from attncheck.dynamic.checks._common import failure_result
+from attncheck.dynamic.checks._common import failure_result, fmt_diff
 from attncheck.dynamic.checks._compare import compare, hint
 from attncheck.dynamic.probe import MASK_THRESHOLD, Probe, sdpa_reference
 from attncheck.dynamic.strategies import Fail, examples, run_property
@@ -362,7 +362,7 @@ def _either_alignment(target: Target, ctx: RunContext, inputs: Inputs, atol: flo
             return {}
         best = m if best is None else best
     err = Fail(f"output differs from the float64 causal SDPA reference in both alignments "
-               f"(top-left and bottom-right; max |Δ|={best['max_abs_diff']})")
+               f"(top-left and bottom-right; max |Δ|={fmt_diff(best['max_abs_diff'])})")
     err.data = dict(best)
     raise err
 
@@ -477,7 +477,7 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
             compared.append(entry)
             if not ok:
                 problems.append(f"SDPA call #{r.index}: output differs from its float64 "
-                                f"recomputation (max |Δ|={m['max_abs_diff']})")
+                                f"recomputation (max |Δ|={fmt_diff(m['max_abs_diff'])})")
             exp = _expected_scale(target, r.head_dim)
             eff = r.effective_scale
             if exp and eff and abs(eff - exp) > SCALE_RTOL * exp:
@@ -519,7 +519,7 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
                 if r.dim != r.key_axis:
                     why.append(f"softmax over dim {r.dim}, not the key axis {r.key_axis}")
                 problems.append(f"softmax #{r.index}: attention weights differ from the "
-                                f"reference (max |Δ|={m['max_abs_diff']})"
+                                f"reference (max |Δ|={fmt_diff(m['max_abs_diff'])})"
                                 + (f": {'; '.join(why)}" if why else ""))
     if _mha_layout(target):
         ref = _mha_reference(target, inputs)
@@ -530,7 +530,7 @@ def _layer(target: Target, ctx: RunContext) -> CheckResult:
                              **m})
             if not ok:
                 problems.append("output differs from nn.MultiheadAttention's computation with "
-                                f"the same parameters (max |Δ|={m['max_abs_diff']}): heads "
+                                f"the same parameters (max |Δ|={fmt_diff(m['max_abs_diff'])}): heads "
                                 "split/merged in the wrong order?")
     metrics: dict[str, Any] = {"compared": compared, "n_compared": len(compared),
                                "records": len(probe.records), "atol": atol, "rtol": rtol}

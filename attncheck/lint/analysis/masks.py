@@ -1401,6 +1401,7 @@ class _Analyzer:
             mnode = arg_value(call, 3, "attn_mask")
             if mnode is None:
                 return
+            mnode = _given_branch(mnode)
             m = self._as_mask(mnode, state)
             conv = None
             if m is not None:
@@ -1424,14 +1425,15 @@ class _Analyzer:
             for a in call.args:
                 if a.keyword is None or a.keyword.value not in ops.MHA_MASK_KWARGS:
                     continue
-                m = self._as_mask(a.value, state)
+                mnode = _given_branch(a.value)
+                m = self._as_mask(mnode, state)
                 conv = None
                 if m is not None:
                     if m.dtype == "bool":
                         conv = "true_blocked"
                     elif m.dtype in ("float", "int") or (m.pattern and "N" in m.pattern):
                         conv = "additive"
-                self._record(consumer="mha", convention=conv, node=a.value, call=call, mask=m,
+                self._record(consumer="mha", convention=conv, node=mnode, call=call, mask=m,
                              fill=None, target=None, target_tag=None, reaches_softmax=True,
                              keyword=a.keyword.value)
 
@@ -1541,6 +1543,10 @@ class _Analyzer:
         if t is cst.Comparison:
             return self._compare(node, env)
         if t is cst.IfExp:
+            # ``mask if is_causal else None``: ``None`` passes no mask at all, so it adds nothing to
+            # the join and the mask seen is the other branch's
+            if _is_none(node.orelse) or _is_none(node.body):
+                return self._ev(_given_branch(node), env, origin)
             return _join(self._ev(node.body, env, origin), self._ev(node.orelse, env, origin))
         return None
 
@@ -2045,6 +2051,21 @@ def _normalised(expr: cst.CSTNode) -> bool:
     if dotted_name(f) in ("torch.sum", "th.sum"):
         return arg_value(r, 1, "dim") is not None
     return type(f) is _Attribute and f.attr.value == "sum" and arg_value(r, 0, "dim") is not None
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return type(node) is _Name and node.value == "None"
+
+
+def _given_branch(node: cst.BaseExpression) -> cst.BaseExpression:
+    """The branch of ``mask if cond else None`` (or ``None if cond else mask``) that passes a mask;
+    ``node`` itself when it is not such a conditional."""
+    if type(node) is cst.IfExp:
+        if _is_none(node.orelse):
+            return node.body
+        if _is_none(node.body):
+            return node.orelse
+    return node
 
 
 def _join(a: Any, b: Any) -> Any:

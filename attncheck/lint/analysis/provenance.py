@@ -305,6 +305,10 @@ class Tensor:
     exped: bool = field(default=False, compare=False, repr=False)
     #: ``e.sum(dim, keepdim=True)`` of exponentiated scores: the ``dim`` argument node
     exp_sum: Any = field(default=None, compare=False, repr=False)
+    #: for softmax weights: the axes of the softmax's input (negative indices) that now sit at
+    #: positions -2 and -1; tracked through transposes of the last two axes and through ops that
+    #: keep the layout (dropout, casts, pointwise), None once any other op reshapes the weights
+    weight_axes: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -788,7 +792,11 @@ class _Frame:
             v = self.eval(s.value) if s.value is not None else UNK
             self.ret = v if self.ret is None else _join(self.ret, v)
         elif type(s) is cst.Expr:
-            self.eval(s.value)
+            v = self.eval(s.value)
+            receiver = _inplace_receiver(s.value)
+            if receiver is not None and isinstance(v, Tensor):
+                # ``s.div_(math.sqrt(d))`` as a statement rebinds ``s`` like ``s /= math.sqrt(d)``
+                self.assign(receiver, v)
 
     def assign(self, target: cst.BaseExpression, v: Any) -> None:
         if type(target) is cst.Name:
@@ -918,9 +926,10 @@ class _Frame:
             b = self.eval(node.right)
             return self.binop(type(node.operator).__name__, a, b, node, node.left, node.right)
         if t is cst.Call:
-            return self.eval_call(node)
+            return _layout_kept(node, self.ctx.qualname(node.func), self.eval_call(node))
         if t is cst.Subscript:
-            return self.eval_subscript(node)
+            v = self.eval_subscript(node)
+            return replace(v, weight_axes=None) if isinstance(v, Tensor) and v.weight_axes else v
         if t in (cst.Tuple, cst.List):
             items = []
             star = False
@@ -1574,6 +1583,8 @@ class _Frame:
     # ---- tensor ops
     def transpose(self, t: Tensor, i: int, j: int) -> Tensor:
         r = t.rank
+        if t.weight_axes is not None:
+            t = replace(t, weight_axes=_swap_last_two(t.weight_axes, i, j, r))
         if r is None and (i >= 0 or j >= 0) and not (i < 0 and j < 0):
             # rank unknown: resolved at the matmul.  A (B, L, H, d) split survives only the key's
             # transpose(2, 3) (H↔d); transpose(1, 2) is the head transpose itself
@@ -1622,6 +1633,10 @@ class _Frame:
         ka = t.key_axis
         if t.scores and ka is not None:
             ka = perm.index(ka % r) - r
+        wa = None
+        if t.weight_axes is not None and perm[:-2] == list(range(r - 2)):
+            wa = t.weight_axes if perm[-1] == r - 1 else t.weight_axes[::-1]
+        t = replace(t, weight_axes=wa)
         last = t.last if perm[-1] == r - 1 else None
         split = t.split_node if perm[:-2] == list(range(r - 2)) else None
         return replace(t, rank=r, axes=axes, kT=kT, key_axis=ka, pending=None, last=last, dims=(),
@@ -1662,6 +1677,11 @@ class _Frame:
             # weights @ v
             if ta.softmaxed and ta.event is not None:
                 ta.event.to_v = True
+            if ta.softmaxed and ta.weight_axes is not None and self.record:
+                # the values are summed over the weights' last axis: that axis of the scores is
+                # the key axis (``k @ q.transpose(-2, -1)`` lays the keys out on dim -2)
+                for sev in ta.softmax_evs:
+                    sev.key_axis = ta.weight_axes[-1]
             if ta.softmaxed and self._heads_last(tb):
                 self._split_event(tb)
                 return Tensor(rank=ta.rank or tb.rank, origin="proj", perhead=True, last=tb.last)
@@ -1932,7 +1952,8 @@ class _Frame:
                 self.an.result.softmax_events.append(sev)
                 evs = (sev,)
             self.an.result.scale_events.append(ev)
-            return replace(t, scores=False, softmaxed=True, factors=(), event=ev, softmax_evs=evs)
+            return replace(t, scores=False, softmaxed=True, factors=(), event=ev, softmax_evs=evs,
+                           weight_axes=(-2, -1) if evs else None)
         return replace(t, scores=False, softmaxed=True, factors=(), softmax_evs=())
 
     def _int_value(self, node: cst.BaseExpression | None, default: int | None) -> int | None:
@@ -2035,6 +2056,50 @@ def _qk_factors(ta: Tensor, tb: Tensor) -> tuple:
             f = Factor(Sym(coef=None, opaque=True, name="shared q/k normalization"), "q", f.node)
         out.append(replace(f, where=w))
     return tuple(out)
+
+
+#: op families whose output has its input's layout (the weights' axes stay where they are; a
+#: softmax sets them)
+_LAYOUT_KEEPING = frozenset({"softmax", "dropout", "copy", "cast", "pointwise", "fill", "identity"})
+
+
+def _layout_kept(node: cst.Call, qualname: str | None, v: Any) -> Any:
+    """``v`` (the value of the call ``node``) without :attr:`Tensor.weight_axes` unless the call
+    keeps its input's layout or is a transpose/permute (which update them)."""
+    if not isinstance(v, Tensor) or v.weight_axes is None:
+        return v
+    op = ops.method(node.func.attr.value) if type(node.func) is cst.Attribute else None
+    op = op or ops.function(qualname) or ops.module(qualname)
+    if op is not None and (op.family in _LAYOUT_KEEPING or op.kind in ("transpose", "permute")):
+        return v
+    return replace(v, weight_axes=None)
+
+
+def _swap_last_two(wa: tuple, i: int, j: int, rank: int | None) -> tuple | None:
+    """Weight axes after ``transpose(i, j)``: swapped when it swaps the last two axes, kept when
+    it touches neither of them, else unknown."""
+    last = {-2, -1}
+    if rank is not None:
+        i, j = (i % rank) - rank, (j % rank) - rank
+    elif i >= 0 or j >= 0:
+        return None
+    if {i, j} == last:
+        return wa[::-1]
+    if i in last or j in last:
+        return None
+    return wa
+
+
+def _inplace_receiver(expr: cst.BaseExpression) -> cst.BaseExpression | None:
+    """The name (or attribute) that an in-place method call writes: ``s`` in ``s.mul_(a)`` and in
+    the chain ``s.mul_(a).add_(b)``; None when ``expr`` is not such a call."""
+    receiver = None
+    while type(expr) is cst.Call and type(expr.func) is cst.Attribute:
+        op = ops.method(expr.func.attr.value)
+        if op is None or not op.inplace:
+            return None
+        expr = receiver = expr.func.value
+    return receiver if type(receiver) in (cst.Name, cst.Attribute) else None
 
 
 def _glob_sym(v: _ParamRef) -> Sym:
@@ -2155,6 +2220,7 @@ def _join(a: Any, b: Any) -> Any:
                                               if not any(e is x for x in a.softmax_evs)),
             row_sum_of=a.row_sum_of + tuple(e for e in b.row_sum_of
                                             if not any(e is x for x in a.row_sum_of)),
+            weight_axes=a.weight_axes if a.weight_axes == b.weight_axes else None,
         )
     if isinstance(a, Sym) and isinstance(b, Sym):
         return Sym(coef=None, opaque=True, name=a.name or b.name)
