@@ -11,7 +11,25 @@ import os
 import stat
 from pathlib import Path
 
-__all__ = ["atomic_write"]
+__all__ = ["atomic_write", "check_writable"]
+
+
+def check_writable(path: str | Path) -> None:
+    """Raise ``OSError`` (with ``filename`` set) when :func:`atomic_write` could not create or
+    replace ``path``: its directory is missing, is not a directory, or is not writable, or
+    ``path`` itself is a directory.  Lets a command refuse an output path before long work."""
+    import errno
+
+    target = os.path.realpath(path)
+    parent = os.path.dirname(target) or "."
+    if os.path.isdir(target):
+        raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+    if not os.path.exists(parent):
+        raise OSError(errno.ENOENT, "no such directory", parent)
+    if not os.path.isdir(parent):
+        raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OSError(errno.EACCES, "directory not writable", parent)
 
 
 def atomic_write(path: str | Path, data: bytes | str, *, durable: bool = True) -> None:

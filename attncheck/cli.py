@@ -5,6 +5,10 @@ Subcommands: lint, rules, explain (attncheck.lint), check (attncheck.dynamic), a
 """
 from __future__ import annotations
 
+import errno
+import os
+import sys
+
 import click
 
 from attncheck._version import __version__
@@ -13,18 +17,40 @@ from attncheck._version import __version__
 #: Exit status after Ctrl-C (SIGINT), as shells report a process killed by it: 128 + 2.
 EXIT_INTERRUPTED = 130
 
+#: errno values of a write that cannot complete (disk or quota full, file too large, I/O error):
+#: the output is lost, which is a usage-level error (exit 2), not a finding or a crash.
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
 
 class _Group(click.Group):
     """The ``attncheck`` group: Ctrl-C ends any subcommand with one short line on stderr and
     exit status 130 (click's default prints "Aborted!" and exits 1, which CI cannot tell from
-    a lint finding or a failed check)."""
+    a lint finding or a failed check).  A report that cannot be written (stdout on a full disk,
+    ``--html`` on a full disk) ends it with one line on stderr and exit status 2, as ruff does."""
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            finally:
+                sys.stdout.flush()  # a buffered report fails here, not at interpreter exit
         except KeyboardInterrupt:
             click.echo("\nattncheck: interrupted", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+        except OSError as exc:
+            if exc.errno not in _WRITE_ERRNOS:
+                raise
+            where = f" {exc.filename}" if exc.filename else ""
+            click.echo(f"attncheck: error: cannot write the report{where}: {exc.strerror}",
+                       err=True)
+            # what is still buffered for stdout would fail again when Python exits
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):  # io.UnsupportedOperation: stdout is not a file
+                pass
+            ctx.exit(2)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -57,3 +57,25 @@ def test_non_regular_target_is_refused(tmp_path):
     with pytest.raises(OSError, match="not a regular file"):
         atomic_write(fifo, b"x")
     assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_check_writable_accepts_a_new_file_in_a_writable_directory(tmp_path):
+    from attncheck.atomic import check_writable
+
+    check_writable(tmp_path / "new.html")  # does not raise, creates nothing
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("case", ["missing_dir", "parent_is_file", "path_is_dir"])
+def test_check_writable_refuses_what_atomic_write_cannot_create(tmp_path, case):
+    from attncheck.atomic import check_writable
+
+    (tmp_path / "file").write_text("x")
+    path = {"missing_dir": tmp_path / "nope" / "r.html",
+            "parent_is_file": tmp_path / "file" / "r.html",
+            "path_is_dir": tmp_path}[case]
+    with pytest.raises(OSError) as info:
+        check_writable(path)
+    assert info.value.filename
+    with pytest.raises(OSError):  # the check agrees with the writer
+        atomic_write(path, "x")

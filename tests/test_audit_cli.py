@@ -133,6 +133,20 @@ def test_cli_html_option(tmp_path):
     assert out.exists() and "data:image/png;base64," in out.read_text()
 
 
+def test_cli_html_into_a_missing_directory_is_refused_before_the_audit(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import attncheck.audit.runner as runner
+
+    def no_audit(*a, **k):
+        raise AssertionError("the audit ran although its HTML report cannot be written")
+
+    monkeypatch.setattr(runner, "audit", no_audit)
+    missing = tmp_path / "missing" / "a.html"
+    r = CliRunner().invoke(main, ["audit", CORRECT, "--checks", "causality", "--html", str(missing)])
+    assert r.exit_code == 2, r.output
+    assert str(tmp_path / "missing") in r.output and "Traceback" not in r.output
+
+
 @given(L=st.integers(2, 10), extra=st.integers(0, 3), w=st.integers(1, 12))
 def test_classify_pattern(L, extra, w):
     lk = L + extra

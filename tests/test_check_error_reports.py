@@ -42,3 +42,21 @@ def test_each_error_names_the_cause_and_the_traceback_is_printed_once():
     # every check keeps its own reproduction line
     for name in ("shapes", "causality", "mask-pattern"):
         assert f"checks=['{name}']" in text
+
+
+def returns_str(q, k, v):
+    """Kernel that returns a string instead of an attention output."""
+    return "not a tensor"
+
+
+def test_wrong_return_type_fails_the_target_in_every_check():
+    """A wrong return type is the target's fault (a ``fail``), never an internal error, whether
+    the check runs the target directly or through a hypothesis property."""
+    checks = ["shapes", "finite", "normalization", "reference", "batch-independence"]
+    rep = attncheck.check(returns_str, checks=checks, device="cpu", max_examples=2)
+    by_name = {r.check: r for r in rep.results}
+    for name in checks:
+        r = by_name[name]
+        assert r.status == "fail", (name, r.status, r.message)
+        assert "returned str" in r.message, (name, r.message)
+        assert not r.metrics.get("internal_error"), name

@@ -177,6 +177,70 @@ def test_error_inside_the_target_is_still_the_targets():
     assert "internal_error" not in r.metrics
 
 
+class RequiredMaskLayer(torch.nn.Module):
+    """Self-attention layer ``forward(x, attention_mask)``: x (B, L, 16), attention_mask a bool
+    keep-mask broadcastable to (B, 2, L, L), required (no default)."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = torch.nn.Linear(16, 48)
+        self.embed_dim, self.num_heads = 16, 2
+
+    def forward(self, x, attention_mask):
+        B, L, _ = x.shape
+        q, k, v = self.qkv(x).view(B, L, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask)
+        return out.transpose(1, 2).reshape(B, L, 16)
+
+
+def test_required_mask_argument_is_not_counted_as_an_input_tensor():
+    t = target(RequiredMaskLayer())
+    assert (t.call, t.mask_arg, t.mask_required) == ("x", "attention_mask", True)
+    # checks that vary no mask pass an all-keep mask; the padding check passes real ones
+    rep = attncheck.check(RequiredMaskLayer(), checks=["shapes", "padding"], device="cpu",
+                          max_examples=2)
+    assert [r.status for r in rep.results] == ["pass", "pass"], [r.message for r in rep.results]
+    assert rep.extra["mask_convention"]["convention"] == "keep"
+
+
+class RequiredKeyPaddingLayer(torch.nn.Module):
+    """``forward(x, attention_mask)``: attention_mask (B, L) bool, True = real token (the
+    transformers convention), handed to nn.MultiheadAttention as its key padding mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.embed_dim, self.num_heads = 16, 2
+
+    def forward(self, x, attention_mask):
+        return self.mha(x, x, x, key_padding_mask=~attention_mask)[0]
+
+
+def test_required_mask_of_shape_batch_by_keys_is_detected_as_key_padding():
+    rep = attncheck.check(RequiredKeyPaddingLayer(), checks=["shapes", "normalization", "padding"],
+                          device="cpu", max_examples=2)
+    assert [r.status for r in rep.results] == ["pass", "pass", "pass"], [
+        r.message for r in rep.results]
+    assert rep.extra["mask_convention"]["convention"] == "keep"
+
+
+def test_kernel_with_a_required_mask_gets_an_all_keep_mask():
+    def kernel(q, k, v, attn_mask):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+
+    assert target(kernel).mask_required
+    r = attncheck.check(kernel, checks=["reference"], device="cpu", max_examples=2).results[0]
+    assert r.status == "pass", r.message
+
+
+def test_call_hint_the_signature_refuses_is_the_targets_error_with_a_hint():
+    r = attncheck.check(RequiredMaskLayer(), checks=["shapes"], device="cpu", max_examples=2,
+                        call="q_k_v").results[0]
+    assert r.status == "error" and not r.metrics.get("internal_error"), r.message
+    assert "TargetCallError" in r.message and "call=x|q_kv|qkv" in r.message
+    assert "internal error" not in r.message
+
+
 @pytest.mark.parametrize("name,convention", [
     ("hf_style_kernel", "sdpa"), ("eager_attention_forward", "hf_eager"),
     ("varlen_attention", "varlen"), ("attention_weights", "weights")])

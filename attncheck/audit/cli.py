@@ -178,6 +178,13 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
         except ImportError as exc:
             raise click.UsageError(f"--html needs matplotlib ({exc}): pip install "
                                    "'attncheck[report]'") from None
+        from attncheck.atomic import check_writable
+
+        try:
+            check_writable(html_path)
+        except OSError as exc:
+            raise click.UsageError(f"--html {html_path}: cannot write there ({exc.filename}: "
+                                   f"{exc.strerror})") from None
     # validate every spec's family before the (slow) runs
     err = Console(stderr=True)
     reports = []

@@ -88,9 +88,18 @@ def raised_by_attncheck(exc: BaseException) -> bool:
     The traceback is read from the innermost frame outwards; the first frame that belongs to
     attncheck (this package) or to anything else (the target, its libraries) decides.  Frames of
     torch itself are neutral (both sides call torch), and so is the probe's
-    ``__torch_function__``, which only forwards the target's own torch calls.
+    ``__torch_function__``, which only forwards the target's own torch calls.  A
+    :class:`~attncheck.dynamic.targets.TargetOutputError` is never attncheck's: attncheck raises
+    it on the target's behalf, when the target returned something that is not an attention
+    output, and neither is a :class:`~attncheck.dynamic.targets.TargetCallError` (the target's
+    signature does not take the arguments of its calling convention).
     """
     import os
+
+    from attncheck.dynamic.targets import TargetCallError, TargetOutputError
+
+    if isinstance(exc, (TargetOutputError, TargetCallError)):
+        return False
 
     tb = exc.__traceback__
     frames = []

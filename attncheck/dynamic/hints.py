@@ -269,6 +269,10 @@ register_hint("mask_convention", "'keep' | 'blocked' | 'additive'",
               validate=_mask_convention)
 register_hint("mask_shape", "'(B,1,L_q,L_k)' | '(B,L_q,L_k)' | '(B,1,1,L_k)' | '(B,L_k)' | "
               "'(L_q,L_k)'", "shape of the target's own mask", validate=_mask_shape)
+register_hint("mask_required", "bool",
+              "the target needs its mask on every call (detected: the mask parameter has no "
+              "default); calls that vary no mask pass an all-keep one",
+              validate=_bool)
 register_hint("mask", "{arg, convention, shape} or a parameter name",
               "the mask parameter as one table (fixture form of mask_arg / mask_convention / "
               "mask_shape)",

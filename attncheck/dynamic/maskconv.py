@@ -31,6 +31,11 @@ no mask at all: the target does mask in that convention, only leakily (a fill of
 -inf), and the mask checks must see it fail rather than skip it (the wrong conventions either
 leave the key visible or make it the *only* visible key, so they do not damp it).
 
+A layer whose mask shape is not known (neither hinted nor implied by a key-padding name) is
+tried with per-query shapes ``(B, 1, L_q, L_k)`` / ``(B, L_q, L_k)`` first, then, when no candidate
+works there, with a key padding mask ``(B, L_k)`` (``attention_mask`` of a transformers encoder,
+handed on to ``nn.MultiheadAttention``'s ``key_padding_mask``).
+
 The first accepted candidate is used (``Target.mask_convention``) and recorded in
 ``Target.mask_detection`` (``{"convention", "source": "detected", "message", "tried"}``); checks
 report it in their metrics (``mask_convention``, ``mask_convention_source``).  When no candidate
@@ -165,17 +170,22 @@ def _detect(target: Target, device: Any, dtype: torch.dtype) -> dict[str, Any]:
     reasons: list[str] = []
     tried: list[str] = []
     partial: list[tuple[float, str, Target]] = []
-    for conv in CANDIDATES:
-        tried.append(conv)
-        target.mask_shape = shape0
-        delta, why, t = _sensitivity(target, conv, ex, device, dtype)
-        if delta == 0.0:
-            target.mask_shape = t.mask_shape  # the shape the winning call used
-            return {"convention": conv, "source": "detected", "tried": tried,
-                    "message": (f"mask {target.mask_arg!r}: detected convention {conv} "
-                                f"(blocking a key with it hides the key from every query)")}
-        reasons.append(why)
-        partial.append((delta, conv, t))
+    # a layer's mask of unknown shape: per-query shapes first, then a key padding mask (B, L_k)
+    shapes = [shape0] + (["BK"] if shape0 is None and not target.is_kernel else [])
+    for shape in shapes:
+        for conv in CANDIDATES:
+            if conv not in tried:
+                tried.append(conv)
+            target.mask_shape = shape
+            delta, why, t = _sensitivity(target, conv, ex, device, dtype)
+            if delta == 0.0:
+                target.mask_shape = t.mask_shape  # the shape the winning call used
+                return {"convention": conv, "source": "detected", "tried": tried,
+                        "message": (f"mask {target.mask_arg!r}: detected convention {conv} "
+                                    f"(blocking a key with it hides the key from every query)")}
+            if shape == shape0:
+                reasons.append(why)
+            partial.append((delta, conv, t))
     # none hides the key completely: a convention that still damps the blocked key's influence
     # by LEAKY_RATIO or more is the intended one, with a leaky mask — use it, so that the
     # mask-based checks report the leak instead of passing it by not masking at all

@@ -200,7 +200,7 @@ def _error_result(ctx: RunContext, exc: BaseException, target: Target) -> CheckR
             f"this check (raise the limit with --timeout / timeout=)",
             metrics={"timeout_s": ctx.time_limit}, details=f"reproduce: {ctx.reproduce()}")
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)[-6:])
-    if raised_by_attncheck(exc) and not isinstance(exc, TargetOutputError):
+    if raised_by_attncheck(exc):
         return ctx.result("error", f"{INTERNAL_ERROR}: {type(exc).__name__}: {exc}",
                           metrics={"exception": type(exc).__name__, "internal_error": True},
                           details=f"{tb}\nreproduce: {ctx.reproduce()}")

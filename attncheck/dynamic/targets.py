@@ -53,7 +53,8 @@ from torch import nn
 from attncheck.dynamic.hints import HINTS, HintError, validate_hints
 
 __all__ = [
-    "Target", "Inputs", "Output", "Example", "TargetError", "TargetOutputError", "target",
+    "Target", "Inputs", "Output", "Example", "TargetError", "TargetOutputError", "TargetCallError",
+    "target",
     "HINTS", "KINDS", "causal_blocked",
 ]
 
@@ -77,6 +78,12 @@ class TargetError(ValueError):
 
 class TargetOutputError(RuntimeError):
     """The target returned something that is not an attention output (wrong type or rank)."""
+
+
+class TargetCallError(TypeError):
+    """The target's signature does not accept the arguments of its calling convention (detected
+    or given by hints): a mismatch between the target and the hints, reported as the target's
+    error with the hints that fix it, never as an attncheck bug."""
 
 
 @dataclass(frozen=True)
@@ -326,6 +333,8 @@ class Target:
         mask_arg: name of the mask parameter, or None when masks cannot be passed.
         mask_convention: ``"keep"``, ``"blocked"`` or ``"additive"`` (see module docstring).
         mask_shape: layers: ``"B1QK"`` or ``"BQK"``.
+        mask_required: the mask parameter has no default; calls without ``Inputs.keep`` pass an
+            all-keep mask (every key visible) in ``mask_convention``.
         causal_arg: name of the boolean causal parameter, or None.
         num_heads, head_dim, embed_dim: fixed sizes (None = free, drawn by the strategies).
         call: layers: ``"x"``, ``"q_kv"`` or ``"q_k_v"``.
@@ -344,6 +353,8 @@ class Target:
     mask_convention: str = "keep"
     mask_shape: str | None = None
     causal_arg: str | None = None
+    #: the mask parameter has no default: a call that varies no mask passes an all-keep mask
+    mask_required: bool = False
     num_heads: int | None = None
     head_dim: int | None = None
     embed_dim: int | None = None
@@ -752,6 +763,11 @@ class Target:
                     keep = keep & ~causal_blocked(ex.L_q, ex.L_k, self.alignment, keep.device)
                 elif self.causal_arg:
                     kwargs[self.causal_arg] = True
+            if keep is None and self.mask_required and self.mask_arg and (
+                    not self.is_kernel or self.convention == "sdpa"):
+                # a required mask the call does not vary: every key visible
+                keep = torch.ones(ex.B, 1, ex.L_q, ex.L_k, dtype=torch.bool,
+                                  device=inputs.q.device)
             if self.is_kernel:
                 args = [self._to_native(t) for t in (inputs.q, inputs.k, inputs.v)]
                 if self.convention != "sdpa":
@@ -766,11 +782,14 @@ class Target:
                 shapes = [self.mask_shape] if self.mask_shape else (
                     ["BQK" if self.layout == "BLd" else "B1QK"] if self.is_kernel
                     else ["B1QK", "BQK"])
+                if not self.mask_shape and not self.is_kernel and (
+                        keep.shape[-2] == 1 or bool((keep == keep[..., :1, :]).all())):
+                    shapes.append("BK")  # the same keys for every query: a key padding mask
                 for i, shp in enumerate(shapes):
                     kwargs[self.mask_arg] = self._mask_value(
                         self.native_mask(keep, ex, shp), inputs.q.dtype)
                     try:
-                        raw = obj(*args, **kwargs)
+                        raw = self._call(obj, args, kwargs)
                     except Exception:
                         if i == len(shapes) - 1:
                             raise
@@ -778,13 +797,32 @@ class Target:
                     self.mask_shape = shp
                     break
             else:
-                raw = obj(*args, **kwargs)
+                raw = self._call(obj, args, kwargs)
         out, w = self._split_output(raw)
         if not isinstance(out, torch.Tensor):
             raise TargetOutputError(f"{self.name} returned {type(out).__name__} as its output")
         return Output(self._from_native(out), self._weights_from_native(w), raw)
 
     __call__ = forward
+
+    def _call(self, obj: Any, args: list[torch.Tensor], kwargs: dict[str, Any]) -> Any:
+        """``obj(*args, **kwargs)``; a ``TypeError`` because the signature does not take these
+        arguments (not one raised inside the target) becomes :class:`TargetCallError`."""
+        try:
+            return obj(*args, **kwargs)
+        except TypeError as exc:
+            fn = obj.forward if isinstance(obj, nn.Module) else obj
+            try:
+                inspect.signature(fn).bind(*args, **kwargs)
+            except (TypeError, ValueError) as bind_exc:
+                if isinstance(bind_exc, ValueError):  # no signature to compare with
+                    raise exc from None
+                passed = ", ".join([f"<{len(args)} tensor(s)>"] + [f"{k}=..." for k in kwargs])
+                raise TargetCallError(
+                    f"{self.name} cannot be called as ({passed}): {exc}; give the calling "
+                    f"convention as hints: call=x|q_kv|qkv (the tensors before the mask), "
+                    f"mask_arg=NAME (or mask_arg= for none)") from exc
+            raise
 
     def _call_convention(self, obj: Any, args: list[torch.Tensor], kwargs: dict[str, Any],
                          keep: torch.Tensor | None, inputs: Inputs) -> Output:
@@ -920,12 +958,27 @@ def hint_options(hints: dict[str, Any]) -> list[str]:
     return parts
 
 
+def _required_params(fn: Callable) -> set[str]:
+    """Names of ``fn``'s parameters that have no default (``*args`` / ``**kwargs`` excluded)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return set()
+    return {p.name for p in params if p.default is inspect.Parameter.empty
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
 def _detect_layer(m: nn.Module, h: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     fwd = m.forward
-    pos = [p for p in _positional_params(fwd)]
-    required = [p for p in pos if p.default is inspect.Parameter.empty]
     names = _param_names(fwd)
+    mask_arg = h["mask_arg"] if "mask_arg" in h else next(
+        (n for n in _MASK_NAMES if n in names), None)
+    causal_arg = h.get("causal_arg") or next((n for n in _CAUSAL_NAMES if n in names), None)
+    out["mask_required"] = bool(mask_arg) and mask_arg in _required_params(fwd)
+    # the tensors come before the mask / causal flag: those do not count for the convention
+    pos = [p for p in _positional_params(fwd) if p.name not in (mask_arg, causal_arg)]
+    required = [p for p in pos if p.default is inspect.Parameter.empty]
     if "call" not in h:
         n = len(required)
         if n >= 3:
@@ -939,11 +992,11 @@ def _detect_layer(m: nn.Module, h: dict[str, Any]) -> dict[str, Any]:
             pn = [p.name for p in pos[:3]]
             out["call"] = "q_k_v" if tuple(pn) in _QKV_NAMES else "x"
     if "mask_arg" not in h:
-        out["mask_arg"] = next((n for n in _MASK_NAMES if n in names), None)
+        out["mask_arg"] = mask_arg
         if out["mask_arg"] in _KEY_PADDING_NAMES and "mask_shape" not in h:
             out["mask_shape"] = "BK"  # (B, L_k): PyTorch's key_padding_mask shape
     if "causal_arg" not in h:
-        out["causal_arg"] = next((n for n in _CAUSAL_NAMES if n in names), None)
+        out["causal_arg"] = causal_arg
     if "embed_dim" not in h:
         out["embed_dim"] = _int_attr(m, _EMBED_ATTRS)
         if out["embed_dim"] is None:
@@ -1093,6 +1146,8 @@ def target(obj: Any, **hints: Any) -> Target:
             fields["mask_arg"] = fields["mask_arg"] or "attn_mask"
             fields["causal_arg"] = fields["causal_arg"] or "is_causal"
         fields["call"] = "q_k_v"
+        mask_arg = hints.get("mask_arg", fields.get("mask_arg"))
+        fields["mask_required"] = bool(mask_arg) and mask_arg in _required_params(fn)
     fields.update(hints)
     fields["kind"] = kind
     if name is None:
