@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from attncheck.dynamic.runner import available_checks
 from idioms.check_oracle import CHECKS, FAULT_CHECKS, NOT_DYNAMIC, run
 from idioms.generator import FAULTS, generate
-from idioms.oracle import verify
+from idioms.oracle import assert_recall, verify
 
 _THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 #: seeds of the recall sample: 1,000 drawn-fault seeds in the thorough profile; in CI one
@@ -53,13 +53,7 @@ def test_recall_per_fault_and_no_false_failures_on_a_seeded_sample():
     buggy = [o for o in outcomes if o.variant.fault is not None]
     missed = [(o.variant.describe(), o.statuses) for o in buggy if not o.ok]
     assert len(buggy) >= (len(ran) // 3 if _THOROUGH else len(FAULT_CHECKS) - 2)
-    assert 1 - len(missed) / len(buggy) >= 0.95, missed
-    if _THOROUGH:
-        per: dict[str, list[bool]] = {}
-        for o in buggy:
-            per.setdefault(o.variant.fault, []).append(o.ok)
-        low = {c: f"{sum(v)}/{len(v)}" for c, v in per.items() if len(v) >= 20 and sum(v) / len(v) < 0.95}
-        assert low == {}
+    assert_recall(buggy, missed, per_fault=_THOROUGH)
 
 
 @settings(max_examples=_EXAMPLES, deadline=None)

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from idioms.generator import FAULTS, generate
-from idioms.oracle import region_and_whole, run, verify
+from idioms.oracle import assert_recall, region_and_whole, run, verify
 
 _THOROUGH = os.environ.get("HYPOTHESIS_PROFILE") == "thorough"
 #: seeds of the recall sample: ~80 in CI, 2,000 in the thorough profile
@@ -35,13 +35,7 @@ def test_recall_per_rule_and_no_false_findings_on_a_seeded_sample():
     buggy = [o for o in outcomes if o.variant.fault is not None]
     missed = [o.variant.describe() for o in buggy if not o.ok]
     assert len(buggy) >= len(_SEEDS) // 3
-    assert 1 - len(missed) / len(buggy) >= 0.95, missed
-    if _THOROUGH:
-        per: dict[str, list[bool]] = {}
-        for o in buggy:
-            per.setdefault(o.variant.fault, []).append(o.ok)
-        low = {c: f"{sum(v)}/{len(v)}" for c, v in per.items() if len(v) >= 20 and sum(v) / len(v) < 0.95}
-        assert low == {}
+    assert_recall(buggy, missed, per_fault=_THOROUGH)
 
 
 @settings(max_examples=_EXAMPLES)

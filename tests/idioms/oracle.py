@@ -139,3 +139,17 @@ def run(v: Variant) -> Outcome:
     verdict = verify(v)
     codes = lint_codes(v) if verdict.truth != "error" else []
     return Outcome(v, verdict, codes)
+
+
+def assert_recall(buggy: list, missed: list, per_fault: bool, floor: float = 0.95) -> None:
+    """Assert the share of ``buggy`` outcomes (objects with ``.variant.fault`` and ``.ok``) that
+    were caught is at least ``floor`` (``missed`` describes the others, for the message); with
+    ``per_fault``, also for every fault seen at least 20 times."""
+    assert 1 - len(missed) / len(buggy) >= floor, missed
+    if per_fault:
+        per: dict[str, list[bool]] = {}
+        for o in buggy:
+            per.setdefault(o.variant.fault, []).append(o.ok)
+        low = {c: f"{sum(v)}/{len(v)}" for c, v in per.items()
+               if len(v) >= 20 and sum(v) / len(v) < floor}
+        assert low == {}
