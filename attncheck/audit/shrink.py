@@ -391,6 +391,7 @@ def _keep_head_products(v: dict[str, Any], out: dict[str, Any]) -> None:
 
 
 _SSM_GROUPS = re.compile(r"n_groups$")
+_POS_FEATS = re.compile(r"(^|_)num_pos_feats$")
 _DIM_NAME = re.compile(r"dim|size|hidden|channel|groups|width|features")
 _NOT_DIM = re.compile(r"image|patch|kernel|stride|length|rate|window|position|vocab|token|layer|seq|batch|chunk|"
                       r"codebook|bins")
@@ -417,7 +418,9 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
     ``upsample_groups == hidden_size``, SAM's vision ``output_channels`` == the prompt encoder's
     ``hidden_size``, DETR-style ``encoder_in_channels`` == the backbone's ``hidden_sizes``):
     model code wires them to each other.  This config's own sizes come first, then ``ties`` (the
-    whole config tree's); an original value mapped to two different sizes is left alone."""
+    whole config tree's); an original value mapped to two different sizes is left alone.  Sine
+    position features per axis (``num_pos_feats``, half a width: the x and y halves are
+    concatenated) take half the tied width."""
     local = _size_map(v, out)
 
     def tie(x, in_list: bool):
@@ -430,6 +433,10 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
         return None
 
     for k, x in v.items():
+        # 2-D sine / Fourier position features: half the width per axis (x and y features concatenated)
+        if _POS_FEATS.search(k) and _int(x) and out.get(k) == x and tie(2 * x, False) is not None:
+            out[k] = tie(2 * x, False) // 2
+            continue
         if not (_DIM_NAME.search(k) and not _NOT_DIM.search(k) and not any(rx.search(k) for rx in _RULED)):
             continue
         if _int(x) and out.get(k) == x and tie(x, False) is not None:
