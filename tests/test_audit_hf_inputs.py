@@ -136,3 +136,22 @@ def test_codec_output_is_per_sample_not_its_batch_loss():
     flat = torch.randn(3 * 4, 8)  # a flat patch output, split back per image
     split = _per_sample_output(ModelOutput(last_hidden_state=flat), 3, lambda t, B: t.reshape(B, -1, *t.shape[1:]))
     assert split.shape == (3, 4, 8) and torch.equal(split[1], flat[4:8])
+
+
+def test_timm_backbone_replaced_by_the_transformers_backbone_of_its_architecture(monkeypatch):
+    import importlib.util
+
+    from attncheck.audit.hf import without_timm_backbones
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "timm" else real(n, *a))
+    cfg = tf.AutoConfig.for_model("detr")  # its default backbone: timm resnet50, stages 1..4
+    assert without_timm_backbones(cfg) == ["backbone_config: timm resnet50 → resnet"]
+    assert cfg.backbone_config.model_type == "resnet" and list(cfg.backbone_config.out_indices) == [1, 2, 3, 4]
+    swin = tf.AutoConfig.for_model("omdet-turbo")  # swin_tiny_patch4_window7_224: swin, not swinv2
+    without_timm_backbones(swin)
+    assert swin.backbone_config.model_type == "swin" and list(swin.backbone_config.out_indices) == [1, 2, 3]
+    (m,) = build_hf("hf:detr", "detr", sdpa=False)
+    assert m.info["backbone"] == "backbone_config: timm resnet50 → resnet"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[0] == 2

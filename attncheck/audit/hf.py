@@ -785,6 +785,61 @@ def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
         torch.set_num_threads(threads)
 
 
+def _native_backbone(timm_config):
+    """The transformers backbone config of the same architecture as a timm backbone config
+    (``TimmBackboneConfig(backbone="resnet50")`` → a ``ResNetConfig`` with the same
+    ``out_indices``; stage indices follow the same convention, 0 = the stem), or None.  The
+    architecture is the longest backbone model type of transformers' ``AutoBackbone`` mapping
+    that prefixes the timm name (followed by a non-letter: ``swin_tiny_…`` → ``swin``)."""
+    import transformers as tf
+
+    arch = getattr(timm_config, "backbone", None) or getattr(timm_config, "architecture", None)
+    if not isinstance(arch, str):
+        return None
+    arch = arch.lower()
+    types = [t for t in _mapping("MODEL_FOR_BACKBONE_MAPPING_NAMES") if not t.startswith("timm")]
+    fits = [t for t in types if re.match(rf"{re.escape(t.replace('-', '_'))}(?![a-z])", arch)]
+    if not fits:
+        return None
+    kw = {}
+    for k in ("out_indices", "num_channels"):
+        v = getattr(timm_config, k, None)
+        if v is not None:
+            kw[k] = list(v) if isinstance(v, (list, tuple)) else v
+    try:
+        return tf.AutoConfig.for_model(max(fits, key=len), **kw)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def without_timm_backbones(config) -> list[str]:
+    """Replace, in place, the timm backbone sub-configs (``model_type`` ``timm_backbone``, loaded
+    through ``AutoBackbone``) of a config tree by the transformers backbone of the same
+    architecture (:func:`_native_backbone`) when the timm library is not installed — the option
+    transformers' own DETR tests use (a ``ResNetConfig`` backbone).  Returns the replacements
+    made (``"backbone_config: timm resnet50 → resnet"``)."""
+    import importlib.util
+
+    if importlib.util.find_spec("timm") is not None:
+        return []
+    from transformers import PretrainedConfig
+
+    done = []
+    for k, sub in list(vars(config).items()):
+        if not isinstance(sub, PretrainedConfig):
+            continue
+        if sub.model_type == "timm_backbone":
+            native = _native_backbone(sub)
+            if native is not None:
+                setattr(config, k, native)
+                done.append(f"{k}: timm {getattr(sub, 'backbone', None)} → {native.model_type}")
+        else:
+            done += [f"{k}.{d}" for d in without_timm_backbones(sub)]
+    if done and getattr(config, "use_timm_backbone", None) is True:
+        config.use_timm_backbone = False
+    return done
+
+
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool) -> list[AuditModel]:
     import transformers as tf
 
@@ -793,6 +848,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         default = tf.AutoConfig.for_model(model_type)
     except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
         raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
+    native = without_timm_backbones(default)
     try:
         kind, cls = choose_class(model_type, default, cls)
     except Unsupported:
@@ -825,6 +881,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
+        if native:
+            adapter.info["backbone"] = "; ".join(native)
         layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
