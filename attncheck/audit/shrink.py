@@ -70,7 +70,7 @@ LEVELS = (0, 1, 2, 3)
 _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
                     r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
-                    r"d_latent|latent_dim|encoder_hidden_size|mm_hidden_size)$")
+                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
                          r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
@@ -88,7 +88,7 @@ _FFN = re.compile(r"(^|_)(intermediate_size|ffn_dim|n_inner|d_ff|d_inner|ffn_hid
 _SSM_STATE = re.compile(r"(^|_)(d_state|state_size|ssm_state_size)$")
 SSM_STATE = 16
 _LAYERS = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|layers|num_blocks|depth|"
-                     r"num_decoder_layers|num_encoder_layers)$")
+                     r"num_decoder_layers|num_encoder_layers|num_self_attends_per_block)$")
 _DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$")
 _EXPERTS = re.compile(r"(^|_)(num_experts|num_local_experts|n_routed_experts|moe_num_experts|"
                       r"num_routed_experts|n_experts|num_expert)$")
@@ -312,6 +312,10 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
+        elif _BASE_CHANNELS.search(k) and _int(x):
+            out[k] = _base_channels(k, x, v)
+        elif _COEFFICIENT.search(k) and isinstance(x, float) and x > 1:
+            out[k] = 1.0
     _fill_unset(v, out)
     _keep_head_products(v, out)
     _tie_equal_dims(v, out, ties)
@@ -324,6 +328,29 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _SECTION.search(k) and _ints(x):
             out[k] = _rescale_section(x, orig_head_dim or 0, _partial_rotary(v))
     return out
+
+
+_BASE_CHANNELS = re.compile(r"(^|_)(base_channels|num_filters|n_filters|upsample_initial_channel)$")
+#: compound-scaling factors of depth and width (EfficientNet, Tan & Le 2019): 1 is the base network
+_COEFFICIENT = re.compile(r"(^|_)(width|depth)_coefficient$")
+_STAGE_RATIOS = re.compile(r"(sampling_ratios|_rates)$")
+#: the widest convolution stage a base channel count may give
+WIDEST_STAGE = 256
+
+
+def _base_channels(k: str, x: int, v: dict[str, Any]) -> int:
+    """A base channel count of a convolutional stack halved until its widest stage has at most
+    :data:`WIDEST_STAGE` channels: the stages multiply it by ``channel_multiplier`` entries
+    (VQGAN), or double it at each down-sampling ratio (SEANet-style codecs); an
+    ``upsample_initial_channel`` (HiFi-GAN) is the widest and is halved at each up-sampling rate,
+    so it stays divisible by ``2 ** len(upsample_rates)``."""
+    stages = max((len(e) for kk, e in v.items() if _ints(e) and _STAGE_RATIOS.search(kk)), default=0)
+    mult = [max(e) for kk, e in v.items() if _ints(e) and kk.endswith("multiplier")]
+    step = 2 ** stages if k.endswith("upsample_initial_channel") else 1
+    widest = x if step > 1 else x * (max(mult) if mult else 2 ** stages)
+    while widest > WIDEST_STAGE and x % 2 == 0 and (x // 2) % step == 0:
+        x, widest = x // 2, widest // 2
+    return x
 
 
 def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
