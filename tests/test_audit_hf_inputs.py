@@ -155,3 +155,19 @@ def test_timm_backbone_replaced_by_the_transformers_backbone_of_its_architecture
     assert m.info["backbone"] == "backbone_config: timm resnet50 → resnet"
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_tower_fed_feature_vectors_gets_a_feature_sequence():
+    # Idefics2's perceiver resampler takes context (B, L, D) and a required mask; its output is a
+    # fixed number of latents (no row per input position): bidirectional over its input
+    (m,) = build_hf("hf:idefics2_perceiver", "idefics2_perceiver", sdpa=False)
+    assert (m.kind, m.input_kind, m.info["input"], m.causal) == ("features", "features", "context", False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (2, m.seq_len, m.feature_dim) and x.is_floating_point()
+    assert m.forward(x).out.shape[0] == 2
+    assert "attention_mask" not in m.supports
+
+
+def test_feature_tower_whose_causal_mask_comes_from_its_parent_is_unsupported():
+    with pytest.raises(Unsupported, match="causal mask comes from its parent"):
+        build_hf("hf:blt_global_transformer", "blt_global_transformer", sdpa=False)

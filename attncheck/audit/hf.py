@@ -1039,6 +1039,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                           image_shape=image_shape(config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
+    if "input_ids" not in accepts and (feats := _feature_input(model, config)) is not None:
+        return _features_adapter(model, config, feats, facts, supports, input_layout, cast, info, common)
     if vocab is None:
         if "input_ids" not in accepts:
             need = ", ".join(_required_inputs(model)) or "no required tensor"
@@ -1179,6 +1181,94 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                       pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
                       sliding_window=window if kind == "decoder" else None,
                       expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
+
+
+#: forward arguments that take a sequence of feature vectors ``(B, L, D)`` (a tower fed by another
+#: model's hidden states, a vocoder fed spectrogram frames)
+_FEATURE_ARGS = re.compile(r"(^|_)(hidden_states|inputs_embeds|embeds|context|latents|spectrogram|features)$")
+_FEATURE_DIM_KEYS = re.compile(r"(^|_)(hidden_size|d_model|dim|embed_dim|input_dim|input_size|input_feat_per_channel|"
+                               r"num_mel_bins|mel_dim|feature_size|model_in_dim|latent_dim|hidden_dim)$")
+
+
+def _feature_input(model, config) -> str | None:
+    """The forward argument of a model fed feature vectors (:data:`_FEATURE_ARGS`): its first
+    required argument; every other required argument must be a mask (filled with ones)."""
+    req = _required_inputs(model)
+    if not req or not _FEATURE_ARGS.search(req[0]) or not all(n.endswith("mask") for n in req[1:]):
+        return None
+    return req[0]
+
+
+def _feature_dims(config) -> list[int]:
+    """Candidate feature widths ``D``: the config's width-like fields (hidden size, input dim, mel
+    bins …), in field order, without repeats."""
+    from attncheck.audit.shrink import _values_of
+
+    dims = [x for k, x in _values_of(config).items() if _FEATURE_DIM_KEYS.search(k)
+            and isinstance(x, int) and not isinstance(x, bool) and 1 < x <= 4096]
+    return list(dict.fromkeys(dims))[:8]
+
+
+def _builds_own_mask(model) -> bool:
+    """Whether the model's ``forward`` builds its attention mask (calls a mask maker such as
+    transformers' ``create_causal_mask`` / ``get_extended_attention_mask``) rather than passing
+    through a mask its parent model prepared."""
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return False
+    return re.search(r"\b(create_\w*mask|_?prepare_\w*mask\w*|get_extended_attention_mask|_?expand_mask|"
+                     r"_?make_\w*mask)\s*\(", src) is not None
+
+
+def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common) -> AuditModel:
+    """A model fed feature vectors ``x`` ``(B, L, D)`` through ``arg`` (layouts: the candidate
+    widths of :func:`_feature_dims`); other required arguments are masks of ones ``(B, L)``.  The
+    checked sequence is ``L`` when the output has one row per input position; otherwise (a
+    resampler to a fixed number of latents) the model is bidirectional by design over its input.
+
+    Raises:
+        Unsupported: the config declares no candidate width.
+    """
+    dims = _feature_dims(config)
+    if not dims:
+        raise Unsupported(f"{type(model).__name__}: its forward takes {arg} (B, L, D) and the config declares no width D")
+    D = dims[input_layout % len(dims)]
+    masks = [n for n in _required_inputs(model)[1:]]
+    accepts = _params(model)
+
+    def fwd_features(x, attention_mask=None, position_ids=None, output_attentions=False):
+        kw = {"output_attentions": True} if output_attentions else {}
+        for n in masks:
+            kw[n] = torch.ones(x.shape[:2], dtype=torch.long if n.endswith("attention_mask") else torch.bool)
+        if attention_mask is not None:
+            kw["attention_mask"] = attention_mask
+        o = model(**{arg: cast(x)}, **kw)
+        out = _find_seq(o, x.shape[0], x.shape[1])
+        if out is None:
+            out = _per_sample_output(o, x.shape[0], lambda t, B: t)
+        return Forward(out, _attentions(o) if output_attentions else None)
+
+    try:
+        probe = fwd_features(torch.randn(2, SEQ_LEN, D, generator=torch.Generator().manual_seed(0))).out
+    except Exception:  # noqa: BLE001 - not this width: the builder tries the next layout
+        probe = None
+    per_position = probe is not None and probe.dim() >= 2 and probe.shape[1] == SEQ_LEN
+    declared = {f["is_causal"] for f in facts}
+    causal = (True if declared == {True} else False if declared == {False} else None) if per_position else False
+    if not per_position and declared == {True}:
+        raise Unsupported(f"{type(model).__name__}: causal attention modules but no per-position output of {arg}")
+    own_mask = _builds_own_mask(model)
+    if declared == {True} and not own_mask:
+        raise Unsupported(f"{type(model).__name__}: its attention modules are causal but its forward builds no mask: "
+                          "the causal mask comes from its parent model")
+    sup = set(supports)
+    if "attention_mask" in masks or not per_position or "attention_mask" not in accepts or not own_mask:
+        sup.discard("attention_mask")
+    info["input"] = arg
+    info["input_layout"] = f"{arg}(B, L, {D})"
+    return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_features,
+                      supports=frozenset(sup - {"cache", "position_ids"}), **common)
 
 
 def adapt_hf_model(spec: str, model: torch.nn.Module) -> AuditModel:
