@@ -30,6 +30,11 @@ def test_video_tower_is_a_vision_model():
     assert (kind, cls.__name__) == ("vision", "VJEPA2Model")
 
 
+def test_tower_whose_first_argument_is_the_image_is_a_vision_model():
+    kind, cls = _class_of("bridgetower_vision_model")  # forward(image, image_mask=None, ...)
+    assert (kind, cls.__name__) == ("vision", "BridgeTowerVisionModel")
+
+
 def test_plain_module_tower_built_from_its_config():
     # no PreTrainedModel takes IdeficsVisionConfig; the nn.Module tower that does takes pixels
     kind, cls = _class_of("idefics_vision")

@@ -264,7 +264,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     main = getattr(cls, "main_input_name", "input_ids")
     n = cls.__name__
     params = _params(cls)
-    pixels = any(k.startswith("pixel_values") for k in params)  # images, or clips (pixel_values_videos)
+    # images, or clips (pixel_values_videos); a tower whose first required argument is the image
+    pixels = any(k.startswith("pixel_values") for k in params) or _required_inputs(cls)[:1] in (["image"], ["images"])
     if main == "pixel_values" or ("input_ids" not in params and (pixels or _grid_param(params) is not None)):
         return "vision", cls
     if "past_values" in params and "input_ids" not in params:
