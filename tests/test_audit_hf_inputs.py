@@ -176,3 +176,13 @@ def test_tower_fed_feature_vectors_gets_a_feature_sequence():
 def test_feature_tower_whose_causal_mask_comes_from_its_parent_is_unsupported():
     with pytest.raises(Unsupported, match="causal mask comes from its parent"):
         build_hf("hf:blt_global_transformer", "blt_global_transformer", sdpa=False)
+
+
+def test_audio_main_input_name_the_forward_does_not_take_is_not_audio():
+    # the acoustic tokenizer decoder inherits main_input_name "input_values" but its forward takes
+    # hidden_states (latents): fed as feature vectors, not as a waveform
+    from attncheck.audit.hf import _feature_input
+
+    kind, cls = _class_of("vibevoice_acoustic_tokenizer_decoder")
+    assert kind == "text"
+    assert _feature_input(cls, None) == "hidden_states"

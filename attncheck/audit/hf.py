@@ -270,7 +270,7 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
         return "vision", cls
     if "past_values" in params and "input_ids" not in params:
         return "series", cls
-    if main in ("input_features", "input_values"):
+    if main in ("input_features", "input_values") and any(k in params for k in ("input_features", "input_values")):
         if enc_dec and "decoder_input_ids" in params:
             return "speech-seq2seq", cls
         return "audio", cls
@@ -1188,7 +1188,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
 #: model's hidden states, a vocoder fed spectrogram frames)
 _FEATURE_ARGS = re.compile(r"(^|_)(hidden_states|inputs_embeds|embeds|context|latents|spectrogram|features)$")
 _FEATURE_DIM_KEYS = re.compile(r"(^|_)(hidden_size|d_model|dim|embed_dim|input_dim|input_size|input_feat_per_channel|"
-                               r"num_mel_bins|mel_dim|feature_size|model_in_dim|latent_dim|hidden_dim)$")
+                               r"num_mel_bins|mel_dim|feature_size|model_in_dim|latent_dim|hidden_dim|channels|"
+                               r"in_channels|num_channels)$")
 
 
 def _feature_input(model, config) -> str | None:
@@ -1206,7 +1207,7 @@ def _feature_dims(config) -> list[int]:
     from attncheck.audit.shrink import _values_of
 
     dims = [x for k, x in _values_of(config).items() if _FEATURE_DIM_KEYS.search(k)
-            and isinstance(x, int) and not isinstance(x, bool) and 1 < x <= 4096]
+            and isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 4096]
     return list(dict.fromkeys(dims))[:8]
 
 
@@ -1224,7 +1225,8 @@ def _builds_own_mask(model) -> bool:
 
 def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common) -> AuditModel:
     """A model fed feature vectors ``x`` ``(B, L, D)`` through ``arg`` (layouts: the candidate
-    widths of :func:`_feature_dims`); other required arguments are masks of ones ``(B, L)``.  The
+    widths of :func:`_feature_dims`, then the same channels first ``(B, D, L)``, as convolutional
+    vocoders take spectrograms); other required arguments are masks of ones ``(B, L)``.  The
     checked sequence is ``L`` when the output has one row per input position; otherwise (a
     resampler to a fixed number of latents) the model is bidirectional by design over its input.
 
@@ -1234,7 +1236,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     dims = _feature_dims(config)
     if not dims:
         raise Unsupported(f"{type(model).__name__}: its forward takes {arg} (B, L, D) and the config declares no width D")
-    D = dims[input_layout % len(dims)]
+    layouts = [(d, channels_first) for channels_first in (False, True) for d in dims]
+    D, channels_first = layouts[input_layout % len(layouts)]
     masks = [n for n in _required_inputs(model)[1:]]
     accepts = _params(model)
 
@@ -1244,7 +1247,7 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
             kw[n] = torch.ones(x.shape[:2], dtype=torch.long if n.endswith("attention_mask") else torch.bool)
         if attention_mask is not None:
             kw["attention_mask"] = attention_mask
-        o = model(**{arg: cast(x)}, **kw)
+        o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
             out = _per_sample_output(o, x.shape[0], lambda t, B: t)
@@ -1267,7 +1270,7 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     if "attention_mask" in masks or not per_position or "attention_mask" not in accepts or not own_mask:
         sup.discard("attention_mask")
     info["input"] = arg
-    info["input_layout"] = f"{arg}(B, L, {D})"
+    info["input_layout"] = f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})"
     return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_features,
                       supports=frozenset(sup - {"cache", "position_ids"}), **common)
 

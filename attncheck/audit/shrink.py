@@ -233,6 +233,8 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _same_type(x, keep or [min(x[0], n_new - 1)])
         elif _DEPTHS.search(k) and _ints(x):
             out[k] = _same_type(x, [min(e, 2) for e in x])
+        elif _DEPTH_COEFFICIENT.search(k) and isinstance(x, float) and x > 1:
+            out[k] = 1.0
         # layer schedules ("attention every 8 layers from layer 4"): every kind within 2 layers
         elif _PERIOD.search(k) and _int(x) and x > n_new and "layer" in k:
             out[k] = n_new
@@ -314,8 +316,6 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _image_side(x, CNN_STRIDE)
         elif _BASE_CHANNELS.search(k) and _int(x):
             out[k] = _base_channels(k, x, v)
-        elif _COEFFICIENT.search(k) and isinstance(x, float) and x > 1:
-            out[k] = 1.0
     _fill_unset(v, out)
     _keep_head_products(v, out)
     _tie_equal_dims(v, out, ties)
@@ -331,8 +331,10 @@ def shrink_values(values: dict[str, Any], level: int = 0,
 
 
 _BASE_CHANNELS = re.compile(r"(^|_)(base_channels|num_filters|n_filters|upsample_initial_channel)$")
-#: compound-scaling factors of depth and width (EfficientNet, Tan & Le 2019): 1 is the base network
-_COEFFICIENT = re.compile(r"(^|_)(width|depth)_coefficient$")
+#: compound-scaling factor of the depth (EfficientNet, Tan & Le 2019): 1 repeats each block as
+#: the base network does (the width factor stays: model code derives sizes such as the final
+#: ``hidden_dim`` from it)
+_DEPTH_COEFFICIENT = re.compile(r"(^|_)depth_coefficient$")
 _STAGE_RATIOS = re.compile(r"(sampling_ratios|_rates)$")
 #: the widest convolution stage a base channel count may give
 WIDEST_STAGE = 256
