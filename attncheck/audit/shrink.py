@@ -275,6 +275,10 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     if vocab:
         fit_token_ids(v, out, vocab)
     if level >= 2:
+        if level == 2 and "image_size" in v and "patch_size" not in v:
+            # a convolutional stem has no position table tied to the image side: like the
+            # sequence positions, the image shrinks while the widths are kept
+            out["image_size"] = _image_side(v["image_size"], CNN_STRIDE)
         return out
     orig_heads = next((x for k, x in v.items() if _HEADS.search(k) and _int(x)), None)
     orig_head_dim = next((x for k, x in v.items() if _HEAD_DIM.search(k) and _int(x)), None)
