@@ -186,3 +186,13 @@ def test_audio_main_input_name_the_forward_does_not_take_is_not_audio():
     kind, cls = _class_of("vibevoice_acoustic_tokenizer_decoder")
     assert kind == "text"
     assert _feature_input(cls, None) == "hidden_states"
+
+
+def test_flattened_patches_keep_valid_row_and_column_ids():
+    (m,) = build_hf("hf:pix2struct_vision_model", "pix2struct_vision_model", sdpa=False)
+    assert (m.kind, m.info["input"], m.info["input_layout"]) == ("vision", "flattened_patches", "flattened-patches")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x[0, :, :2].min() >= 1 and torch.equal(x[0, :, :2], x[1, :, :2])
+    noise = torch.randn_like(x) * 100  # what a check may write: ids are taken from the layout, not x
+    out = m.forward(noise).out
+    assert out.shape[0] == 2 and torch.isfinite(out).all()

@@ -265,7 +265,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     n = cls.__name__
     params = _params(cls)
     # images, or clips (pixel_values_videos); a tower whose first required argument is the image
-    pixels = any(k.startswith("pixel_values") for k in params) or _required_inputs(cls)[:1] in (["image"], ["images"])
+    pixels = (any(k.startswith("pixel_values") for k in params) or "flattened_patches" in params
+              or _required_inputs(cls)[:1] in (["image"], ["images"]))
     if main == "pixel_values" or ("input_ids" not in params and (pixels or _grid_param(params) is not None)):
         return "vision", cls
     if "past_values" in params and "input_ids" not in params:
@@ -456,6 +457,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
         return out
+    if main == "flattened_patches":
+        return [_flattened_patches_variant(vc)]
     shape = image_shape(config)
     frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
     frames = int(frames) if isinstance(frames, int) and frames > 0 else 2
@@ -473,6 +476,31 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     return [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
             ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
             ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+
+
+def _flattened_patches_variant(vc) -> tuple[str, Callable, Callable, Callable]:
+    """Pix2Struct-style ``flattened_patches`` ``(B, N, 2 + D)``: each row is the 1-based row
+    and column of a patch in an image of ``PATCHES_PER_SIDE²`` patches (as Pix2Struct's image
+    processor writes them; 0 is padding) followed by its ``D = patch_embed_hidden_size`` pixel
+    values (else ``C·p·p``).  The forward always gets these row / column ids: the checked input
+    is the pixel part."""
+    from attncheck.audit.shrink import PATCHES_PER_SIDE
+
+    p = int(getattr(vc, "patch_size", None) or 16)
+    c = int(getattr(vc, "num_channels", None) or 3)
+    d = int(getattr(vc, "patch_embed_hidden_size", None) or c * p * p)
+    side = PATCHES_PER_SIDE
+    rows = torch.arange(side).repeat_interleave(side) + 1
+    cols = torch.arange(side).repeat(side) + 1
+    ids = torch.stack([rows, cols], dim=-1).float()
+
+    def make(b, g):
+        return torch.cat([ids.expand(b, -1, -1), torch.randn(b, side * side, d, generator=g)], dim=-1)
+
+    def with_ids(x):  # the row / column columns stay valid whatever a check writes into x
+        return {"flattened_patches": torch.cat([ids.to(x).expand(x.shape[0], -1, -1), x[..., 2:]], dim=-1)}
+
+    return ("flattened-patches", make, with_ids, lambda out, B: out)
 
 
 def token_boxes(ids: torch.Tensor) -> torch.Tensor:
@@ -1011,7 +1039,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     g0 = torch.Generator().manual_seed(1234)
 
     if kind == "vision" and main not in accepts:
-        main = next((n for n in accepts if n.startswith("pixel_values")), None) or next(
+        main = next((n for n in accepts if n.startswith("pixel_values") or n == "flattened_patches"), None) or next(
             (n for n in _required_inputs(model) if not n.endswith(("grid_thw", "merge_sizes"))), "pixel_values")
     if kind == "audio" and main not in accepts:  # a main_input_name inherited from another tower
         main = next((n for n in ("input_values", "input_features") if n in accepts), main)
