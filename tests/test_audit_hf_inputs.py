@@ -196,3 +196,23 @@ def test_flattened_patches_keep_valid_row_and_column_ids():
     noise = torch.randn_like(x) * 100  # what a check may write: ids are taken from the layout, not x
     out = m.forward(noise).out
     assert out.shape[0] == 2 and torch.isfinite(out).all()
+
+
+def test_sub_config_type_audited_through_the_submodule_its_parent_builds():
+    # SamMaskDecoderConfig configures SamMaskDecoder inside SamModel: the decoder runs alone on the
+    # inputs SamModel gave it, its image embeddings (B, C, H, W) being the checked input
+    models = build_hf("hf:sam_mask_decoder", "sam_mask_decoder")
+    m = models[0]
+    assert (m.info["class"], m.info["parent"], m.kind) == ("SamMaskDecoder", "SamModel", "vision")
+    assert m.info["input"].startswith("image_embeddings")
+    linted = {getattr(o, "__name__", "") for o in m.source_objects}
+    assert linted >= {"SamMaskDecoder", "SamTwoWayTransformer"} and "ParentFed" not in linted
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    alone, batch = m.forward(x[:1]).out, m.forward(x).out
+    torch.testing.assert_close(batch[:1], alone, atol=1e-5, rtol=1e-4)
+    assert [a.variant for a in models] == ["eager", "sdpa"]
+
+
+def test_sub_config_submodule_the_parent_does_not_call_stays_unsupported():
+    with pytest.raises(Unsupported, match="does not call its SamMaskEmbedding"):
+        build_hf("hf:sam_prompt_encoder", "sam_prompt_encoder", sdpa=False)

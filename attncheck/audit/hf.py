@@ -56,6 +56,15 @@ class Unsupported(RuntimeError):
     """The model type cannot be built tiny or run with the inputs the audit knows (the reason)."""
 
 
+class NeedsParent(Unsupported):
+    """A config that only configures submodules of a parent model (``classes``: the ``nn.Module``
+    classes built from it, outermost first)."""
+
+    def __init__(self, reason: str, classes: list[type]) -> None:
+        super().__init__(reason)
+        self.classes = classes
+
+
 # ------------------------------------------------------------------------------------------------
 # choosing the class
 # ------------------------------------------------------------------------------------------------
@@ -226,9 +235,9 @@ def _class_from_config_module(model_type: str, config):
     if subs:
         c = subs[0]
         need = _required_inputs(c)
-        raise Unsupported(f"no model class for {model_type!r}: {cname} configures {c.__name__}, a submodule "
+        raise NeedsParent(f"no model class for {model_type!r}: {cname} configures {c.__name__}, a submodule "
                           f"(not a PreTrainedModel) whose forward needs {', '.join(need) or 'no tensor input'}"
-                          " — inputs made by its parent model")
+                          " — inputs made by its parent model", subs)
     raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and no class of "
                       f"its package is built from a {cname} alone")
 
@@ -869,17 +878,152 @@ def without_timm_backbones(config) -> list[str]:
     return done
 
 
-def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool) -> list[AuditModel]:
+def _parent_configs(config) -> list[tuple[type, str]]:
+    """``(parent config class, field)`` for the config classes of the same transformers package
+    that hold a ``type(config)`` sub-config (``SamConfig.mask_decoder_config``)."""
+    import importlib
+
+    from transformers import PretrainedConfig
+
+    ccls = type(config)
+    try:
+        mod = importlib.import_module(ccls.__module__)
+    except Exception:  # noqa: BLE001
+        return []
+    found = []
+    for obj in vars(mod).values():
+        if not (isinstance(obj, type) and issubclass(obj, PretrainedConfig)) or obj is ccls:
+            continue
+        subs = dict(getattr(obj, "sub_configs", None) or {})
+        for k, spec in (getattr(obj, "sub_configs_defaults", None) or {}).items():
+            subs.setdefault(k, getattr(spec, "config_class", spec))
+        found += [(obj, k) for k, c in subs.items() if c is ccls]
+    return found
+
+
+class ParentFed(torch.nn.Module):
+    """A submodule run on the inputs its parent model gave it in one forward: ``x`` replaces the
+    recorded ``arg`` (a float tensor), the other recorded tensors are fixed buffers (batch 1
+    broadcast to the batch of ``x``).  ``main_input_name`` is ``pixel_values`` when ``x`` is an
+    image-like ``(B, C, H, W)`` tensor."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, sub: torch.nn.Module, arg: str, fixed: dict[str, Any], config) -> None:
+        super().__init__()
+        self.sub, self.arg, self.config = sub, arg, config
+        self._plain = {}
+        for i, (k, v) in enumerate(fixed.items()):
+            if isinstance(v, torch.Tensor):
+                self.register_buffer(f"fixed_{i}", v.detach().clone(), persistent=False)
+                self._plain[k] = f"fixed_{i}"
+            else:
+                self._plain[k] = ("value", v)
+
+    def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False):
+        B = pixel_values.shape[0]
+        kw = {}
+        for k, ref in self._plain.items():
+            if isinstance(ref, tuple):
+                kw[k] = ref[1]
+                continue
+            t = getattr(self, ref)
+            kw[k] = t.expand(B, *t.shape[1:]) if t.dim() and t.shape[0] == 1 else t
+        return self.sub(**{self.arg: pixel_values}, **kw)
+
+
+def _record_call(model: AuditModel, target: torch.nn.Module) -> dict[str, Any] | None:
+    """The arguments (by name) ``target`` gets in one forward of ``model`` on a batch of 1, or
+    None when the forward does not call it."""
+    got: dict[str, Any] = {}
+
+    def pre(_mod, args, kwargs):
+        if not got:
+            names = [n for n in _params(target) if n != "self"]
+            got.update(dict(zip(names, args)), **kwargs)
+
+    h = target.register_forward_pre_hook(pre, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model.forward(model.make_inputs(1, generator=torch.Generator().manual_seed(0)))
+    finally:
+        h.remove()
+    return got or None
+
+
+def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent, overrides, dtype: str,
+                          sdpa: bool) -> list[AuditModel]:
+    """Audit a sub-config type through the submodule its parent model builds from it: the parent
+    (its own default config with this type's default as the sub-config) is built and run once;
+    the submodule is then run alone on the recorded inputs, the first image-like ``(B, C, H, W)``
+    float input being the checked one.
+
+    Raises:
+        Unsupported: no parent builds, its forward does not call the submodule, or the submodule
+            takes no image-like input (the reason, after ``need``'s).
+    """
+    import transformers as tf
+
+    why = []
+    for pcls, field in _parent_configs(default):
+        try:
+            pdefault = tf.AutoConfig.for_model(pcls.model_type)
+            setattr(pdefault, field, copy.deepcopy(default))
+            parents = _build_hf(spec, pcls.model_type, overrides, dtype, sdpa, default=pdefault)
+        except Unsupported as exc:
+            why.append(f"parent {pcls.model_type}: {_short(exc, 200)}")
+            continue
+        subs = [next((m for m in p.module.modules() if type(m) in need.classes), None) for p in parents]
+        if subs[0] is None:
+            why.append(f"parent {pcls.model_type} builds no {need.classes[0].__name__}")
+            continue
+        rec = _record_call(parents[0], subs[0])
+        if rec is None:
+            why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
+            continue
+        arg = next((k for k, v in rec.items() if isinstance(v, torch.Tensor) and v.is_floating_point()
+                    and v.dim() == 4 and v.shape[0] == 1), None)
+        if arg is None:
+            why.append(f"{type(subs[0]).__name__} gets no image-like (B, C, H, W) input from its parent")
+            continue
+        shape = tuple(rec[arg].shape[1:])
+        fixed = {k: v for k, v in rec.items() if k != arg}
+        out = []
+        for p, sub in zip(parents, subs):
+            wrapper = ParentFed(sub, arg, fixed, sub.config if hasattr(sub, "config") else default)
+            a = _adapter(spec, wrapper, default, "vision", p.variant, p.dtype)
+            a.input_makers = [lambda b, g, shape=shape: torch.randn(b, *shape, generator=g)]
+            a.image_shape = shape
+            a.source_objects = _sources(sub)  # the submodule's code, not the wrapper's
+            a.info.update(model_type=model_type, parent=p.info["class"], **{"class": type(sub).__name__},
+                          input=f"{arg} {list(shape)} from {p.info['class']}", shrink_level=p.info.get("shrink_level"))
+            out.append(a)
+        x0 = out[0].make_inputs(2, generator=torch.Generator().manual_seed(0))
+        try:
+            out[0].forward(x0)
+        except Exception as exc:  # noqa: BLE001
+            why.append(f"{type(subs[0]).__name__} on its recorded inputs: {type(exc).__name__}: {_short(exc, 160)}")
+            continue
+        _keep_if_returned(out[0], x0)
+        return out
+    raise Unsupported(f"{need} ({'; '.join(why) or 'no parent config holds it'})")
+
+
+def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
+              default=None) -> list[AuditModel]:
     import transformers as tf
 
     model_type, cls = resolve(name)
-    try:
-        default = tf.AutoConfig.for_model(model_type)
-    except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
-        raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
+    if default is None:
+        try:
+            default = tf.AutoConfig.for_model(model_type)
+        except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
+            raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
     native = without_timm_backbones(default)
     try:
         kind, cls = choose_class(model_type, default, cls)
+    except NeedsParent as need:
+        return _build_through_parent(spec, model_type, default, need, overrides, dtype, sdpa)
     except Unsupported:
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
