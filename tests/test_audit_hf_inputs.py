@@ -216,3 +216,10 @@ def test_sub_config_type_audited_through_the_submodule_its_parent_builds():
 def test_sub_config_submodule_the_parent_does_not_call_stays_unsupported():
     with pytest.raises(Unsupported, match="does not call its SamMaskEmbedding"):
         build_hf("hf:sam_prompt_encoder", "sam_prompt_encoder", sdpa=False)
+
+
+def test_sub_config_submodule_fed_hidden_states_is_not_audited_on_its_mask():
+    # T5GemmaModuleConfig configures T5GemmaSelfAttention, fed hidden_states (B, L, D) and a 4-D
+    # float mask by its parent: the mask is never taken for the checked input
+    with pytest.raises(Unsupported, match="first input hidden_states is not image-like"):
+        build_hf("hf:t5_gemma_module", "t5_gemma_module", sdpa=False)

@@ -955,8 +955,9 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                           sdpa: bool) -> list[AuditModel]:
     """Audit a sub-config type through the submodule its parent model builds from it: the parent
     (its own default config with this type's default as the sub-config) is built and run once;
-    the submodule is then run alone on the recorded inputs, the first image-like ``(B, C, H, W)``
-    float input being the checked one.
+    the submodule is then run alone on the recorded inputs, its first required argument (an
+    image-like ``(B, C, H, W)`` float tensor, such as SAM's image embeddings) being the checked
+    one.
 
     Raises:
         Unsupported: no parent builds, its forward does not call the submodule, or the submodule
@@ -981,11 +982,12 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
             continue
-        arg = next((k for k, v in rec.items() if isinstance(v, torch.Tensor) and v.is_floating_point()
-                    and v.dim() == 4 and v.shape[0] == 1), None)
-        if arg is None:
-            why.append(f"{type(subs[0]).__name__} gets no image-like (B, C, H, W) input from its parent")
+        first = next(iter(_required_inputs(subs[0])), None)  # the submodule's main input
+        v = rec.get(first)
+        if not (isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() == 4 and v.shape[0] == 1):
+            why.append(f"{type(subs[0]).__name__}'s first input {first} is not image-like (B, C, H, W)")
             continue
+        arg = first
         shape = tuple(rec[arg].shape[1:])
         fixed = {k: v for k, v in rec.items() if k != arg}
         out = []
@@ -1006,7 +1008,7 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             continue
         _keep_if_returned(out[0], x0)
         return out
-    raise Unsupported(f"{need} ({'; '.join(why) or 'no parent config holds it'})")
+    raise Unsupported(f"{need} ({'; '.join(dict.fromkeys(why)) or 'no parent config holds it'})")
 
 
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
