@@ -96,3 +96,22 @@ def test_image_tower_convolution_does_not_excuse_a_text_padding_defect():
     res = _audit("aimv2", "padding")["padding[eager]"]
     assert res.status == "fail", res.message
     assert "by_design" not in res.metrics
+
+
+def test_float32_softmax_of_a_float64_model_is_reported_once():
+    # transformers' eager attention calls softmax(scores, dtype=torch.float32): in a float64 model
+    # the mask value finfo(float64).min overflows to -inf, so the fully masked rows of left-padded
+    # queries become NaN — one warn names that design; no check fails because of it
+    rep = attncheck.audit("hf:llama", dtype="float64",
+                          checks="causality,padding,normalization,backend-agreement")
+    assert not [r.check for r in rep.results if r.status in ("fail", "error")]
+    notes = [r for r in rep.results if r.check.startswith("softmax-dtype")]
+    assert [r.check for r in notes] == ["softmax-dtype[eager]"]
+    assert notes[0].status == "warn"
+    assert notes[0].metrics["softmax_dtype"] == "float32"
+    assert set(notes[0].metrics["left_out"]) == {"causality left-pad", "padding left"}
+    assert "overflows to −inf in float32" in notes[0].message
+    assert "left-pad" in rep["causality[sdpa]"].metrics["paths"]  # SDPA runs in float64: checked
+    # the eager rows carry float32 rounding, judged with float32's tolerance
+    assert 1e-10 < rep["normalization[eager]"].metrics["max_row_sum_error"] < 1e-6
+    assert rep["normalization[sdpa]"].metrics["tolerance"] == 1e-10

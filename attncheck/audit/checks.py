@@ -68,6 +68,9 @@ class AuditContext:
     probe_cache: dict[str, Any] = field(default_factory=dict)
     #: variant label → why the probe's forward looks causal (None: no evidence)
     causal_evidence: dict[str, str | None] = field(default_factory=dict)
+    #: variant label → paths a check left out because of the softmax's dtype
+    #: (:func:`masked_softmax_nan`), reported once per variant (:func:`softmax_dtype_result`)
+    softmax_nan: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def generator(self, salt: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed * 1000003 + salt)
@@ -115,11 +118,85 @@ def ref_out(m64: AuditModel | None, x: torch.Tensor, **kw) -> torch.Tensor | Non
 
 
 def judge(ctx: AuditContext, got: torch.Tensor, ref: torch.Tensor,
-          ref64: torch.Tensor | None = None) -> tuple[bool, float, float]:
+          ref64: torch.Tensor | None = None, dtype: torch.dtype | None = None
+          ) -> tuple[bool, float, float]:
     """``(ok, max |got − ref|, dtype noise)`` under the one tolerance policy
-    (:func:`attncheck.dynamic.checks._compare.within_noise`) in the run's dtype."""
-    cmp = within_noise(got, ref, ref64, ctx.dtype)
+    (:func:`attncheck.dynamic.checks._compare.within_noise`) in ``dtype`` (default the run's
+    dtype; pass :func:`compute_dtype` of the model, the precision its attention really has)."""
+    cmp = within_noise(got, ref, ref64, dtype or ctx.dtype)
     return cmp.ok, cmp.max_abs, cmp.noise
+
+
+def _less_precise(a: torch.dtype, b: torch.dtype) -> bool:
+    """Whether floating dtype ``a`` has a coarser resolution (larger eps) than ``b``."""
+    return (a.is_floating_point and b.is_floating_point
+            and torch.finfo(a).eps > torch.finfo(b).eps)
+
+
+def softmax_dtype(m: AuditModel, ctx: AuditContext) -> torch.dtype:
+    """The dtype the model's attention softmax runs in: the least precise dtype of the attention
+    weights the probe saw a ``softmax`` call return, when less precise than the model's dtype
+    (transformers' eager attention calls ``softmax(scores, dtype=torch.float32)`` and casts
+    back, so the weights of a float64 model carry float32 rounding), else the model's dtype."""
+    d = m.dtype
+    try:
+        maps, _ = probe_layers(m, ctx)
+    except Exception:  # noqa: BLE001 - a forward that raises is reported by the checks
+        return d
+    for lm in maps:
+        if lm.kind == "softmax" and _less_precise(lm.probs.dtype, d):
+            d = lm.probs.dtype
+    return d
+
+
+def compute_dtype(models: AuditModel | list[AuditModel], ctx: AuditContext) -> torch.dtype:
+    """The least precise of the run's dtype and :func:`softmax_dtype` of ``models``: the dtype
+    whose tolerance applies to their outputs (a float64 model whose softmax runs in float32 is
+    compared with float32 tolerances)."""
+    d = ctx.dtype
+    for m in models if isinstance(models, list) else [models]:
+        s = softmax_dtype(m, ctx)
+        if _less_precise(s, d):
+            d = s
+    return d
+
+
+def masked_softmax_nan(m: AuditModel, x: torch.Tensor, mask: torch.Tensor | None,
+                       position_ids: torch.Tensor | None = None) -> str | None:
+    """Why a padded forward gives NaN at real positions when the cause is the softmax's dtype
+    (None otherwise): a softmax call that returns a less precise dtype than its float input
+    (``softmax(scores, dtype=torch.float32)`` in a float64 model) gets a row whose every logit
+    lies below that dtype's range (the additive mask's minimum of the model's dtype,
+    ``torch.finfo(float64).min`` = −1.8e308) — a fully masked padding query: cast, the row is all
+    −inf and softmax returns NaN, which the next layer carries into real positions through
+    0 × NaN in weights · V.  Runs one forward of ``x`` ``(B, L, ...)`` with ``mask`` ``(B, L)``
+    under the :class:`~attncheck.dynamic.probe.Probe`."""
+    from attncheck.dynamic.probe import Probe
+
+    if mask is None or not m.dtype.is_floating_point:
+        return None
+    p = Probe()
+    try:
+        with p:
+            m.forward(x, attention_mask=mask, position_ids=position_ids)
+    except Exception:  # noqa: BLE001 - no explanation
+        return None
+    for r in p.attention_records():
+        if r.kind != "softmax" or r.probs is None or r.logits is None:
+            continue
+        low = r.probs.dtype
+        if not _less_precise(low, r.logits.dtype):
+            continue
+        logits, probs = r.row_logits().double(), r.rows()
+        below = (logits < -torch.finfo(low).max) & torch.isfinite(logits)
+        rows = below.all(-1) & torch.isnan(probs).any(-1)
+        if bool(rows.any()):
+            lo = str(low).replace("torch.", "")
+            return (f"{r.op.rsplit('.', 1)[-1]} casts the scores to {lo}: the additive mask "
+                    f"value {float(logits[rows].max()):.3g} of the {str(r.logits.dtype).replace('torch.', '')} "
+                    f"model overflows to −inf in {lo}, a fully masked padding query row becomes NaN, "
+                    f"and the next layer carries the NaN into real positions (0 × NaN in weights · V)")
+    return None
 
 
 def position_offset(m: AuditModel) -> int | None:
@@ -274,7 +351,13 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
     for k, (name, (mask, oa)) in enumerate(paths.items()):
         try:
             d = _leak_deltas(m, x, ctx, mask, oa, salt=10 + k)  # (j, i)
-        except (NonFiniteOutput, TargetOutputError):  # the model's output itself: not one path's
+        except NonFiniteOutput:
+            why = masked_softmax_nan(m, x, mask, _positions_for(m, mask))
+            if why is None:  # the model's output itself: not one path's
+                raise
+            ctx.softmax_nan.setdefault(m.label, {})[f"causality {name}"] = why
+            continue
+        except TargetOutputError:
             raise
         except Exception as exc:  # a dispatch path that crashes is an error of that path
             errors[name] = f"{type(exc).__name__}: {exc}"
@@ -297,6 +380,9 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
                "max_future_delta": worst, "leak_atol": ctx.leak_atol}
     if errors:
         metrics["path_errors"] = errors
+    left_out = [p.split(" ", 1)[1] for p in ctx.softmax_nan.get(m.label, {}) if p.startswith("causality ")]
+    if left_out:
+        metrics["paths_left_out"] = {p: "NaN from the softmax's dtype (softmax-dtype)" for p in left_out}
     if "no-mask" in per_path:
         metrics["observed_pattern"] = pattern
     if not m.causal:
@@ -327,9 +413,12 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "causality", "error",
                        "dispatch path(s) raised: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
                        **metrics)
+    skipped = (f"; left out: {', '.join(left_out)} (NaN from the softmax's dtype, see softmax-dtype)"
+               if left_out else "")
     return _result(m, "causality", "pass",
                    f"no leak over {L} positions × {len(per_path)} dispatch paths "
-                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}{because}", **metrics)
+                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}{because}{skipped}",
+                   **metrics)
 
 
 #: dependency patterns that show causal intent (the second: the diagonal is masked too)
@@ -408,7 +497,7 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     require_finite(ref, "the unpadded output")
     m64 = reference64(m, ctx)
     ref64 = ref_out(m64, x)
-    atol, rtol = ctx.tolerance
+    atol, rtol = tolerances(compute_dtype(m, ctx))
     metrics: dict[str, Any] = {"real_positions": L, "padded_positions": PAD, "atol": atol, "rtol": rtol,
                                "pad_id": m.pad_id if m.input_kind == "tokens" else None}
     problems = []
@@ -419,13 +508,23 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
         sides = ["right"]
         metrics["left"] = ("skipped: the model takes no position_ids" if "position_ids" not in m.supports
                            else "skipped: the model's default positions are not c + arange(L)")
-    for side in sides:
+    dtype = compute_dtype(m, ctx)
+    for side in list(sides):
         xp, am = _pad_inputs(m, x, side, g)
         pids = _positions_for(m, am)
         out = m.forward(xp, attention_mask=am, position_ids=pids).out
         real = out[:, :L] if side == "right" else out[:, PAD:]
-        require_finite(real, f"the {side}-padded output")
-        ok, dmax, noise = judge(ctx, real, ref, ref64)
+        try:
+            require_finite(real, f"the {side}-padded output")
+        except NonFiniteOutput:
+            why = masked_softmax_nan(m, xp, am, pids)
+            if why is None:
+                raise
+            ctx.softmax_nan.setdefault(m.label, {})[f"padding {side}"] = why
+            sides.remove(side)
+            metrics[side] = "left out: NaN from the softmax's dtype (softmax-dtype)"
+            continue
+        ok, dmax, noise = judge(ctx, real, ref, ref64, dtype)
         # changing what sits in the padded slots must change nothing at real positions
         pos = (am == 0)
         xq = m.perturb(xp, pos, g)
@@ -446,6 +545,9 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
             problems.append(f"{side} padding: padded inputs leak into real positions (Δ {dpad:.3g})")
     if problems:
         return _result(m, "padding", "fail", "; ".join(problems), **metrics)
+    if not sides:
+        return _result(m, "padding", "skip", "no padded side left to compare: NaN from the "
+                       "softmax's dtype (see softmax-dtype)", **metrics)
     worst = max(metrics[s]["max_abs_diff_vs_unpadded"] for s in sides)
     return _result(m, "padding", "pass",
                    f"{' and '.join(sides)} padding ({PAD} slots) match the unpadded run "
@@ -463,7 +565,8 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
     batch = m.forward(x).out
     require_finite(batch[:1], "the output of sample 0 in a batch of 3")
     m64 = reference64(m, ctx)
-    ok, dmax, _ = judge(ctx, batch[:1], alone, ref_out(m64, x[:1]))
+    dtype = compute_dtype(m, ctx)
+    ok, dmax, _ = judge(ctx, batch[:1], alone, ref_out(m64, x[:1]), dtype)
     others = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
     others[1:] = True
     if m.input_kind != "tokens":
@@ -475,7 +578,7 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
     require_finite(other, "the output of sample 0 after changing the other samples")
     d_other = _diff(other, batch[:1])
     metrics = {"batch": 3, "max_abs_diff_alone_vs_batched": dmax, "other_samples_delta": d_other,
-               "atol": ctx.tolerance[0], "rtol": ctx.tolerance[1]}
+               "atol": tolerances(dtype)[0], "rtol": tolerances(dtype)[1]}
     if d_other > ctx.leak_atol:
         return _result(m, "batch-independence", "fail",
                        f"sample 0 changes when the other samples change (Δ {d_other:.3g})", **metrics)
@@ -498,7 +601,8 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
     require_finite(full, "the full forward")
     m64 = reference64(m, ctx)
     full64 = ref_out(m64, x)
-    atol, rtol = ctx.tolerance
+    dtype = compute_dtype(m, ctx)
+    atol, rtol = tolerances(dtype)
     metrics: dict[str, Any] = {"positions": m.seq_len, "atol": atol, "rtol": rtol,
                                "noise_factor": NOISE_FACTOR}
     bad = []
@@ -516,7 +620,7 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
 
             inc = main_output(inc, f"{m.label} (decoding)")
         require_finite(inc, f"step-by-step decoding (prefill {prefill})")
-        ok, dmax, noise = judge(ctx, inc, full, full64)
+        ok, dmax, noise = judge(ctx, inc, full, full64, dtype)
         per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2)).cpu()
         metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax, "dtype_noise": noise,
                                          "per_position": [float(v) for v in per_pos]}
@@ -550,7 +654,8 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
         am = torch.ones(2, base.seq_len, dtype=torch.long, device=x.device)
         am[0, -PAD:] = 0
         paths["right-pad"] = am
-    atol, rtol = ctx.tolerance
+    dtype = compute_dtype(models, ctx)
+    atol, rtol = tolerances(dtype)
     metrics: dict[str, Any] = {"reference": base.variant, "atol": atol, "rtol": rtol, "pairs": {}}
     bad = []
     m64 = reference64(base, ctx)
@@ -569,7 +674,7 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
                 r64 = ref64[keep] if ref64 is not None else None
             else:
                 r, o = ref, out
-            ok, dmax, _ = judge(ctx, o, r, r64)
+            ok, dmax, _ = judge(ctx, o, r, r64, dtype)
             metrics["pairs"][f"{other.variant}/{pname}"] = dmax
             if not ok:
                 bad.append(f"{other.variant} vs {base.variant} ({pname}): max |Δ| {dmax:.3g}")
@@ -859,7 +964,7 @@ def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "normalization", "fail", f"{nan_rows} attention rows are NaN", **metrics)
     if negative:
         return _result(m, "normalization", "fail", f"{negative} negative attention weights", **metrics)
-    row_tol = SUM_TOL.get(ctx.dtype, SUM_TOL[torch.float32])
+    row_tol = SUM_TOL.get(compute_dtype(m, ctx), SUM_TOL[torch.float32])
     metrics["tolerance"] = row_tol
     if worst > row_tol:
         sinks = sorted({lm.module["class"] for lm in maps if lm.module and lm.module.get("sinks")})
@@ -1074,6 +1179,27 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
                    **metrics)
 
 
+def softmax_dtype_result(m: AuditModel, ctx: AuditContext) -> CheckResult | None:
+    """``softmax-dtype[variant]``: one ``warn`` per variant whose attention softmax runs in a
+    less precise dtype than the model (:func:`softmax_dtype`), naming what that design costs —
+    the comparison checks used that dtype's tolerance, and the paths left out because the cast
+    turned fully masked rows into NaN (:func:`masked_softmax_nan`); None when the softmax runs in
+    the model's dtype."""
+    low = softmax_dtype(m, ctx)
+    if not _less_precise(low, m.dtype):
+        return None
+    lo, hi = (str(d).replace("torch.", "") for d in (low, m.dtype))
+    metrics: dict[str, Any] = {"softmax_dtype": lo, "model_dtype": hi,
+                               "atol": tolerances(low)[0], "rtol": tolerances(low)[1]}
+    msg = (f"by the model's design: the attention softmax runs in {lo} in this {hi} model (its "
+           f"weights carry {lo} rounding), so outputs are compared with {lo} tolerances")
+    nan = ctx.softmax_nan.get(m.label, {})
+    if nan:
+        metrics["left_out"] = dict(nan)
+        msg += (f"; left out as NaN from that cast: {', '.join(nan)} — {next(iter(nan.values()))}")
+    return _result(m, "softmax-dtype", "warn", msg, **metrics)
+
+
 def layer_summaries(m: AuditModel, ctx: AuditContext) -> list[dict[str, Any]]:
     """Per-layer rows for the report's "layers" section (and heatmaps for the HTML)."""
     maps, _ = probe_layers(m, ctx)
@@ -1125,5 +1251,6 @@ __all__ = [
     "Forward",
     "classify_pattern",
     "layer_summaries",
+    "softmax_dtype_result",
     "probe_layers",
 ]

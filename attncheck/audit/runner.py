@@ -282,6 +282,13 @@ def _run_checks(models, selected, ctx, report: AuditReport, step, timeout: float
                 res = _designed(res, name, m, ctx, timeout)
             report.results.append(res)
             report.timings[res.check] = time.perf_counter() - t
+        if any(name in selected for name in C.PER_VARIANT):
+            try:
+                note = _guarded(lambda m=m: C.softmax_dtype_result(m, ctx), timeout)
+            except (Exception, CheckTimeout) as exc:  # noqa: BLE001
+                note = _error("softmax-dtype", exc, m.variant, timeout)
+            if note is not None:
+                report.results.append(note)
         try:
             report.extra["layers"] += _guarded(lambda m=m: C.layer_summaries(m, ctx), timeout)
         except (Exception, CheckTimeout):  # noqa: BLE001 - the per-layer table is informative only
