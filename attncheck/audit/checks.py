@@ -714,26 +714,61 @@ def _layer_index(name: str) -> int | None:
     return None
 
 
+def passed_mask_pattern(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any]
+                        ) -> tuple[str, int | None] | None:
+    """The pattern (:func:`classify_pattern`) of the ``attention_mask`` an attention module is
+    called with: a ``(..., L_q, L_k)`` mask (bool: True = visible; float: additive, entries
+    above half the dtype's minimum visible); a key mask ``(B, L_k)`` or ``(..., 1, L_k)`` that
+    hides no key is ``("full", None)``; None when no mask is passed or the mask hides padding
+    keys (transformers' attention functions apply the module's ``is_causal`` attribute only
+    when no mask is passed; with a mask they use the mask alone)."""
+    bound = dict(kwargs)
+    if args:
+        try:
+            bound.update(inspect.signature(mod.forward).bind_partial(*args).arguments)
+        except (TypeError, ValueError):
+            pass
+    # a cross-attention call (encoder_hidden_states given) is masked by encoder_attention_mask
+    cross = bound.get("encoder_hidden_states") is not None and "encoder_attention_mask" in bound
+    mask = bound.get("encoder_attention_mask" if cross else "attention_mask")
+    if not isinstance(mask, torch.Tensor) or mask.dim() < 2:
+        return None
+    t = mask.detach()
+    if t.dim() == 2:  # (B, L_k): 1 = real key (HF's padding convention)
+        return ("full", None) if bool((t != 0).all()) else None
+    allowed = t.bool() if t.dtype == torch.bool else (
+        t > torch.finfo(t.dtype).min / 2 if t.is_floating_point() else t != 0)
+    allowed = allowed.reshape(-1, *t.shape[-2:]).any(0).cpu()
+    if t.shape[-2] == 1:  # one row for every query: a key mask
+        return ("full", None) if bool(allowed.all()) else None
+    return classify_pattern(allowed)
+
+
 def _owner_hooks(m: AuditModel, probe) -> tuple[list, dict[int, dict[str, Any]]]:
     """Forward hooks that attribute each probe record to the innermost attention module running
-    when it was made (record index → module facts)."""
+    when it was made (record index → module facts, plus ``passed_mask``: the pattern of the mask
+    the call was given, :func:`passed_mask_pattern`)."""
     from attncheck.audit.hf import module_facts
 
     owners: dict[int, dict[str, Any]] = {}
     handles = []
     for name, mod in m.attention_modules:
         facts = dict(module_facts(mod), name=name, layer=_layer_index(name))
-        start: list[int] = []
+        start: list[tuple[int, dict[str, Any]]] = []
 
-        def pre(_mod, _args, start=start):
-            start.append(len(probe.records))
+        def pre(mod_, args, kwargs, start=start, facts=facts):
+            try:
+                passed = passed_mask_pattern(mod_, args, kwargs)
+            except Exception:  # noqa: BLE001 - a mask the audit cannot read: no fact
+                passed = None
+            start.append((len(probe.records), dict(facts, passed_mask=passed)))
 
         def post(_mod, _args, _out, start=start, facts=facts):
-            a = start.pop() if start else 0
+            a, call = start.pop() if start else (0, facts)
             for i in range(a, len(probe.records)):
-                owners.setdefault(i, facts)
+                owners.setdefault(i, call)
 
-        handles.append(mod.register_forward_pre_hook(pre))
+        handles.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(mod.register_forward_hook(post))
     return handles, owners
 
@@ -910,6 +945,18 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
             exp = ("sliding", lm.module["sliding_window"])
         if exp == ("band", None) and got[0] in ("band", "full"):
             exp = got
+        passed = (lm.module or {}).get("passed_mask")
+        if (exp == ("causal", None) and m.input_kind != "tokens" and passed is not None
+                and passed[0] != "causal" and (lm.module or {}).get("is_causal") is True):
+            # the module's is_causal attribute (the audit's only evidence of causality for a
+            # dense model) applies only to calls without a mask; this call was given one:
+            # the expectation is what the model passes
+            exp = passed
+            layers_note = (f"{lm.module['class']} declares is_causal = True but is called with "
+                           f"an explicit {_expected_label(passed)} mask, which transformers' attention "
+                           f"functions use instead of is_causal")
+        else:
+            layers_note = None
         # a sliding window at least as long as the sequence looks causal
         if exp[0] == "sliding" and got[0] == "causal" and exp[1] >= lk:
             exp = ("causal", None)
@@ -918,6 +965,8 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
                        "expected": _expected_label(exp), "ok": ok})
         if layout:
             layers[-1]["layout"] = layout
+        if layers_note:
+            layers[-1]["expected_from"] = layers_note
         why = None if ok else _window_by_design(lm.module, got, allowed, m)
         if why:
             layers[-1]["by_design"] = why
