@@ -41,12 +41,19 @@ import torch
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.dynamic.base import tolerances
 from attncheck.dynamic.checks._compare import NOISE_FACTOR, NotComparable, compare, within_noise
+from attncheck.dynamic.checks.causality import (
+    dependency_pattern,
+    hidden_message,
+    hidden_queries,
+    leak_message,
+    leak_pairs,
+)
 from attncheck.dynamic.checks.mask_pattern import classify_map as classify_pattern
 from attncheck.dynamic.checks.normalization import SUM_TOL
 from attncheck.dynamic.checks.saturation import SATURATED_P as SATURATED
 from attncheck.dynamic.checks.saturation import row_stats
 from attncheck.dynamic.checks.scale import classify_scale
-from attncheck.dynamic.targets import TargetOutputError
+from attncheck.dynamic.targets import TargetOutputError, causal_blocked
 from attncheck.results import CheckResult
 
 LEAK_ATOL = 1e-6  # correct models give exactly 0; broken masks measured Δ ≥ 0.09
@@ -298,10 +305,14 @@ def _positions_for(m: AuditModel, mask: torch.Tensor | None) -> torch.Tensor | N
 # ------------------------------------------------------------------------------------------------
 def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, out_attn=False,
                  salt=0) -> torch.Tensor:
-    """Δ[j, i] = max over batch/features of |out_i(x with input j changed) − out_i(x)|, shape (L, L).
+    """Δ[i, j] = max over batch/features of |out_i(x with input j changed) − out_i(x)|, shape
+    (L, L), query × key, measured by :func:`attncheck.dynamic.checks.causality.query_delta` (the
+    leak measurement of ``attncheck check``); 0 at padded queries and keys of ``mask``.
 
     All L perturbed copies and the original run in one batched forward.
     """
+    from attncheck.dynamic.checks.causality import query_delta
+
     B, L = x.shape[0], x.shape[1]
     g = ctx.generator(salt)
     variants = [x]
@@ -317,14 +328,13 @@ def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, o
     require_finite(out[0], "the output", mask)
     for j in range(L):
         require_finite(out[1 + j], f"the output after changing the input at position {j}", mask)
-    d = (out[1:] - out[:1]).abs()  # (L_pert, B, L, ...)
-    d = torch.nan_to_num(d, nan=float("inf"))
-    d = d.reshape(L, B, L, -1).amax(-1)  # (j, b, i)
+    d = torch.stack([torch.stack([query_delta(out[1 + j, b], out[0, b], 0) for b in range(B)])
+                     for j in range(L)]).cpu()  # (j, b, i)
     if mask is not None:
-        real = mask.bool().to(d.device)  # (B, L)
-        d = d * real[None, :, :]  # ignore pad queries
-        d = d * real.T[:, :, None]  # ignore pad keys (padding check covers them)
-    return d.amax(1).cpu()  # (j, i)
+        real = mask.bool().cpu()  # (B, L)
+        d = d.masked_fill(~real[None, :, :], 0.0)  # ignore pad queries
+        d = d.masked_fill(~real.T[:, :, None], 0.0)  # ignore pad keys (padding check covers them)
+    return d.amax(1).T  # (i, j)
 
 
 def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
@@ -345,12 +355,13 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if "output_attentions" in m.supports:
         paths["output_attentions"] = (None, True)
     per_path, union, worst = {}, torch.zeros(L, L, dtype=torch.bool), 0.0
+    delta = torch.zeros(L, L, dtype=torch.float64)  # (i, j) max over the paths
     self_blind: set[int] = set()
     errors = {}
     ctx.arrays.setdefault(m.label, {})["leak"] = {}
     for k, (name, (mask, oa)) in enumerate(paths.items()):
         try:
-            d = _leak_deltas(m, x, ctx, mask, oa, salt=10 + k)  # (j, i)
+            dq = _leak_deltas(m, x, ctx, mask, oa, salt=10 + k)  # (i, j)
         except NonFiniteOutput:
             why = masked_softmax_nan(m, x, mask, _positions_for(m, mask))
             if why is None:  # the model's output itself: not one path's
@@ -362,14 +373,12 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         except Exception as exc:  # a dispatch path that crashes is an error of that path
             errors[name] = f"{type(exc).__name__}: {exc}"
             continue
-        dq = d.T  # (i, j): query i, perturbed key j
-        future = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+        future = causal_blocked(L, L, "top_left")
         leak = (dq > ctx.leak_atol) & future
         lo = 0 if mask is None else int((mask[0] == 0).sum())
-        for i in range(L):
-            if (mask is None or i >= lo) and not bool(dq[i, i] > 0):
-                self_blind.add(i)
+        self_blind.update(hidden_queries(dq > 0, rows=list(range(lo, L))))
         union |= leak
+        delta = torch.maximum(delta, dq)
         fmax = float(dq[future].max()) if L > 1 else 0.0
         worst = max(worst, fmax)
         per_path[name] = {"max_future_delta": fmax, "leaks": int(leak.sum())}
@@ -397,17 +406,16 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
     else:
         metrics["causal"] = "True (declared)"
     because = f" (causal detected: {evidence})" if evidence else ""
-    n = int(union.sum())
-    if n:
-        ii, jj = union.nonzero()[0].tolist()
+    future = causal_blocked(L, L, "top_left")
+    pairs, worst_pair = leak_pairs(union, delta, future)
+    if pairs:
         bad = [p for p, v in per_path.items() if v["leaks"]]
         return _result(m, "causality", "fail",
-                       f"leak: output at position {ii} depends on future position {jj}; {n} leaking "
-                       f"(query, key) pairs, max Δ {worst:.3g}, in paths {', '.join(bad)}{because}",
-                       first_leak=[ii, jj], leaking_pairs=n, **metrics)
+                       f"{leak_message(pairs, worst_pair, delta, int(future.sum()))}; leaking in paths "
+                       f"{', '.join(bad)}{because}",
+                       first_leak=pairs[0], leaking_pairs=len(pairs), **metrics)
     if self_blind:
-        return _result(m, "causality", "fail",
-                       f"over-masking: positions {sorted(self_blind)} do not depend on their own input",
+        return _result(m, "causality", "fail", hidden_message(sorted(self_blind)),
                        self_blind=sorted(self_blind), **metrics)
     if errors:
         return _result(m, "causality", "error",
@@ -423,15 +431,6 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
 
 #: dependency patterns that show causal intent (the second: the diagonal is masked too)
 CAUSAL_PATTERNS = ("causal", "causal, current token hidden")
-
-
-def dependency_pattern(depends: torch.Tensor) -> str:
-    """Name the ``(L, L)`` bool map *query i depends on input j* (the ``causality`` check of
-    ``attncheck check`` uses the same names): ``causal``, ``causal, current token hidden``,
-    ``full``, ``causal with extra masking`` or ``other``."""
-    from attncheck.dynamic.checks.causality import _pattern
-
-    return _pattern(depends.cpu())
 
 
 def causal_evidence(m: AuditModel, ctx: AuditContext) -> str | None:
