@@ -51,6 +51,11 @@ from attncheck.dynamic.checks.causality import (
 )
 from attncheck.dynamic.checks.mask_pattern import classify_map as classify_pattern
 from attncheck.dynamic.checks.normalization import SUM_TOL
+from attncheck.dynamic.checks.padding import (
+    padded_content_leaks,
+    padding_leak_message,
+    unpadded_difference,
+)
 from attncheck.dynamic.checks.saturation import SATURATED_P as SATURATED
 from attncheck.dynamic.checks.saturation import row_stats
 from attncheck.dynamic.checks.scale import classify_scale
@@ -92,12 +97,6 @@ class AuditContext:
 def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> CheckResult:
     metrics = {"variant": m.variant, **metrics} if m.variant else dict(metrics)
     return CheckResult(f"{check}[{m.variant}]" if m.variant else check, status, message, metrics)
-
-
-def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a − b| (NaN on one side only counts as inf); :class:`NotComparable` on a shape
-    mismatch."""
-    return compare(a, b, 0.0, 0.0).max_abs
 
 
 def reference64(m: AuditModel, ctx: AuditContext) -> AuditModel | None:
@@ -524,14 +523,19 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
             sides.remove(side)
             metrics[side] = "left out: NaN from the softmax's dtype (softmax-dtype)"
             continue
-        ok, dmax, noise = judge(ctx, real, ref, ref64, dtype)
+        cmp = within_noise(real, ref, ref64, dtype)
+        ok, dmax, noise = cmp.ok, cmp.max_abs, cmp.noise
         # changing what sits in the padded slots must change nothing at real positions
         pos = (am == 0)
         xq = m.perturb(xp, pos, g)
         out2 = m.forward(xq, attention_mask=am, position_ids=pids).out
         r2 = out2[:, :L] if side == "right" else out2[:, PAD:]
         require_finite(r2, f"the {side}-padded output after changing the padded inputs")
-        dpad = _diff(r2, real)
+        rows = list(range(L)) if side == "right" else list(range(PAD, PAD + L))
+        dpad, leaks = 0.0, []
+        for b in range(r2.shape[0]):
+            d, moved = padded_content_leaks(r2[b], real[b], rows, 0, ctx.leak_atol)
+            dpad, leaks = max(dpad, d), leaks + [[b, i] for i in moved]
         metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad, "dtype_noise": noise}
         if side == "left" and not ok and ignores_position_ids(m):
             # left padding shifts the positions the model gives itself, and it cannot be told
@@ -540,9 +544,9 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
             metrics["left"] = "skipped: the model ignores the position_ids it is given"
             break
         if not ok:
-            problems.append(f"{side} padding changes real positions (max |Δ| {dmax:.3g} vs unpadded)")
-        if dpad > ctx.leak_atol:
-            problems.append(f"{side} padding: padded inputs leak into real positions (Δ {dpad:.3g})")
+            problems.append(unpadded_difference(cmp, f"{side} padding"))
+        if leaks:
+            problems.append(f"{side} padding: {padding_leak_message(leaks, dpad, 'inputs')}")
     if problems:
         return _result(m, "padding", "fail", "; ".join(problems), **metrics)
     if not sides:
