@@ -5,6 +5,23 @@ Each check takes an :class:`~attncheck.audit.model.AuditModel` (one dispatch var
 :class:`~attncheck.results.CheckResult` named ``"<check>[<variant>]"`` (``metrics["variant"]``
 holds the variant).  ``backend-agreement`` compares the variants of one spec.
 
+The measurements and verdicts these checks share with ``attncheck check`` are the dynamic
+checks' own functions, called on the adapter's ``forward(x, attention_mask, position_ids)``:
+the leak measurement (:func:`~attncheck.dynamic.checks.causality.query_delta`), the leak and
+over-masking verdicts and messages (``leak_pairs``, ``leak_message``, ``hidden_queries``,
+``hidden_message``, ``dependency_pattern``), the batch-mixing measurement
+(:func:`~attncheck.dynamic.checks.batch_independence.other_samples_effect`,
+``alone_vs_batched``), the padding-leak measurement
+(:func:`~attncheck.dynamic.checks.padding.padded_content_leaks`, ``padding_leak_message``,
+``unpadded_difference``), the mask pattern names
+(:func:`~attncheck.dynamic.checks.mask_pattern.classify_map`), the row statistics of
+``saturation`` and the scale causes of ``scale``; one tolerance policy
+(:func:`~attncheck.dynamic.checks._compare.within_noise`, against a float64 copy of the model,
+in the dtype the model's softmax runs in: :func:`compute_dtype`).  What stays here is what
+only a whole model has: token / pixel inputs and their perturbation (the adapter's), dispatch
+paths (padding masks, ``position_ids``, ``output_attentions``), the model's own cache API, and
+dispatch variants (``backend-agreement``: ``skip`` when the model has one backend).
+
 Checks (conventions: positions are 0-based; a *leak* (i, j) with j > i means the output at query
 position i changes when the input at position j changes):
 
