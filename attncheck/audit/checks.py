@@ -57,7 +57,7 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.dynamic.base import tolerances
-from attncheck.dynamic.checks._compare import NOISE_FACTOR, NotComparable, compare, within_noise
+from attncheck.dynamic.checks._compare import NOISE_FACTOR, NotComparable, within_noise
 from attncheck.dynamic.checks.batch_independence import alone_vs_batched, other_samples_effect
 from attncheck.dynamic.checks.causality import (
     dependency_pattern,
@@ -66,6 +66,7 @@ from attncheck.dynamic.checks.causality import (
     leak_message,
     leak_pairs,
 )
+from attncheck.dynamic.checks.kv_cache import decoding_difference
 from attncheck.dynamic.checks.mask_pattern import classify_map as classify_pattern
 from attncheck.dynamic.checks.normalization import SUM_TOL
 from attncheck.dynamic.checks.padding import (
@@ -640,18 +641,15 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
 
             inc = main_output(inc, f"{m.label} (decoding)")
         require_finite(inc, f"step-by-step decoding (prefill {prefill})")
-        ok, dmax, noise = judge(ctx, inc, full, full64, dtype)
-        per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2)).cpu()
-        metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax, "dtype_noise": noise,
-                                         "per_position": [float(v) for v in per_pos]}
-        if not ok:
-            off = (per_pos > atol + NOISE_FACTOR * noise + rtol * float(full.abs().max())).nonzero()
-            first = int(off[0]) if off.numel() else -1
-            bad.append(f"prefill {prefill}: max |Δ| {dmax:.3g} (first position {first})")
+        cmp = within_noise(inc, full, full64, dtype)
+        per_pos, why = decoding_difference(
+            inc, full, cmp, 1, f"decoding with the model's cache after a prefill of {prefill}")
+        metrics[f"prefill_{prefill}"] = {"max_abs_diff": cmp.max_abs, "dtype_noise": cmp.noise,
+                                         "per_position": per_pos}
+        if why:
+            bad.append(why)
     if bad:
-        return _result(m, "kv-cache", "fail",
-                       "incremental decoding with the model's cache differs from the full forward: "
-                       + "; ".join(bad), **metrics)
+        return _result(m, "kv-cache", "fail", "; ".join(bad), **metrics)
     worst = max(metrics[k]["max_abs_diff"] for k in metrics if k.startswith("prefill_"))
     return _result(m, "kv-cache", "pass",
                    f"step-by-step decoding with the model's cache equals the full forward "
