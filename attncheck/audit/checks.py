@@ -324,12 +324,13 @@ def _positions_for(m: AuditModel, mask: torch.Tensor | None) -> torch.Tensor | N
 def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, out_attn=False,
                  salt=0) -> torch.Tensor:
     """Δ[i, j] = max over batch/features of |out_i(x with input j changed) − out_i(x)|, shape
-    (L, L), query × key, measured by :func:`attncheck.dynamic.checks.causality.query_delta` (the
-    leak measurement of ``attncheck check``); 0 at padded queries and keys of ``mask``.
+    (L, L), query × key, measured by the leak measurement of ``attncheck check``
+    (:func:`attncheck.dynamic.checks.causality.variant_deltas`); 0 at padded queries and keys
+    of ``mask``.
 
     All L perturbed copies and the original run in one batched forward.
     """
-    from attncheck.dynamic.checks.causality import query_delta
+    from attncheck.dynamic.checks.causality import variant_deltas
 
     B, L = x.shape[0], x.shape[1]
     g = ctx.generator(salt)
@@ -346,8 +347,7 @@ def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, o
     require_finite(out[0], "the output", mask)
     for j in range(L):
         require_finite(out[1 + j], f"the output after changing the input at position {j}", mask)
-    d = torch.stack([torch.stack([query_delta(out[1 + j, b], out[0, b], 0) for b in range(B)])
-                     for j in range(L)]).cpu()  # (j, b, i)
+    d = variant_deltas(f.out.detach(), L, 0).cpu()  # (j, b, i)
     if mask is not None:
         real = mask.bool().cpu()  # (B, L)
         d = d.masked_fill(~real[None, :, :], 0.0)  # ignore pad queries

@@ -60,6 +60,7 @@ __all__ = [
     "leak_message",
     "leak_pairs",
     "query_delta",
+    "variant_deltas",
 ]
 
 #: leak maps larger than this (per side) are not put into the metrics
@@ -154,6 +155,17 @@ def query_delta(a: torch.Tensor, b: torch.Tensor, qdim: int) -> torch.Tensor:
 _query_delta = query_delta
 
 
+def variant_deltas(out: torch.Tensor, n: int, qdim: int) -> torch.Tensor:
+    """The leak measurement over one batched forward: ``out`` ``(B·(n + 1), ...)`` holds the
+    control (``B`` samples) followed by ``n`` copies of it along axis 0, each with one input
+    position perturbed; returns float64 ``(n, B, L_q)``: the :func:`query_delta` of each copy's
+    sample against the control's, per query (axis ``qdim`` of one sample's output)."""
+    B = out.shape[0] // (n + 1)
+    o = out.reshape(n + 1, B, *out.shape[1:])
+    return torch.stack([torch.stack([query_delta(o[1 + v, b], o[0, b], qdim) for b in range(B)])
+                        for v in range(n)])
+
+
 def _query_axis(shape: tuple[int, ...], L_q: int, canonical: int) -> int:
     """Axis of one sample's output that indexes queries: the canonical one (kernel
     ``(H, L_q, d_v)`` → 1, layer ``(L_q, E)`` → 0) when it has length ``L_q``, else the last
@@ -203,8 +215,8 @@ def dependency_map(target: Target, ctx: RunContext, ex: Example, *, causal: bool
                 alone = compare(out[0], ctrl0, atol, rtol)
                 batch_delta = max(batch_delta, alone.max_abs)
                 batch_mixed = batch_mixed or not alone.ok
-            for b, j in enumerate(chunk, start=1):
-                delta[:, j] = _query_delta(out[b], out[0], qdim).cpu()
+            d = variant_deltas(out[:len(chunk) + 1], len(chunk), qdim)  # (keys, 1, L_q)
+            delta[:, chunk] = d[:, 0, :].T.cpu()
     if math.isfinite(jitter):
         tol = 4.0 * jitter          # 0 when identical rows of one batch are bit-identical
     else:                           # NaN appearing in an unperturbed copy: fall back to 8 ulp
