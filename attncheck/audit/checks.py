@@ -68,7 +68,7 @@ from attncheck.dynamic.checks.causality import (
 )
 from attncheck.dynamic.checks.kv_cache import decoding_difference
 from attncheck.dynamic.checks.mask_pattern import classify_map as classify_pattern
-from attncheck.dynamic.checks.normalization import SUM_TOL
+from attncheck.dynamic.checks.normalization import SUM_TOL, row_sum_error
 from attncheck.dynamic.checks.padding import (
     padded_content_leaks,
     padding_leak_message,
@@ -1020,8 +1020,7 @@ def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
         nan_rows += int(nan.sum())
         zero_rows = (p.abs().sum(-1) == 0) & ~nan
         empty += int(zero_rows.sum())
-        live = ~nan & ~zero_rows
-        err = float((sums[live] - 1).abs().max()) if live.any() else 0.0
+        err = row_sum_error(p, nan | zero_rows)
         worst = max(worst, err)
         negative += int((p < 0).sum())
         per.append({"layer": lm.index, "max_row_sum_error": err})
@@ -1283,7 +1282,7 @@ def layer_summaries(m: AuditModel, ctx: AuditContext) -> list[dict[str, Any]]:
             "variant": m.variant, "layer": lm.index, "kind": lm.kind, "shape": list(lm.probs.shape),
             "heads": int(lm.probs.shape[-3]), "pattern": _expected_label(got),
             "expected_pattern": _expected_label(m.expected_pattern((lq, lk), ordinal, lm.module)),
-            "max_row_sum_error": float((sums[live] - 1).abs().max()) if live.any() else 0.0,
+            "max_row_sum_error": row_sum_error(p, ~live),
             "max_weight": float(p.max()), "effective_scale": lm.effective_scale,
             "expected_scale": _expected_scale(m, lm)[0],
             "kv_heads": int(lm.k.shape[-3]) if lm.k is not None else None,
