@@ -331,14 +331,32 @@ def image_shape(config) -> tuple[int, int, int]:
     return int(c), h, w
 
 
+_MEL_FIELDS = ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels", "feature_projection_input_dim")
+
+
+def _audio_feature_size(config) -> int | None:
+    """Features per spectrogram frame (mel bins, or stacked mel frames) that ``config`` declares:
+    its own field, else the first nested config's (the audio encoder of an ASR model, breadth
+    first); None when no config of the tree names it."""
+    from transformers import PretrainedConfig
+
+    level = [config]
+    while level:
+        for c in level:
+            n = next((v for f in _MEL_FIELDS if isinstance(v := getattr(c, f, None), int) and v > 0), None)
+            if n is not None:
+                return int(n)
+        level = [sub for c in level for sub in vars(c).values() if isinstance(sub, PretrainedConfig)]
+    return None
+
+
 def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
     """Audio input makers to try, in order (the first the model accepts wins): waveforms
     ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values`` (a whole number of the conv
     feature extractor's total stride), spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` /
     ``(B, 1, frames, mels)`` (``num_mel_bins`` / ``feature_size`` mels; frames from
     ``max_source_positions`` / ``max_length``)."""
-    mels = int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
-               or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
+    mels = _audio_feature_size(config) or 80
     src = getattr(config, "max_source_positions", None)
     longest = getattr(config, "max_length", None)
     frames = 2 * int(src) if isinstance(src, int) else (int(longest) if isinstance(longest, int) else 64)
