@@ -22,7 +22,7 @@ and applies small per-key rules by the key's *role*, not per model family:
   ``attention_types = [[types, repeat]]`` → repeat 1; per-stage ``depths`` → at most 2;
 - MoE: experts → 4, experts per token → 2, shared experts → 1, expert groups → 1; SSM state
   sizes (``mamba_d_state``, ``ssm_state_size``) → 16;
-- vocab → 128, positions → 64, sliding / local windows of text models → 4 (Longformer-style
+- vocab → 128, positions → 64, object queries (``num_queries``) → 8, sliding / local windows of text models → 4 (Longformer-style
   ``attention_window`` stays even); images → 4 patches per side (128 pixels without a
   ``patch_size``);
 - fields of a known role that the defaults leave ``None`` (head dim, KV heads, MoE sizes) → the
@@ -101,13 +101,16 @@ _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
                      r"window_size|local_attention|attention_chunk_size|chunk_size|block_size)$")
+#: learned object queries of DETR-style detectors (the top-k of as many image positions)
+_QUERIES = re.compile(r"(^|_)num_queries$")
+QUERIES = 8
 _PERIOD = re.compile(r"layer_period$|_period$")
 _OFFSET = re.compile(r"layer_offset$")
 _TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
 _SECTION = re.compile(r"section$")
 #: the role rules (a key matched by one is shrunk by it, not tied to another key's value)
 _RULED = (_WIDTH, _WIDTH_LIST, _HEADS, _KV_HEADS, _HEAD_DIM, _ROPE_DIM, _NOPE_DIM, _LORA, _FFN, _LAYERS, _DEPTHS,
-          _EXPERTS, _TOP_K, _SHARED, _GROUPS, _SSM_STATE, _VOCAB, _POSITIONS, _WINDOW, _TOKEN_ID)
+          _EXPERTS, _TOP_K, _SHARED, _GROUPS, _SSM_STATE, _VOCAB, _POSITIONS, _QUERIES, _WINDOW, _TOKEN_ID)
 
 
 def config_fields(cls) -> list[str]:
@@ -226,9 +229,12 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             total = sum(len(e[0]) for e in x)
             for lk in layer_keys:
                 out[lk] = total
-        # layer index lists (e.g. which layers use global attention): keep the ones that exist
+        # layer index lists (e.g. which layers use global attention): keep the ones that exist;
+        # not indices into another list of the config (RT-DETR's ``encode_proj_layers`` pick
+        # feature levels of ``encoder_in_channels``), which the layer count does not bound
         elif (_ints(x) and k not in per_layer and orig_layers and ("layer" in k or "idx" in k)
-              and all(0 <= e < max(orig_layers) for e in x) and not _DEPTHS.search(k)):
+              and all(0 <= e < max(orig_layers) for e in x) and not _DEPTHS.search(k)
+              and not _indexes_other_list(k, x, v, orig_layers)):
             keep = [e for e in x if e < n_new]
             out[k] = _same_type(x, keep or [min(x[0], n_new - 1)])
         elif _DEPTHS.search(k) and _ints(x):
@@ -249,6 +255,8 @@ def shrink_values(values: dict[str, Any], level: int = 0,
                         out[tk] = tv
         elif _POSITIONS.search(k) and _int(x) and x > POSITIONS:
             out[k] = POSITIONS
+        elif _QUERIES.search(k) and _int(x) and x > QUERIES:
+            out[k] = QUERIES
         elif _EXPERTS.search(k) and _int(x) and x > EXPERTS:
             out[k] = EXPERTS
         elif _TOP_K.search(k) and _int(x) and x > TOP_K:
@@ -324,6 +332,13 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _SECTION.search(k) and _ints(x):
             out[k] = _rescale_section(x, orig_head_dim or 0, _partial_rotary(v))
     return out
+
+
+def _indexes_other_list(k: str, x, v: dict[str, Any], layer_counts: set[int]) -> bool:
+    """Whether the index list ``v[k] = x`` fits a list of the same config that is not per layer
+    (its length no layer count): indices of feature levels or stages rather than of layers."""
+    return any(isinstance(y, (list, tuple)) and j != k and max(x) < len(y) and len(y) not in layer_counts
+               and len(y) > 1 for j, y in v.items())
 
 
 def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
@@ -416,14 +431,15 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
     config take the same new value (``adapter_input_size == hidden_size``, Mimi's
     ``upsample_groups == hidden_size``, SAM's vision ``output_channels`` == the prompt encoder's
     ``hidden_size``, DETR-style ``encoder_in_channels`` == the backbone's ``hidden_sizes``):
-    model code wires them to each other.  This config's own sizes come first, then ``ties`` (the
-    whole config tree's); an original value mapped to two different sizes is left alone."""
+    model code wires them to each other.  A list entry is looked up among list entries first (a
+    scalar among scalars), this config's own sizes before ``ties`` (the whole config tree's); an
+    original value mapped to two different sizes is left alone."""
     local = _size_map(v, out)
 
     def tie(x, in_list: bool):
-        # same config before the tree, and a list entry from a list (a scalar from a scalar) first
-        for m in (local, ties or {}):
-            for src in (in_list, not in_list):
+        # a list entry from a list (a scalar from a scalar) first, then the same config before the tree
+        for src in (in_list, not in_list):
+            for m in (local, ties or {}):
                 got = m.get((src, x), ())
                 if got:
                     return next(iter(got)) if len(got) == 1 else None
@@ -516,6 +532,9 @@ def _values_of(config) -> dict[str, Any]:
             vals[name] = getattr(config, name)
         except Exception:  # noqa: BLE001
             continue
+    # backbone configs take the stages they output as constructor keywords, not fields
+    if callable(getattr(config, "set_output_features_output_indices", None)) and _ints(getattr(config, "out_indices", None)):
+        vals.setdefault("out_indices", list(config.out_indices))
     return vals
 
 
