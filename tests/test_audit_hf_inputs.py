@@ -136,3 +136,15 @@ def test_codec_output_is_per_sample_not_its_batch_loss():
     flat = torch.randn(3 * 4, 8)  # a flat patch output, split back per image
     split = _per_sample_output(ModelOutput(last_hidden_state=flat), 3, lambda t, B: t.reshape(B, -1, *t.shape[1:]))
     assert split.shape == (3, 4, 8) and torch.equal(split[1], flat[4:8])
+
+
+def test_spectrogram_takes_the_mel_bins_of_a_nested_encoder_config():
+    from attncheck.audit.hf import _audio_feature_size
+
+    canary = tf.AutoConfig.for_model("canary")  # the encoder_config declares the filter bank
+    assert _audio_feature_size(canary) == canary.encoder_config.num_mel_bins == 128
+    assert _audio_feature_size(tf.AutoConfig.for_model("whisper")) == 80
+    (m,) = build_hf("hf:lasr_ctc", "lasr_ctc", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape[-1] == m.module.config.encoder_config.num_mel_bins
+    assert m.forward(x).out.shape[0] == 2

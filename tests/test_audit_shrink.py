@@ -181,3 +181,22 @@ def test_rope_sections_the_model_code_defaults_to():
     assert sum(moe.rope_parameters["mrope_section"]) == HEAD_DIM // 4
     q = shrink_config(tf.AutoConfig.for_model("qwen2_vl"))  # sections on the config
     assert sum(q.text_config.rope_parameters["mrope_section"]) == HEAD_DIM // 2
+
+
+def test_backbone_output_stages_and_detector_input_channels_stay_wired():
+    u = shrink_config(tf.AutoConfig.for_model("upernet"))  # every stage feeds the decode head
+    assert u.backbone_config.out_indices == [1, 2, 3, 4]
+    r = shrink_config(tf.AutoConfig.for_model("rt_detr"))
+    # the encoder reads the backbone's last three stages: list entries follow list entries, not
+    # an equal scalar (encoder_ffn_dim 1024 → 128 is no stage width)
+    assert list(r.encoder_in_channels) == list(r.backbone_config.hidden_sizes[1:])
+    assert list(r.encode_proj_layers) == [2]  # a feature level of encoder_in_channels, not a layer
+    assert r.num_queries <= 8 and r.decoder_layers == 2
+
+
+def test_source_layer_lists_keep_their_first_entries():
+    m = shrink_config(tf.AutoConfig.for_model("mistral_large4_text"))
+    assert m.num_hidden_layers == 2
+    assert list(m.kv_source_layers) == [0, 1]
+    assert len(m.no_rope_layers) == len(m.mlp_layer_types) == 2
+    assert shrink_values({"num_hidden_layers": 8, "shared_kv": [0, 0, 2, 2, 4, 4, 6, 6]})["shared_kv"] == [0, 0]

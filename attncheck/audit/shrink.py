@@ -18,7 +18,8 @@ and applies small per-key rules by the key's *role*, not per model family:
   head groups dividing the heads;
 - feed-forward sizes → 128; layer counts → 2 (or the number of distinct per-layer types, so every
   attention type is kept); per-layer lists (``layer_types``, ``block_types``, …, any list as long
-  as the layer count) → one entry per distinct value, in first-seen order; GPT-Neo's nested
+  as the layer count) → one entry per distinct value, in first-seen order, and per-layer lists of
+  source layer indices (``kv_source_layers``) → their first entries; GPT-Neo's nested
   ``attention_types = [[types, repeat]]`` → repeat 1; per-stage ``depths`` → at most 2;
 - MoE: experts → 4, experts per token → 2, shared experts → 1, expert groups → 1; SSM state
   sizes (``mamba_d_state``, ``ssm_state_size``) → 16;
@@ -215,11 +216,13 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     per_layer = [k for k, x in v.items() if isinstance(x, (list, tuple)) and len(x) in orig_layers
                  and len(x) > LAYERS and not _DEPTHS.search(k)]
     for k in per_layer:
-        n_new = max(n_new, min(_distinct(v[k]), 4))
+        if not _source_layers(v[k]):
+            n_new = max(n_new, min(_distinct(v[k]), 4))
     for k in layer_keys:
         out[k] = min(v[k], n_new)
-    for k in per_layer:
-        out[k] = _same_type(v[k], _compress(list(v[k]), n_new))
+    for k in per_layer:  # layer-index lists keep their first entries (each still names an earlier layer)
+        x = list(v[k])
+        out[k] = _same_type(v[k], x[:n_new] if _source_layers(x) else _compress(x, n_new))
     for k, x in v.items():
         # GPT-Neo: attention_types = [[["global", "local"], 12]] → repeat once
         if (isinstance(x, (list, tuple)) and x and all(isinstance(e, (list, tuple)) and len(e) == 2
@@ -332,6 +335,12 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _SECTION.search(k) and _ints(x):
             out[k] = _rescale_section(x, orig_head_dim or 0, _partial_rotary(v))
     return out
+
+
+def _source_layers(x) -> bool:
+    """Whether a per-layer list names, for each layer ``i``, a layer ``≤ i`` (the layer whose
+    keys / values it reuses: ``kv_source_layers = [0, 1, 2, …]``), and not binary flags."""
+    return _ints(x) and all(0 <= e <= i for i, e in enumerate(x)) and max(x) > 1
 
 
 def _indexes_other_list(k: str, x, v: dict[str, Any], layer_counts: set[int]) -> bool:
