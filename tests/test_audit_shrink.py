@@ -70,6 +70,8 @@ def test_mla_dims_deepseek_v3():
     assert c.kv_lora_rank == 32 and c.q_lora_rank == 32 and c.v_head_dim == HEAD_DIM
     assert c.n_routed_experts == 4 and c.num_experts_per_tok == 2 and c.n_group == 1 and c.topk_group == 1
     assert c.num_hidden_layers == 2
+    lc = shrink_config(tf.AutoConfig.for_model("longcat_flash"))  # head_dim: the rotary width
+    assert lc.head_dim == lc.qk_rope_head_dim < lc.qk_head_dim == HEAD_DIM
 
 
 def test_rotary_dim_inside_head_dim():

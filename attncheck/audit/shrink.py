@@ -323,6 +323,13 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
+    # MLA (DeepSeek-V3-style: separate no-rope and rope parts): a head dim equal to the rope
+    # dim is the rotary embedding's width (LongCat-Flash's ``head_dim``), not the q·k width
+    rope_key = next((k for k, x in v.items() if _ROPE_DIM.search(k) and _int(x)), None)
+    if rope_key is not None and any(_NOPE_DIM.search(k) for k in v):
+        for k, x in v.items():
+            if _HEAD_DIM.search(k) and _int(x) and x == v[rope_key] and k != rope_key:
+                out[k] = out[rope_key]
     _fill_unset(v, out)
     _keep_head_products(v, out)
     _tie_equal_dims(v, out, ties)
