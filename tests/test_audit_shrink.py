@@ -202,3 +202,14 @@ def test_source_layer_lists_keep_their_first_entries():
     assert list(m.kv_source_layers) == [0, 1]
     assert len(m.no_rope_layers) == len(m.mlp_layer_types) == 2
     assert shrink_values({"num_hidden_layers": 8, "shared_kv": [0, 0, 2, 2, 4, 4, 6, 6]})["shared_kv"] == [0, 0]
+
+
+def test_stage_widths_no_list_names_scale_with_the_stage_widths():
+    # HGNet-V2 reads stage_*_channels, not hidden_sizes: every per-stage width scales alike, so the
+    # detector's encoder_in_channels (tied to hidden_sizes) still equal the stages it reads
+    d = shrink_config(tf.AutoConfig.for_model("d_fine"))
+    b = d.backbone_config
+    assert list(b.stage_in_channels[1:]) == list(b.stage_out_channels[:-1])
+    assert list(d.encoder_in_channels) == [b.stage_out_channels[i - 1] for i in b.out_indices]
+    v = shrink_config(tf.AutoConfig.for_model("dinov2"))  # stages are layers: shrunk with them
+    assert v.num_hidden_layers == 2

@@ -442,6 +442,13 @@ def _size_map(v: dict[str, Any], out: dict[str, Any]) -> dict[tuple[bool, int], 
     return mapped
 
 
+def _list_factor(mapped: dict[tuple[bool, int], set]) -> float | None:
+    """The one factor by which :func:`_size_map`'s per-stage list entries were all scaled (HGNet's
+    ``hidden_sizes`` × 1/4), or None when they disagree or there are none."""
+    ratios = {b / a for (in_list, a), got in mapped.items() if in_list for b in got}
+    return ratios.pop() if len(ratios) == 1 else None
+
+
 def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[bool, int], set] | None = None) -> None:
     """Dimensions no rule names that equalled a shrunk width or feed-forward size in the original
     config take the same new value (``adapter_input_size == hidden_size``, Mimi's
@@ -449,7 +456,9 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
     ``hidden_size``, DETR-style ``encoder_in_channels`` == the backbone's ``hidden_sizes``):
     model code wires them to each other.  A list entry is looked up among list entries first (a
     scalar among scalars), this config's own sizes before ``ties`` (the whole config tree's); an
-    original value mapped to two different sizes is left alone."""
+    original value mapped to two different sizes is left alone.  A per-stage list entry no list
+    names is scaled by the factor all shrunk per-stage widths share (HGNet's ``stage_out_channels``
+    with its ``hidden_sizes``), so stage widths equal to each other stay equal."""
     local = _size_map(v, out)
 
     def tie(x, in_list: bool):
@@ -459,6 +468,11 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
                 got = m.get((src, x), ())
                 if got:
                     return next(iter(got)) if len(got) == 1 else None
+        if in_list:  # a stage width no list names: scaled like every per-stage width, if they agree
+            for m in (local, ties or {}):
+                f = _list_factor(m)
+                if f is not None:
+                    return max(1, round(x * f))
         return None
 
     for k, x in v.items():
@@ -548,8 +562,12 @@ def _values_of(config) -> dict[str, Any]:
             vals[name] = getattr(config, name)
         except Exception:  # noqa: BLE001
             continue
-    # backbone configs take the stages they output as constructor keywords, not fields
-    if callable(getattr(config, "set_output_features_output_indices", None)) and _ints(getattr(config, "out_indices", None)):
+    # backbone configs take the stages they output as constructor keywords, not fields; kept when
+    # the stages are not the layers (ViT backbones: one stage per layer, shrunk with the layers)
+    stages = getattr(config, "stage_names", None)
+    if (callable(getattr(config, "set_output_features_output_indices", None)) and _ints(getattr(config, "out_indices", None))
+            and isinstance(stages, (list, tuple))
+            and not any(_LAYERS.search(k) and x == len(stages) - 1 for k, x in vals.items())):
         vals.setdefault("out_indices", list(config.out_indices))
     return vals
 
