@@ -148,3 +148,17 @@ def test_spectrogram_takes_the_mel_bins_of_a_nested_encoder_config():
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert x.shape[-1] == m.module.config.encoder_config.num_mel_bins
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_generic_audio_input_of_a_waveform_encoder_gets_waveforms():
+    # SpeechEncoderDecoderModel's main input is ``inputs``; its wav2vec2 encoder config has a
+    # conv feature encoder, so the encoder input is a waveform (B, samples), not a spectrogram
+    from attncheck.audit.hf import _audio_candidates
+
+    cfg = tf.AutoConfig.for_model("speech-encoder-decoder")
+    x = _audio_candidates(cfg, "inputs")[0](1, torch.Generator().manual_seed(0))
+    stride = 1
+    for s in cfg.encoder.conv_stride:
+        stride *= s
+    assert x.dim() == 2 and x.shape[1] % stride == 0
+    assert _audio_candidates(tf.AutoConfig.for_model("whisper"), "input_features")[0](1, None).dim() == 3

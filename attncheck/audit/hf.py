@@ -334,28 +334,34 @@ def image_shape(config) -> tuple[int, int, int]:
 _MEL_FIELDS = ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels", "feature_projection_input_dim")
 
 
-def _audio_feature_size(config) -> int | None:
-    """Features per spectrogram frame (mel bins, or stacked mel frames) that ``config`` declares:
-    its own field, else the first nested config's (the audio encoder of an ASR model, breadth
-    first); None when no config of the tree names it."""
+def _nearest_field(config, names: tuple[str, ...], ok: Callable[[Any], bool]) -> Any:
+    """The first value ``ok`` accepts among the ``names`` fields of ``config``, else of its nested
+    configs (breadth first: the audio encoder config of an ASR model); None when none has one."""
     from transformers import PretrainedConfig
 
     level = [config]
     while level:
         for c in level:
-            n = next((v for f in _MEL_FIELDS if isinstance(v := getattr(c, f, None), int) and v > 0), None)
-            if n is not None:
-                return int(n)
+            v = next((v for f in names if ok(v := getattr(c, f, None))), None)
+            if v is not None:
+                return v
         level = [sub for c in level for sub in vars(c).values() if isinstance(sub, PretrainedConfig)]
     return None
 
 
+def _audio_feature_size(config) -> int | None:
+    """Features per spectrogram frame (mel bins, or stacked mel frames) that ``config`` or its
+    nearest nested config declares; None when no config of the tree names it."""
+    n = _nearest_field(config, _MEL_FIELDS, lambda v: isinstance(v, int) and v > 0)
+    return int(n) if n is not None else None
+
+
 def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
     """Audio input makers to try, in order (the first the model accepts wins): waveforms
-    ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values`` (a whole number of the conv
-    feature extractor's total stride), spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` /
-    ``(B, 1, frames, mels)`` (``num_mel_bins`` / ``feature_size`` mels; frames from
-    ``max_source_positions`` / ``max_length``)."""
+    ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values``, or for a generic input name when a
+    (nested) config declares a conv feature encoder (a whole number of its total stride);
+    spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` / ``(B, 1, frames, mels)`` (mels:
+    :func:`_audio_feature_size`; frames from ``max_source_positions`` / ``max_length``)."""
     mels = _audio_feature_size(config) or 80
     src = getattr(config, "max_source_positions", None)
     longest = getattr(config, "max_length", None)
@@ -364,9 +370,12 @@ def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator]
                     lambda b, g: torch.randn(b, frames, mels, generator=g),
                     lambda b, g: torch.randn(b, 1, frames, mels, generator=g),
                     lambda b, g: torch.randn(b, 3000 if frames < 3000 else frames, mels, generator=g)]
-    if main == "input_values":
+    # waveforms for ``input_values``, or a generic input name (``inputs``) of a model whose
+    # (nested) encoder config declares a convolutional feature encoder (wav2vec2's conv_stride)
+    strides = _nearest_field(config, ("conv_stride",), lambda v: isinstance(v, (list, tuple)) and len(v) > 0)
+    if main == "input_values" or (main != "input_features" and strides is not None):
         stride = 1
-        for s in getattr(config, "conv_stride", None) or ():
+        for s in strides or ():
             stride *= int(s)
         n = max(stride, 1) * 24 if stride > 1 else 4000
         waves = [lambda b, g, n=n: torch.randn(b, n, generator=g),
