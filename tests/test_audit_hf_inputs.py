@@ -162,3 +162,13 @@ def test_generic_audio_input_of_a_waveform_encoder_gets_waveforms():
         stride *= s
     assert x.dim() == 2 and x.shape[1] % stride == 0
     assert _audio_candidates(tf.AutoConfig.for_model("whisper"), "input_features")[0](1, None).dim() == 3
+
+
+def test_transducer_is_audited_through_its_encoder():
+    # RNN-T: an LSTM prediction network (no attention) over the encoder's frames; the attention
+    # is all in the encoder, which gets the spectrogram
+    (m,) = build_hf("hf:parakeet_rnnt", "parakeet_rnnt", sdpa=False)
+    assert m.kind == "audio" and "ParakeetEncoder" in m.info["audited_submodule"]
+    assert m.attention_modules
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[0] == 2

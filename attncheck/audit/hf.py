@@ -846,7 +846,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             torch.manual_seed(0)
             base = _instantiate(cls, config, "eager")
             base.to(tdtype).eval()
-            adapter, x0 = _first_accepted_layout(spec, base, kind, tdtype)
+            audited, audited_kind = attention_bearer(base, kind)
+            adapter, x0 = _first_accepted_layout(spec, audited, audited_kind, tdtype)
+            if audited is not base:
+                adapter.info["audited_submodule"] = f"{type(audited).__name__} (the encoder: the decoder has no attention)"
             _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
@@ -905,6 +908,25 @@ def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Modul
     return cls(config)
 
 
+def attention_bearer(model: torch.nn.Module, kind: str) -> tuple[torch.nn.Module, str]:
+    """``(module to audit, kind)``: a speech encoder-decoder whose decoder has no attention
+    module (an RNN-T / TDT transducer: an LSTM prediction network and a joint network over the
+    encoder's frames) is audited through its audio encoder, where all its attention is; any other
+    model is audited whole."""
+    if kind != "speech-seq2seq":
+        return model, kind
+    decoder = getattr(model, "decoder", None)
+    try:
+        encoder = model.get_encoder()
+    except Exception:  # noqa: BLE001 - no encoder accessor: audit the model whole
+        return model, kind
+    if (isinstance(decoder, torch.nn.Module) and isinstance(encoder, torch.nn.Module) and encoder is not model
+            and not attention_modules(decoder) and attention_modules(encoder)
+            and getattr(encoder, "main_input_name", None) in ("input_features", "input_values")):
+        return encoder, "audio"
+    return model, kind
+
+
 def _keep_if_returned(adapter: AuditModel, x: torch.Tensor) -> None:
     """Drop ``output_attentions`` support unless a forward with it returns attention maps."""
     if "output_attentions" not in adapter.supports:
@@ -928,6 +950,7 @@ def _sdpa_variant(spec, cls, config, base, kind, tdtype, layout: int = 0) -> tup
         m = _instantiate(cls, config, "sdpa")
         m.load_state_dict(base.state_dict())
         m.to(tdtype).eval()
+        m, kind = attention_bearer(m, kind)
         a = _adapter(spec, m, m.config, kind, "sdpa", tdtype, layout)
         a.forward(a.make_inputs(2, generator=torch.Generator().manual_seed(0)))
     except Exception as exc:  # noqa: BLE001 - no SDPA path: the eager variant is still audited
