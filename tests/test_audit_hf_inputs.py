@@ -223,3 +223,37 @@ def test_sub_config_submodule_fed_hidden_states_is_not_audited_on_its_mask():
     # float mask by its parent: the mask is never taken for the checked input
     with pytest.raises(Unsupported, match="first input hidden_states is not image-like"):
         build_hf("hf:t5_gemma_module", "t5_gemma_module", sdpa=False)
+def test_spectrogram_takes_the_mel_bins_of_a_nested_encoder_config():
+    from attncheck.audit.hf import _audio_feature_size
+
+    canary = tf.AutoConfig.for_model("canary")  # the encoder_config declares the filter bank
+    assert _audio_feature_size(canary) == canary.encoder_config.num_mel_bins == 128
+    assert _audio_feature_size(tf.AutoConfig.for_model("whisper")) == 80
+    (m,) = build_hf("hf:lasr_ctc", "lasr_ctc", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape[-1] == m.module.config.encoder_config.num_mel_bins
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_generic_audio_input_of_a_waveform_encoder_gets_waveforms():
+    # SpeechEncoderDecoderModel's main input is ``inputs``; its wav2vec2 encoder config has a
+    # conv feature encoder, so the encoder input is a waveform (B, samples), not a spectrogram
+    from attncheck.audit.hf import _audio_candidates
+
+    cfg = tf.AutoConfig.for_model("speech-encoder-decoder")
+    x = _audio_candidates(cfg, "inputs")[0](1, torch.Generator().manual_seed(0))
+    stride = 1
+    for s in cfg.encoder.conv_stride:
+        stride *= s
+    assert x.dim() == 2 and x.shape[1] % stride == 0
+    assert _audio_candidates(tf.AutoConfig.for_model("whisper"), "input_features")[0](1, None).dim() == 3
+
+
+def test_transducer_is_audited_through_its_encoder():
+    # RNN-T: an LSTM prediction network (no attention) over the encoder's frames; the attention
+    # is all in the encoder, which gets the spectrogram
+    (m,) = build_hf("hf:parakeet_rnnt", "parakeet_rnnt", sdpa=False)
+    assert m.kind == "audio" and "ParakeetEncoder" in m.info["audited_submodule"]
+    assert m.attention_modules
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[0] == 2
