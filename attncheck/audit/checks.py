@@ -732,33 +732,64 @@ def _layer_index(name: str) -> int | None:
     return None
 
 
-def passed_mask_pattern(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any]
-                        ) -> tuple[str, int | None] | None:
-    """The pattern (:func:`classify_pattern`) of the ``attention_mask`` an attention module is
-    called with: a ``(..., L_q, L_k)`` mask (bool: True = visible; float: additive, entries
-    above half the dtype's minimum visible); a key mask ``(B, L_k)`` or ``(..., 1, L_k)`` that
-    hides no key is ``("full", None)``; None when no mask is passed or the mask hides padding
-    keys (transformers' attention functions apply the module's ``is_causal`` attribute only
-    when no mask is passed; with a mask they use the mask alone)."""
+def passed_mask_allowed(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any]
+                        ) -> torch.Tensor | None:
+    """Which keys the mask an attention module is called with lets each query see: a bool
+    ``(L_q, L_k)`` map (True = visible, the union over samples and heads), ``(1, L_k)`` for a
+    key mask (``(B, L_k)`` in transformers' padding convention, 1 = real key, or ``(..., 1,
+    L_k)``); None when no mask is passed or a key mask hides keys (padding, not a pattern).
+
+    The mask is the ``attention_mask`` argument (``encoder_attention_mask`` for a
+    cross-attention call, i.e. one given ``encoder_hidden_states``); bool: True = visible.
+    For :class:`torch.nn.MultiheadAttention` it is ``attn_mask`` with PyTorch's convention
+    (bool: True = *not* allowed).  A float mask is additive: an entry hides its key when it
+    lowers the key's weight below :data:`MASKED_WEIGHT` whatever the logits, i.e. at or below
+    ``log(MASKED_WEIGHT)`` ≈ −87.3 (the ``finfo.min`` of transformers' masks, and also the −100
+    of Swin's shifted-window mask, Liu et al. 2021) — the threshold the observed weights are
+    read with (:func:`_allowed`)."""
     bound = dict(kwargs)
     if args:
         try:
             bound.update(inspect.signature(mod.forward).bind_partial(*args).arguments)
         except (TypeError, ValueError):
             pass
-    # a cross-attention call (encoder_hidden_states given) is masked by encoder_attention_mask
-    cross = bound.get("encoder_hidden_states") is not None and "encoder_attention_mask" in bound
-    mask = bound.get("encoder_attention_mask" if cross else "attention_mask")
+    hides = False  # bool convention: True = hidden
+    if isinstance(mod, torch.nn.MultiheadAttention):
+        mask, hides = bound.get("attn_mask"), True
+    else:
+        # a cross-attention call (encoder_hidden_states given) is masked by encoder_attention_mask
+        cross = bound.get("encoder_hidden_states") is not None and "encoder_attention_mask" in bound
+        mask = bound.get("encoder_attention_mask" if cross else "attention_mask")
     if not isinstance(mask, torch.Tensor) or mask.dim() < 2:
         return None
     t = mask.detach()
-    if t.dim() == 2:  # (B, L_k): 1 = real key (HF's padding convention)
-        return ("full", None) if bool((t != 0).all()) else None
-    allowed = t.bool() if t.dtype == torch.bool else (
-        t > torch.finfo(t.dtype).min / 2 if t.is_floating_point() else t != 0)
+    if t.dtype == torch.bool:
+        allowed = ~t if hides else t
+    elif t.is_floating_point():
+        allowed = t > math.log(MASKED_WEIGHT)
+    else:
+        allowed = t != 0
+    if t.dim() == 2 and not isinstance(mod, torch.nn.MultiheadAttention):
+        # (B, L_k): 1 = real key (HF's padding convention)
+        return allowed.any(0, keepdim=True).cpu() if bool(allowed.all()) else None
     allowed = allowed.reshape(-1, *t.shape[-2:]).any(0).cpu()
-    if t.shape[-2] == 1:  # one row for every query: a key mask
-        return ("full", None) if bool(allowed.all()) else None
+    if allowed.shape[0] == 1 and not bool(allowed.all()):  # a key mask hiding (padding) keys
+        return None
+    return allowed
+
+
+def passed_mask_pattern(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any]
+                        ) -> tuple[str, int | None] | None:
+    """The pattern (:func:`classify_pattern`) of the mask an attention module is called with
+    (:func:`passed_mask_allowed`); a key mask that hides no key is ``("full", None)``; None when
+    no mask is passed or the mask hides padding keys (transformers' attention functions apply
+    the module's ``is_causal`` attribute only when no mask is passed; with a mask they use the
+    mask alone)."""
+    allowed = passed_mask_allowed(mod, args, kwargs)
+    if allowed is None:
+        return None
+    if allowed.shape[0] == 1:
+        return "full", None
     return classify_pattern(allowed)
 
 
@@ -776,10 +807,12 @@ def _owner_hooks(m: AuditModel, probe) -> tuple[list, dict[int, dict[str, Any]]]
 
         def pre(mod_, args, kwargs, start=start, facts=facts):
             try:
-                passed = passed_mask_pattern(mod_, args, kwargs)
+                allowed = passed_mask_allowed(mod_, args, kwargs)
             except Exception:  # noqa: BLE001 - a mask the audit cannot read: no fact
-                passed = None
-            start.append((len(probe.records), dict(facts, passed_mask=passed)))
+                allowed = None
+            passed = None if allowed is None else (
+                ("full", None) if allowed.shape[0] == 1 else classify_pattern(allowed))
+            start.append((len(probe.records), dict(facts, passed_mask=passed, passed_allowed=allowed)))
 
         def post(_mod, _args, _out, start=start, facts=facts):
             a, call = start.pop() if start else (0, facts)
@@ -939,6 +972,32 @@ def _window_by_design(facts: dict[str, Any] | None, got: tuple[str, int | None],
     return None
 
 
+def _restricting_mask(m: AuditModel, lm: LayerMap, exp: tuple[str, int | None],
+                      shape: tuple[int, int]) -> torch.Tensor | None:
+    """The ``(L_q, L_k)`` bool mask (True = visible) the attention module making ``lm`` was
+    called with (:func:`passed_mask_allowed`) when it hides keys that the model's overall
+    pattern ``exp`` (``full`` for a bidirectional model, ``causal`` for a causal one) would
+    show, and shows none that it would hide; None otherwise.
+
+    Only the overall causality is refined this way: a pattern the model declares further (a
+    config window, a per-layer schedule, a module window) stays the expectation, so a mask
+    built against the declaration still fails; and a mask that shows more than the overall
+    pattern (a causal model given a bidirectional mask) is never the expectation."""
+    facts = lm.module or {}
+    given = facts.get("passed_allowed")
+    if (not isinstance(given, torch.Tensor) or tuple(given.shape) != shape or exp[0] not in ("full", "causal")
+            or exp[1] is not None or m.expected_pattern_fn is not None or m.sliding_window
+            or facts.get("sliding_window")):
+        return None
+    lq, lk = shape
+    overall = torch.ones(lq, lk, dtype=torch.bool)
+    if exp[0] == "causal":  # bottom-right aligned, as :func:`classify_pattern` reads it
+        overall = torch.arange(lk)[None, :] <= torch.arange(lq)[:, None] + (lk - lq)
+    if torch.equal(given, overall) or bool((given & ~overall).any()):
+        return None
+    return given
+
+
 def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
     maps, not_obs = probe_layers(m, ctx)
     if not maps:
@@ -975,10 +1034,21 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
                            f"functions use instead of is_causal")
         else:
             layers_note = None
+        given = _restricting_mask(m, lm, exp, (lq, lk)) if layers_note is None and layout is None else None
+        if given is not None:
+            # the model restricts this call further than its overall pattern with a mask of its
+            # own (phrase blocks of a text, a predicted region of an image): the module must
+            # follow the mask it is given, entry by entry
+            exp = classify_pattern(given)
+            layers_note = (f"{lm.module['class']} is called with a {_expected_label(exp)} mask within the "
+                           f"model's {'causal' if m.causal else 'bidirectional'} pattern: the expectation "
+                           "is the mask it is given")
         # a sliding window at least as long as the sequence looks causal
         if exp[0] == "sliding" and got[0] == "causal" and exp[1] >= lk:
             exp = ("causal", None)
         ok = exp[0] == "unknown" or got == exp
+        if given is not None:
+            ok = torch.equal(allowed, given)
         layers.append({"layer": lm.index, "shape": [lq, lk], "observed": _expected_label(got),
                        "expected": _expected_label(exp), "ok": ok})
         if layout:
