@@ -139,6 +139,14 @@ def test_mask_passed_to_an_attention_module_names_its_pattern():
     kw = {"attention_mask": causal[None, None], "encoder_hidden_states": x,
           "encoder_attention_mask": torch.zeros(1, 1, 1, L)}
     assert passed_mask_pattern(mod, (x,), kw) == ("full", None)
+    # an additive entry hides its key when it leaves a weight below the smallest normal float32
+    # (e^−100 of Swin's −100 does, e^−50 does not), whatever the mask's dtype
+    eye = torch.eye(L, dtype=torch.bool)
+    for hidden, pattern in ((-100.0, ("sliding", 1)), (-1e4, ("sliding", 1)), (-50.0, ("full", None))):
+        assert passed_mask_pattern(mod, (x, torch.zeros(L, L).masked_fill(~eye, hidden)[None]), {}) == pattern
+    # torch.nn.MultiheadAttention's bool attn_mask: True = not allowed
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    assert passed_mask_pattern(mha, (x, x, x), {"attn_mask": ~causal}) == ("causal", None)
 
 
 def test_is_causal_attribute_overridden_by_the_mask_the_model_passes():
@@ -147,3 +155,69 @@ def test_is_causal_attribute_overridden_by_the_mask_the_model_passes():
     assert res.status == "pass", res.message
     assert all(lay["expected"] == "full" and "is_causal = True" in lay["expected_from"]
                for lay in res.metrics["layers"])
+
+
+class _PhraseSelfAttention(torch.nn.Module):
+    """Single-head self-attention over ``(B, L, E)`` called with a bool ``(B, 1, L, L)``
+    ``attention_mask`` (True = visible); ``honours_mask=False`` adds the bool mask to the scores
+    as 0 / 1, which leaves every key visible."""
+
+    def __init__(self, dim: int, honours_mask: bool):
+        super().__init__()
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.honours_mask = honours_mask
+
+    def forward(self, hidden_states, attention_mask=None):
+        q, k, v = self.qkv(hidden_states).chunk(3, dim=-1)
+        scores = (q @ k.transpose(-1, -2))[:, None] / q.shape[-1] ** 0.5
+        if self.honours_mask:
+            scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores + attention_mask
+        return (torch.softmax(scores, dim=-1) @ v[:, None]).squeeze(1)
+
+
+def _phrase_masked_model(honours_mask: bool):
+    # a bidirectional encoder that restricts its self-attention to two phrases of 3 positions
+    # (block-diagonal mask), as Grounding DINO does for the phrases of its text prompt
+    from attncheck.audit.model import AuditModel, Forward
+
+    L, E = 6, 8
+    torch.manual_seed(0)
+    attn = _PhraseSelfAttention(E, honours_mask)
+    phrase = torch.arange(L) // 3
+    mask = (phrase[:, None] == phrase[None, :])[None, None]
+
+    def fwd(x, attention_mask=None, position_ids=None, output_attentions=False):
+        return Forward(attn(x, attention_mask=mask.expand(x.shape[0], 1, L, L)))
+
+    return AuditModel(spec="phrases", module=attn, forward_fn=fwd, kind="encoder", causal=False,
+                      input_kind="features", feature_dim=E, seq_len=L,
+                      attention_modules=[("layers.0.attn", attn)]), mask[0, 0]
+
+
+@pytest.mark.parametrize("honours_mask", [True, False])
+def test_mask_passed_to_an_attention_module_is_its_expected_pattern(honours_mask):
+    from attncheck.audit.checks import AuditContext, check_mask_pattern
+
+    m, mask = _phrase_masked_model(honours_mask)
+    res = check_mask_pattern(m, AuditContext())
+    (layer,) = res.metrics["layers"]
+    # the passed block-diagonal mask, not the model's bidirectional `full`, is the expectation
+    assert layer["expected"] == "other" and "the expectation is the mask it is given" in layer["expected_from"]
+    if honours_mask:
+        assert res.status == "pass", res.message
+        assert layer["observed"] == "other" and layer["ok"]
+    else:  # the module ignores the mask it is given: every key stays visible
+        assert res.status == "fail"
+        assert layer["observed"] == "full" and not layer["ok"]
+
+
+def test_mask_that_widens_the_model_pattern_is_not_the_expectation():
+    from attncheck.audit.checks import AuditContext, check_mask_pattern
+
+    m, _ = _phrase_masked_model(True)
+    m.causal = True  # a causal model given a mask that shows later positions of a phrase
+    res = check_mask_pattern(m, AuditContext())
+    (layer,) = res.metrics["layers"]
+    assert res.status == "fail" and layer["expected"] == "causal" and "expected_from" not in layer
