@@ -796,7 +796,8 @@ def passed_mask_pattern(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any
 def _owner_hooks(m: AuditModel, probe) -> tuple[list, dict[int, dict[str, Any]]]:
     """Forward hooks that attribute each probe record to the innermost attention module running
     when it was made (record index → module facts, plus ``passed_mask``: the pattern of the mask
-    the call was given, :func:`passed_mask_pattern`)."""
+    the call was given, :func:`passed_mask_pattern`, and ``passed_allowed``: that mask's bool
+    map, :func:`passed_mask_allowed`)."""
     from attncheck.audit.hf import module_facts
 
     owners: dict[int, dict[str, Any]] = {}
