@@ -799,6 +799,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
+    default = config_for_class(cls, default)
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
         overrides = {"is_decoder": True, **(overrides or {})}
@@ -836,6 +837,28 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+
+
+def config_for_class(cls, config):
+    """The config ``cls`` is built from: ``config`` itself when it is an instance of the class's
+    ``config_class``, else the first nested config that is (breadth first: a composite
+    ``Llama4Config`` whose causal-LM class ``Llama4ForCausalLM`` takes the ``text_config``, a
+    ``Llama4TextConfig``); ``config`` when none is."""
+    from transformers import PretrainedConfig
+
+    want = getattr(cls, "config_class", None)
+    if not (isinstance(want, type) and issubclass(want, PretrainedConfig)) or isinstance(config, want):
+        return config
+    queue, seen = [config], set()
+    while queue:
+        c = queue.pop(0)
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if isinstance(c, want):
+            return c
+        queue += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
+    return config
 
 
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
