@@ -20,3 +20,19 @@ def test_causal_lm_of_a_composite_is_built_from_its_text_config():
     assert type(m.module).__name__ == "Emu3ForCausalLM" and type(m.module.config) is tf.Emu3TextConfig
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_attribute_a_parent_config_writes_is_filled_into_a_lone_sub_config():
+    from attncheck.audit.shrink import fill_missing_attribute
+
+    text = tf.T5Gemma2TextConfig()
+    assert not hasattr(text, "dropout_rate")  # T5Gemma2Config.__post_init__ writes it
+    err = AttributeError("'T5Gemma2TextConfig' object has no attribute 'dropout_rate'")
+    assert fill_missing_attribute(text, err) == "T5Gemma2TextConfig.dropout_rate"
+    assert text.dropout_rate == tf.T5Gemma2Config().dropout_rate
+    assert fill_missing_attribute(text, AttributeError("'int' object has no attribute 'x'")) is None
+    # a lone Pix2StructTextConfig lacks the initializer_range its parent writes: built and run
+    (m,) = build_hf("hf:pix2struct_text_model", "pix2struct_text_model", sdpa=False)
+    assert m.module.config.initializer_range == tf.Pix2StructConfig().initializer_range
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import LEVELS, RESERVED_TOP, shrink_config
+from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, shrink_config
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -891,7 +891,19 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
 def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Module:
     """A random-weight ``cls`` from a copy of ``config``: ``PreTrainedModel._from_config``, or
     ``cls(config)`` for a plain ``nn.Module`` tower (the attention implementation set on the
-    config, where transformers' attention modules read it)."""
+    config, where transformers' attention modules read it).  An attribute the model reads that
+    the config tree lacks (one a parent config writes into its sub-configs) is filled into
+    ``config`` (:func:`~attncheck.audit.shrink.fill_missing_attribute`) and the build retried."""
+    for _ in range(8):
+        try:
+            return _instantiate_once(cls, config, attn_implementation)
+        except AttributeError as exc:
+            if fill_missing_attribute(config, exc) is None:
+                raise
+    return _instantiate_once(cls, config, attn_implementation)
+
+
+def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.Module:
     config = copy.deepcopy(config)
     if hasattr(cls, "_from_config"):
         kw = {"attn_implementation": attn_implementation} if attn_implementation else {}

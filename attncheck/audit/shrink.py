@@ -676,6 +676,75 @@ def _construct(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[s
     return made
 
 
+_MISSING_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+
+
+def _config_tree(config) -> list[Any]:
+    """``config`` and its nested configs, breadth first."""
+    out, queue = [], [config]
+    while queue:
+        c = queue.pop(0)
+        if any(c is o for o in out):
+            continue
+        out.append(c)
+        queue += [x for x in vars(c).values() if _is_config(x)]
+    return out
+
+
+def fill_missing_attribute(config, exc: BaseException) -> str | None:
+    """Repair a config tree that a model reads an attribute from which the config lacks
+    (``AttributeError: 'T5Gemma2TextConfig' object has no attribute 'dropout_rate'``): a parent
+    config's ``__post_init__`` writes such attributes into its sub-configs, so a sub-config built
+    on its own, or a composite whose defaults skip it, lacks them.  The value is the one another
+    config of the tree holds (what the parent would have written), else the default of the
+    same-named field of another config class of the model's package (parents, which declare
+    ``sub_configs``, first), shrunk by the same rules (the parent class's ``dropout_rate``), else the entry of that name in a ``rope_parameters``
+    dict of the tree (DBRX's ``rope_theta``).  The attribute is set on every
+    config of the tree of the named class; returns ``"Class.attribute"``, or None when the error
+    is not a missing config attribute or no value is found."""
+    import importlib
+    import sys
+
+    m = _MISSING_ATTRIBUTE.search(str(exc))
+    if not isinstance(exc, AttributeError) or m is None:
+        return None
+    cname, attr = m.groups()
+    tree = _config_tree(config)
+    targets = [c for c in tree if type(c).__name__ == cname and not hasattr(c, attr)]
+    if not targets:
+        return None
+    value, found = None, False
+    for c in tree:  # the (shrunk) value another config of the tree holds
+        if type(c).__name__ != cname and attr in vars(c):
+            value, found = vars(c)[attr], True
+            break
+    mod_name = type(targets[0]).__module__
+    try:
+        mod = sys.modules.get(mod_name) or importlib.import_module(mod_name)
+    except Exception:  # noqa: BLE001
+        mod = None
+    classes = list(vars(mod).values()) if mod is not None and not found else []
+    classes.sort(key=lambda o: not getattr(o, "sub_configs", None))  # parent configs first
+    for obj in classes:
+        if (isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == mod_name
+                and obj is not type(targets[0])):
+            fld = next((f for f in dataclasses.fields(obj) if f.name == attr), None)
+            if fld is not None and fld.default is not dataclasses.MISSING:
+                value, found = shrink_values({attr: fld.default})[attr], True
+                break
+    if not found:
+        for c in tree:
+            rope = getattr(c, "rope_parameters", None)
+            if isinstance(rope, dict) and attr in rope:
+                value, found = rope[attr], True
+                break
+    if not found:
+        return None
+    for c in targets:
+        setattr(c, attr, value)
+    return f"{cname}.{attr}"
+
+
 def consistent(config) -> list[str]:
     """Problems of a (shrunk) config: query heads not dividing the width, KV heads not dividing
     the query heads, a rotary dim larger than the head dim.  Empty when consistent."""
@@ -698,5 +767,5 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "shrink_config",
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute", "shrink_config",
            "shrink_values"]
