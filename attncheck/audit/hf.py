@@ -331,17 +331,32 @@ def image_shape(config) -> tuple[int, int, int]:
     return int(c), h, w
 
 
+def _mel_bins(config) -> int:
+    return int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
+               or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
+
+
+def _frames(x: torch.Tensor, mels: int) -> int:
+    """Frames of a spectrogram batch ``(B, mels, frames)`` / ``(B, frames, mels)`` /
+    ``(B, 1, frames, mels)``: the last axis after the batch that is neither the mel axis nor a
+    channel axis of size 1 (samples of a waveform ``(B[, 1], samples)``)."""
+    rest = [n for n in x.shape[1:] if n not in (1, mels)]
+    return int(rest[-1]) if rest else int(x.shape[-1])
+
+
 def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
     """Audio input makers to try, in order (the first the model accepts wins): waveforms
     ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values`` (a whole number of the conv
     feature extractor's total stride), spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` /
     ``(B, 1, frames, mels)`` (``num_mel_bins`` / ``feature_size`` mels; frames from
     ``max_source_positions`` / ``max_length``)."""
-    mels = int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
-               or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
+    mels = _mel_bins(config)
     src = getattr(config, "max_source_positions", None)
     longest = getattr(config, "max_length", None)
     frames = 2 * int(src) if isinstance(src, int) else (int(longest) if isinstance(longest, int) else 64)
+    window = getattr(config, "n_window", None)  # chunked encoders take whole chunks of 2·n_window frames
+    if isinstance(window, int) and window > 0:
+        frames = -(-frames // (2 * window)) * 2 * window
     spectrograms = [lambda b, g: torch.randn(b, mels, frames, generator=g),
                     lambda b, g: torch.randn(b, frames, mels, generator=g),
                     lambda b, g: torch.randn(b, 1, frames, mels, generator=g),
@@ -417,7 +432,16 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         return out
 
     if kind == "audio":
-        return [(f"audio{i}", mk, lambda x: {main: x}, keep) for i, mk in enumerate(_audio_candidates(config, main))]
+        # the feature extractor's mask of the main input (``input_features_mask``): every frame real
+        mask = f"{main}_mask" if f"{main}_mask" in params else None
+        mels = _mel_bins(config)
+
+        def audio_kw(x):
+            if mask is None:
+                return {main: x}
+            return {main: x, mask: torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)}
+
+        return [(f"audio{i}", mk, audio_kw, keep) for i, mk in enumerate(_audio_candidates(config, main))]
     if kind == "series":
         return _series_variants(model, config)
     grid = _grid_param(params)
