@@ -36,3 +36,18 @@ def test_attribute_a_parent_config_writes_is_filled_into_a_lone_sub_config():
     assert m.module.config.initializer_range == tf.Pix2StructConfig().initializer_range
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_video_text_model_gets_a_clip_of_its_num_frames_next_to_the_ids():
+    (m,) = build_hf("hf:xclip", "xclip", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+pixel_values(B,T,C,H,W)"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_audio_encoder_gets_its_feature_mask_and_whole_chunks():
+    (m,) = build_hf("hf:qwen3_asr_encoder", "qwen3_asr_encoder", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    window = m.module.config.n_window
+    assert x.shape[-1] % (2 * window) == 0  # (B, mels, frames): whole chunks of 2·n_window frames
+    assert m.forward(x).out.shape[0] == 2

@@ -441,7 +441,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
                 return {main: x}
             return {main: x, mask: torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)}
 
-        return [(f"audio{i}", mk, audio_kw, keep) for i, mk in enumerate(_audio_candidates(config, main))]
+        # packed encoders (chunks of all samples in one sequence) return (B·N, ...): split back
+        return [(f"audio{i}", mk, audio_kw, split) for i, mk in enumerate(_audio_candidates(config, main))]
     if kind == "series":
         return _series_variants(model, config)
     grid = _grid_param(params)
@@ -521,7 +522,10 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
                          ) -> list[tuple[dict[str, torch.Tensor], dict[str, Callable]]]:
     """``(fixed inputs, per-token inputs)`` to send with the checked ``input_ids``, in the order
     to try: the forward's required arguments (plus an image for a joint text-image encoder such as
-    CLIP), then also the optional image and layout boxes (``bbox``) a model may need."""
+    CLIP), then also the optional image and layout boxes (``bbox``) a model may need; each with
+    the image as a clip ``(B, T, C, H, W)`` of the config's ``num_frames`` (else 1) after
+    (video-text models such as X-CLIP, models taking several images per sample), and the ids
+    alone last when the image is optional (a masked LM with a vision tower)."""
     tcfg = _text_config(config)
     vocab = getattr(tcfg, "vocab_size", 0) or 0
     lo, hi = LOW_IDS, max(vocab - RESERVED_TOP, LOW_IDS + 1)
@@ -542,6 +546,17 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         more_tok.setdefault("bbox", token_boxes)
     if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
         layouts.append((more_fixed, more_tok))
+    # models taking several images or frames per sample: pixel_values (B, T, C, H, W), T the
+    # config's num_frames (else one image)
+    frames = next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
+                   and n > 0), 1)
+    for f, t in list(layouts):
+        img = f.get("pixel_values")
+        if img is not None and img.dim() == 4:
+            layouts.append(({**f, "pixel_values": img.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()}, t))
+    # a text model that only optionally takes images (a masked LM with a vision tower): text alone
+    if "pixel_values" not in required and "pixel_values" in fixed:
+        layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
     return layouts
 
 
@@ -1105,7 +1120,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         supports.add("position_ids")
     layouts = _token_input_layouts(model, config, kind, accepts, g0)
     extra, per_token = layouts[input_layout % len(layouts)]
-    info["input_layout"] = "+".join(["input_ids", *extra, *per_token])
+    info["input_layout"] = "+".join(["input_ids", *(k if v.dim() != 5 else f"{k}(B,T,C,H,W)" for k, v in extra.items()),
+                                     *per_token])
 
     def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {}
