@@ -51,3 +51,14 @@ def test_audio_encoder_gets_its_feature_mask_and_whole_chunks():
     window = m.module.config.n_window
     assert x.shape[-1] % (2 * window) == 0  # (B, mels, frames): whole chunks of 2·n_window frames
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_backbone_keeps_one_output_per_neck_entry():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("depth_anything")  # Dinov2 backbone, stages 9..12 of 12
+    tiny = shrink_config(default, 0)
+    bb = tiny.backbone_config
+    assert len(bb.out_indices) == len(default.backbone_config.out_indices) == len(tiny.neck_hidden_sizes)
+    assert bb.out_indices == [1, 2, 3, 4] and bb.out_features == ["stage1", "stage2", "stage3", "stage4"]
+    assert bb.num_hidden_layers == 4

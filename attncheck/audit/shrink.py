@@ -213,6 +213,17 @@ def shrink_values(values: dict[str, Any], level: int = 0,
                  and len(x) > LAYERS and not _DEPTHS.search(k)]
     for k in per_layer:
         n_new = max(n_new, min(_distinct(v[k]), 4))
+    # a backbone's output layers (``out_indices``, 1-based stages: stage 0 is the embeddings) keep
+    # their count: the neck that reads them has one entry per output (DPT's neck_hidden_sizes)
+    outs = v.get("out_indices")
+    backbone_outs = (_ints(outs) and orig_layers and len(set(outs)) == len(outs) <= 4
+                     and all(1 <= e <= max(orig_layers) for e in outs))
+    if backbone_outs:
+        n_new = max(n_new, len(outs))
+        ranks = sorted(outs)
+        out["out_indices"] = _same_type(outs, [n_new - (len(outs) - 1 - ranks.index(e)) for e in outs])
+        if isinstance(v.get("out_features"), (list, tuple)) and len(v["out_features"]) == len(outs):
+            out["out_features"] = [f"stage{e}" for e in out["out_indices"]]
     for k in layer_keys:
         out[k] = min(v[k], n_new)
     for k in per_layer:
@@ -228,6 +239,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
                 out[lk] = total
         # layer index lists (e.g. which layers use global attention): keep the ones that exist
         elif (_ints(x) and k not in per_layer and orig_layers and ("layer" in k or "idx" in k)
+              and not (backbone_outs and k == "out_indices")
               and all(0 <= e < max(orig_layers) for e in x) and not _DEPTHS.search(k)):
             keep = [e for e in x if e < n_new]
             out[k] = _same_type(x, keep or [min(x[0], n_new - 1)])
@@ -510,6 +522,11 @@ def _values_of(config) -> dict[str, Any]:
     cls = type(config)
     vals = {}
     for name in config_fields(cls):
+        if name.startswith("_") and isinstance(getattr(cls, name[1:], None), property) and name[1:].startswith("out_"):
+            # a backbone's outputs (``out_indices`` / ``out_features``): stored privately, set by
+            # their public names (BackboneConfigMixin)
+            vals[name[1:]] = getattr(config, name[1:])
+            continue
         if name.startswith("_") or name in ("id2label", "label2id", "transformers_version"):
             continue
         try:  # some configs refuse global reads of per-layer attributes
