@@ -62,3 +62,12 @@ def test_backbone_keeps_one_output_per_neck_entry():
     assert len(bb.out_indices) == len(default.backbone_config.out_indices) == len(tiny.neck_hidden_sizes)
     assert bb.out_indices == [1, 2, 3, 4] and bb.out_features == ["stage1", "stage2", "stage3", "stage4"]
     assert bb.num_hidden_layers == 4
+
+
+def test_unset_moe_sizes_of_a_config_declaring_experts_are_filled():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("diffusion_gemma_text")
+    assert default.num_experts is None and default.moe_intermediate_size is None
+    tiny = shrink_config(default, 0)
+    assert (tiny.num_experts, tiny.top_k_experts, tiny.moe_intermediate_size) == (4, 2, 128)

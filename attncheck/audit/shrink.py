@@ -92,7 +92,7 @@ _LAYERS = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|layers|num_b
 _DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$")
 _EXPERTS = re.compile(r"(^|_)(num_experts|num_local_experts|n_routed_experts|moe_num_experts|"
                       r"num_routed_experts|n_experts|num_expert)$")
-_TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|"
+_TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|top_k_experts|"
                     r"experts_per_token|num_selected_experts|router_topk)$")
 _SHARED = re.compile(r"(^|_)(n_shared_experts|num_shared_experts|moe_num_shared_experts)$")
 _GROUPS = re.compile(r"(^|_)(n_group|topk_group|num_expert_groups?|topk_groups?)$")
@@ -341,7 +341,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
 def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
     """Fields of a known role that the defaults leave ``None`` but the model code reads as
     numbers: the head dim (width / heads), KV heads (= heads), and the MoE sizes of a config that
-    declares experts (experts, experts per token, shared experts, expert groups)."""
+    declares experts (experts, experts per token, shared experts, expert groups, feed-forward sizes)."""
     heads = next((x for k, x in out.items() if _HEADS.search(k) and _int(x) and x > 0), None)
     width = next((x for k, x in out.items() if _WIDTH.search(k) and _int(x) and x > 0), None)
     moe = sum(1 for k in v if _EXPERTS.search(k) or _TOP_K.search(k)) >= 2
@@ -358,6 +358,8 @@ def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
             out[k] = TOP_K
         elif moe and (_SHARED.search(k) or _GROUPS.search(k)):
             out[k] = 1
+        elif moe and _FFN.search(k):  # the experts' feed-forward size (moe_intermediate_size)
+            out[k] = FFN
 
 
 def _role_prefix(k: str, rx: re.Pattern) -> str | None:
