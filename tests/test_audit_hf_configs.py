@@ -71,3 +71,15 @@ def test_unset_moe_sizes_of_a_config_declaring_experts_are_filled():
     assert default.num_experts is None and default.moe_intermediate_size is None
     tiny = shrink_config(default, 0)
     assert (tiny.num_experts, tiny.top_k_experts, tiny.moe_intermediate_size) == (4, 2, 128)
+
+
+def test_forecaster_gets_a_per_sample_category_next_to_its_past_values():
+    from attncheck.audit.hf import _series_variants
+
+    (m,) = build_hf("hf:timesfm", "timesfm", sdpa=False)
+    _, make, kwargs, _ = _series_variants(m.module, m.module.config)[0]
+    x = make(3, torch.Generator().manual_seed(0))
+    kw = kwargs(x)
+    assert torch.equal(kw["freq"], torch.zeros(3, 1, dtype=torch.long))  # TimesFM's frequency bucket
+    assert torch.equal(kw["past_values_padding"], torch.zeros(x.shape[:2]))
+    assert m.forward(x).out.shape[0] == 3

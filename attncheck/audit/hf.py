@@ -388,7 +388,8 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
     """Input layouts of a time-series model (``past_values``, as transformers' PatchTST tests
     build them): ``(B, context_length, num_input_channels)`` values, or ``(B, context_length)``
     for univariate models; other required arguments named ``*mask`` are all ones (every value
-    observed) and ``*_padding`` all zeros (none padded)."""
+    observed), ``*_padding`` all zeros (none padded), any other a per-sample category ``(B, 1)``
+    of index 0 (TimesFM's ``freq``)."""
     ctx = getattr(config, "context_length", None)
     patch = getattr(config, "patch_length", None) or 8
     L = int(ctx) if isinstance(ctx, int) and 0 < ctx <= 128 else 4 * int(patch)
@@ -403,6 +404,8 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
                 kw[n] = torch.zeros(x.shape[:2], dtype=x.dtype)
             elif n.endswith("mask"):
                 kw[n] = torch.ones(x.shape, dtype=x.dtype)
+            else:  # a per-sample category (TimesFM's frequency bucket ``freq``): the first one
+                kw[n] = torch.zeros(x.shape[0], 1, dtype=torch.long)
         return kw
 
     return [("series", lambda b, g: torch.randn(b, *shape, generator=g), kwargs, lambda out, B: out)]
