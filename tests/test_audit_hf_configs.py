@@ -83,3 +83,12 @@ def test_forecaster_gets_a_per_sample_category_next_to_its_past_values():
     assert torch.equal(kw["freq"], torch.zeros(3, 1, dtype=torch.long))  # TimesFM's frequency bucket
     assert torch.equal(kw["past_values_padding"], torch.zeros(x.shape[:2]))
     assert m.forward(x).out.shape[0] == 3
+
+
+def test_text_tower_with_an_inherited_pixel_main_input_is_a_token_model():
+    from attncheck.audit.hf import choose_class
+
+    default = tf.AutoConfig.for_model("sam3_lite_text_text_model")
+    kind, cls = choose_class("sam3_lite_text_text_model", default)
+    assert cls.main_input_name == "pixel_values"  # inherited from the package's image model
+    assert (kind, cls.__name__) == ("text", "Sam3LiteTextTextModel")

@@ -265,7 +265,11 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     n = cls.__name__
     params = _params(cls)
     pixels = any(k.startswith("pixel_values") for k in params)  # images, or clips (pixel_values_videos)
-    if main == "pixel_values" or ("input_ids" not in params and (pixels or _grid_param(params) is not None)):
+    # a main_input_name inherited from the package's image model does not make a text tower
+    # (its forward takes input_ids and no pixels) a vision model
+    inherited = main == "pixel_values" and "input_ids" in params and not pixels
+    if (main == "pixel_values" and not inherited) or ("input_ids" not in params
+                                                       and (pixels or _grid_param(params) is not None)):
         return "vision", cls
     if "past_values" in params and "input_ids" not in params:
         return "series", cls
