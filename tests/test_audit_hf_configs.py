@@ -92,3 +92,24 @@ def test_text_tower_with_an_inherited_pixel_main_input_is_a_token_model():
     kind, cls = choose_class("sam3_lite_text_text_model", default)
     assert cls.main_input_name == "pixel_values"  # inherited from the package's image model
     assert (kind, cls.__name__) == ("text", "Sam3LiteTextTextModel")
+
+
+def test_block_diffusion_decoder_is_bidirectional_by_its_modules_design():
+    # DiffusionGemma: a causal encoder, then a canvas decoder whose attention modules declare
+    # is_causal = False; its canvas maps (256 queries) are not in the checked positions' order
+    import attncheck
+
+    rep = attncheck.audit("hf:diffusion_gemma", checks="mask-pattern,batch-independence")
+    for variant in ("eager", "sdpa"):
+        r = rep[f"mask-pattern[{variant}]"]
+        assert r.status == "pass", r.message
+        assert [lay["expected"] for lay in r.metrics["layers"]][:2] == ["sliding window 4", "causal"]
+        assert rep[f"batch-independence[{variant}]"].status == "pass"
+
+
+def test_model_without_a_forward_is_audited_through_its_encoder_tower():
+    from attncheck.audit.hf import choose_class
+
+    # Apertus1p5VisionTokenizerModel exposes encode() only; its encoder is built from the same config
+    kind, cls = choose_class("apertus1p5_vision_tokenizer", tf.AutoConfig.for_model("apertus1p5_vision_tokenizer"))
+    assert (kind, cls.__name__) == ("vision", "Apertus1p5VisionTokenizerEncoder")

@@ -100,7 +100,8 @@ def _model_class_of(config):
     except Exception:  # noqa: BLE001
         cls = None
     cls = cls or getattr(tf, target, None)
-    return cls if isinstance(cls, type) and issubclass(cls, torch.nn.Module) else None
+    usable = isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.forward is not torch.nn.Module.forward
+    return cls if usable else None
 
 
 #: forward arguments the audit can make as the checked input (see :func:`_adapter`)
@@ -185,7 +186,8 @@ def config_module_classes(config) -> tuple[list[type], list[type]]:
     type — ``PreTrainedModel`` subclasses whose ``config_class`` is ``type(config)``, and plain
     ``nn.Module`` classes whose ``__init__`` takes a ``config`` of that type — each list
     outermost first (:func:`_outermost_first`), those that take an input the audit can make
-    (:data:`MAIN_INPUTS`) before the others."""
+    (:data:`MAIN_INPUTS`) before the others.  Classes without a ``forward`` of their own are
+    left out."""
     from transformers import PreTrainedModel
 
     ccls = type(config)
@@ -197,6 +199,8 @@ def config_module_classes(config) -> tuple[list[type], list[type]]:
             if not obj.__module__.startswith(ccls.__module__.rpartition(".")[0] + "."):
                 continue
             seen.add(obj)
+            if obj.forward is torch.nn.Module.forward:
+                continue  # no forward of its own (a VQ tokenizer exposing ``encode`` only)
             if issubclass(obj, PreTrainedModel):
                 if getattr(obj, "config_class", None) is ccls:
                     models.append(obj)
@@ -953,10 +957,15 @@ def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.
     config = copy.deepcopy(config)
     if hasattr(cls, "_from_config"):
         kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        return cls._from_config(config, **kw)
+        # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
+        # any batch size, and it runs in float64 (the audit's reference for dtype noise)
+        return cls._from_config(config, experts_implementation="eager", **kw)
     if attn_implementation:
         config._attn_implementation = attn_implementation
-    return cls(config)
+    module = cls(config)
+    if not hasattr(module, "config"):  # a plain tower that does not keep its config
+        module.config = config
+    return module
 
 
 def _keep_if_returned(adapter: AuditModel, x: torch.Tensor) -> None:
@@ -1169,18 +1178,29 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         decode_tokens.kept_keys = None
         decode_fn = decode_tokens
 
+    def bidirectional_module(module):
+        # a module of a decoder that declares ``is_causal = False`` (a block-diffusion model's
+        # canvas decoder): bidirectional by its design, a band around each query where it has a
+        # window; the model's output causality is still checked by the causality check
+        return ("band", None) if module.get("sliding_window") else ("unknown", None)
+
     pattern_fn = None
     if kind == "decoder" and layer_types and isinstance(layer_types, (list, tuple)):
         types = [str(t) for t in layer_types]
         info["layer_types"] = types
 
         def per_layer(shape, ordinal=None, module=None):
+            if module is not None and module.get("is_causal") is False:
+                return bidirectional_module(module)
             if module is not None and module.get("layer_type"):
                 t = module["layer_type"]
             elif module is not None and module.get("layer") is not None:
                 t = types[module["layer"] % len(types)]
-            elif ordinal is not None:
-                t = types[ordinal % len(types)]
+            elif ordinal is not None and ordinal < len(types):
+                # a map no attention module claimed: the ordinal-th layer's type, while there are
+                # no more maps than layers (past that, other stacks — an encoder, a vision tower —
+                # make maps too and the ordinal no longer names a layer)
+                t = types[ordinal]
             else:
                 return ("unknown", None)
             if "sliding" in t or "local" in t or "chunk" in t:
@@ -1191,6 +1211,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         pattern_fn = per_layer
     if kind == "decoder" and pattern_fn is None:
         def per_module(shape, ordinal=None, module=None):
+            if module is not None and module.get("is_causal") is False:
+                return bidirectional_module(module)
             w = (module or {}).get("sliding_window")
             if w:
                 return ("sliding", int(w))
