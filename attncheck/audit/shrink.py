@@ -100,7 +100,7 @@ _VOCAB = re.compile(r"(^|_)vocab_size($|_)|_vocab$|(^|_)vocab_size_per")
 _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
-                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size)$")
+                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size|canvas_length)$")
 _PERIOD = re.compile(r"layer_period$|_period$")
 _OFFSET = re.compile(r"layer_offset$")
 _TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
