@@ -270,6 +270,28 @@ def _libcst_accepts(text: str) -> bool:
         return False
 
 
+def _parse_screened(text: str) -> cst.Module:
+    """``libcst.parse_module`` of text a syntax screen has accepted (the ``ast`` index, or
+    :func:`_syntax_check`), without re-validating each node as it is built.
+
+    libcst runs every node's ``_validate`` in ``__post_init__``, also for the nodes its own
+    parser builds from valid source (libcst's ``CSTNode.__post_init__`` notes that this could
+    move out of parsing): about a tenth of the parse of the transformers ``models`` tree.  The
+    checks guard nodes built by hand; a parse of screened source builds the same tree without
+    them.  Syntax errors are still raised by the parser itself."""
+    node = cst.CSTNode
+    saved = node.__dict__["__post_init__"]
+    node.__post_init__ = _no_validation
+    try:
+        return cst.parse_module(text)
+    finally:
+        node.__post_init__ = saved
+
+
+def _no_validation(self) -> None:
+    return None
+
+
 def _syntax_check(text: str, display: str) -> Finding | None:
     """ATT000 when ``text`` is not valid Python, whatever the prefilter and region selection
     would parse.  CPython's own parser (``ast``, about 10× faster than libcst) screens every file;
@@ -505,7 +527,7 @@ def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = 
         return None
     _check_parse_size(len(sel.text) - sel.text.count("\n"))
     try:
-        module = cst.parse_module(sel.text)
+        module = _parse_screened(sel.text)
     except _parse_errors():
         return None
     if not _regions.structure_matches(module, sel):
@@ -589,7 +611,7 @@ def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[
     if module is None:
         skip = set()
         try:
-            module = cst.parse_module(text)
+            module = _parse_screened(text)
         except _parse_errors() as exc:
             found = [_syntax_error(text, display, exc)]
             return FileOutcome([f for f in found if f.code in enabled], True, text)
