@@ -12,14 +12,23 @@ import libcst as cst
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else ``None`` (calls, subscripts, ...)."""
+    # exact type tests: libcst's node classes are ABCs, whose ``isinstance`` runs Python code,
+    # and ``Name`` and ``Attribute`` have no subclasses
+    t = type(node)
+    if t is _NAME:
+        return node.value
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while t is _ATTRIBUTE:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+        t = type(node)
+    if t is _NAME:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
+
+
+_NAME, _ATTRIBUTE = cst.Name, cst.Attribute
 
 
 class ImportTable:
