@@ -203,6 +203,21 @@ def test_positions_are_lazy(monkeypatch):
     assert calls
 
 
+def test_screened_parse_builds_the_validated_tree():
+    """Parsing without libcst's per-node validation builds the tree a validating parse builds
+    (``deep_equals``: same node types, fields and whitespace), and validation is back in force
+    afterwards, also after a parse error."""
+    import libcst as cst
+
+    for path in FIXTURES[:60]:
+        text = path.read_text(encoding="utf-8")
+        assert engine._parse_screened(text).deep_equals(cst.parse_module(text)), path
+    with pytest.raises(cst.ParserSyntaxError):
+        engine._parse_screened("def f(:\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not an identifier")
+
+
 # ------------------------------------------------------------------------ cache
 
 

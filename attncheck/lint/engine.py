@@ -10,7 +10,9 @@ Pipeline for one file:
    (:mod:`attncheck.lint.regions`: the others are blanked, so lines and columns are unchanged;
    findings are the same as with a whole-file parse, ``regions=False``/``--no-regions``); a
    syntax error → ``ATT000`` (position and message from CPython's parser, which reports them
-   better).  Text that is not parsed is not syntax-checked.
+   better).  Text that is not parsed is not syntax-checked.  libcst sees only screened text and
+   builds it without its per-node validation; the cyclic garbage collector is off while a file
+   is linted (:func:`lint_text`).
 4. **One batched visit** of all remaining rules.  Positions (``PositionProvider``) are computed
    only when a rule asks for one (most files have no finding).  When a rule
    raises, the file is re-visited rule by rule; each failing rule yields an ``ATT001`` finding
