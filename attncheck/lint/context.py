@@ -12,14 +12,23 @@ import libcst as cst
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else ``None`` (calls, subscripts, ...)."""
+    # exact type tests: libcst's node classes are ABCs, whose ``isinstance`` runs Python code,
+    # and ``Name`` and ``Attribute`` have no subclasses
+    t = type(node)
+    if t is _NAME:
+        return node.value
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while t is _ATTRIBUTE:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+        t = type(node)
+    if t is _NAME:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
+
+
+_NAME, _ATTRIBUTE = cst.Name, cst.Attribute
 
 
 class ImportTable:
@@ -34,9 +43,7 @@ class ImportTable:
 
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
-        from attncheck.lint.walk import visit  # read-only: libcst's visit rebuilds the tree
-
-        visit(module, _ImportCollector(self.aliases))
+        _ImportCollector(self.aliases).collect(module)
 
     def resolve(self, node: cst.BaseExpression) -> str | None:
         """Fully qualified name of a Name/Attribute chain through the aliases, else its dotted
@@ -51,18 +58,47 @@ class ImportTable:
         return name
 
 
-class _ImportCollector(cst.CSTVisitor):
+class _ImportCollector:
+    """Reads the import statements of a module, in libcst's visiting order (a later alias of a
+    name replaces an earlier one)."""
+
     def __init__(self, aliases: dict[str, str]) -> None:
         self.aliases = aliases
 
     # Imports are statements: do not descend into expressions (a ~10x cheaper walk).
     _DESCEND = (cst.Module, cst.BaseCompoundStatement, cst.BaseSuite, cst.SimpleStatementLine,
-                cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.Import, cst.ImportFrom)
+                cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)
+    #: node type → whether the walk enters it (libcst's node classes are ABCs: an
+    #: ``isinstance`` against them runs Python code, so it is asked once per type)
+    _ENTERS: dict[type, bool] = {}
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if not isinstance(node, self._DESCEND):
-            return False
-        return super().on_visit(node)
+    def collect(self, node: cst.CSTNode) -> None:
+        """Record the imports under ``node`` (the read-only order of
+        :func:`attncheck.lint.walk.visit`, entering statements only)."""
+        from attncheck.lint.walk import fields_in_visit_order
+
+        enters = self._ENTERS
+        t = type(node)
+        if t is cst.Import:
+            self.visit_Import(node)
+            return
+        if t is cst.ImportFrom:
+            self.visit_ImportFrom(node)
+            return
+        e = enters.get(t)
+        if e is None:
+            e = enters[t] = issubclass(t, self._DESCEND)
+        if not e:
+            return
+        collect = self.collect
+        for name in fields_in_visit_order(t):
+            v = getattr(node, name)
+            c = v.__class__
+            if c is tuple or c is list:
+                for x in v:
+                    collect(x)
+            elif v is not None and hasattr(c, "_visit_and_replace_children"):
+                collect(v)
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:

@@ -10,7 +10,9 @@ Pipeline for one file:
    (:mod:`attncheck.lint.regions`: the others are blanked, so lines and columns are unchanged;
    findings are the same as with a whole-file parse, ``regions=False``/``--no-regions``); a
    syntax error → ``ATT000`` (position and message from CPython's parser, which reports them
-   better).  Text that is not parsed is not syntax-checked.
+   better).  Text that is not parsed is not syntax-checked.  libcst sees only screened text and
+   builds it without its per-node validation; the cyclic garbage collector is off while a file
+   is linted (:func:`lint_text`).
 4. **One batched visit** of all remaining rules.  Positions (``PositionProvider``) are computed
    only when a rule asks for one (most files have no finding).  When a rule
    raises, the file is re-visited rule by rule; each failing rule yields an ``ATT001`` finding
@@ -34,6 +36,7 @@ Nothing here imports torch or imports/executes the code being linted.
 from __future__ import annotations
 
 import ast
+import gc
 import io
 import os
 import signal
@@ -268,6 +271,28 @@ def _libcst_accepts(text: str) -> bool:
         return True
     except _parse_errors():
         return False
+
+
+def _parse_screened(text: str) -> cst.Module:
+    """``libcst.parse_module`` of text a syntax screen has accepted (the ``ast`` index, or
+    :func:`_syntax_check`), without re-validating each node as it is built.
+
+    libcst runs every node's ``_validate`` in ``__post_init__``, also for the nodes its own
+    parser builds from valid source (libcst's ``CSTNode.__post_init__`` notes that this could
+    move out of parsing): about a tenth of the parse of the transformers ``models`` tree.  The
+    checks guard nodes built by hand; a parse of screened source builds the same tree without
+    them.  Syntax errors are still raised by the parser itself."""
+    node = cst.CSTNode
+    saved = node.__dict__["__post_init__"]
+    node.__post_init__ = _no_validation
+    try:
+        return cst.parse_module(text)
+    finally:
+        node.__post_init__ = saved
+
+
+def _no_validation(self) -> None:
+    return None
 
 
 def _syntax_check(text: str, display: str) -> Finding | None:
@@ -505,7 +530,7 @@ def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = 
         return None
     _check_parse_size(len(sel.text) - sel.text.count("\n"))
     try:
-        module = cst.parse_module(sel.text)
+        module = _parse_screened(sel.text)
     except _parse_errors():
         return None
     if not _regions.structure_matches(module, sel):
@@ -541,6 +566,21 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
 
     ``regions`` (default :data:`REGIONS`): parse only the top-level definitions the enabled
     rules can need (findings are the same as with a whole-file parse)."""
+    # Python's cyclic garbage collector traverses the young objects every 700 allocations
+    # (``gc.get_threshold()``); a parse allocates a node per token and a libcst tree holds no
+    # reference cycles (children only), so those passes find nothing: about a tenth of the
+    # time of a file.  What the analyses leave in cycles is collected after the file.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _lint_text(text, display, enabled, registry, settings, regions)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint_text(text: str, display: str, enabled: frozenset[str],
+               registry: dict[str, type[Rule]] | None, settings, regions: bool | None) -> FileOutcome:
     registry = registry if registry is not None else all_rules()
     visitors = [registry[c] for c in sorted(enabled)
                 if c in registry and not getattr(registry[c], "engine_only", False)]
@@ -589,7 +629,7 @@ def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[
     if module is None:
         skip = set()
         try:
-            module = cst.parse_module(text)
+            module = _parse_screened(text)
         except _parse_errors() as exc:
             found = [_syntax_error(text, display, exc)]
             return FileOutcome([f for f in found if f.code in enabled], True, text)
