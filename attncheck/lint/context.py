@@ -30,13 +30,18 @@ class ImportTable:
     ``from torch.nn.functional import scaled_dot_product_attention as sdpa`` →
     ``sdpa`` ↦ ``torch.nn.functional.scaled_dot_product_attention``
     ``import torch`` → ``torch`` ↦ ``torch``
+
+    Relative imports are kept apart in ``relative`` (they name files of the linted tree, which
+    only :mod:`attncheck.lint.project` resolves): ``from .utils import f as g`` → ``g`` ↦
+    ``(1, "utils", "f")``, ``from .. import utils as U`` → ``U`` ↦ ``(2, "", "utils")``.
     """
 
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
+        self.relative: dict[str, tuple[int, str, str]] = {}
         from attncheck.lint.walk import visit  # read-only: libcst's visit rebuilds the tree
 
-        visit(module, _ImportCollector(self.aliases))
+        visit(module, _ImportCollector(self.aliases, self.relative))
 
     def resolve(self, node: cst.BaseExpression) -> str | None:
         """Fully qualified name of a Name/Attribute chain through the aliases, else its dotted
@@ -52,8 +57,9 @@ class ImportTable:
 
 
 class _ImportCollector(cst.CSTVisitor):
-    def __init__(self, aliases: dict[str, str]) -> None:
+    def __init__(self, aliases: dict[str, str], relative: dict[str, tuple[int, str, str]]) -> None:
         self.aliases = aliases
+        self.relative = relative
 
     # Imports are statements: do not descend into expressions (a ~10x cheaper walk).
     _DESCEND = (cst.Module, cst.BaseCompoundStatement, cst.BaseSuite, cst.SimpleStatementLine,
@@ -76,10 +82,10 @@ class _ImportCollector(cst.CSTVisitor):
                 self.aliases.setdefault(head, head)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):
             return
-        base = dotted_name(node.module)
-        if base is None:
+        base = dotted_name(node.module) if node.module is not None else ""
+        if base is None or (not node.relative and not base):
             return
         for alias in node.names:
             name = dotted_name(alias.name)
@@ -88,7 +94,10 @@ class _ImportCollector(cst.CSTVisitor):
             local = name
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self.aliases[local] = f"{base}.{name}"
+            if node.relative:
+                self.relative[local] = (len(node.relative), base, name)
+            else:
+                self.aliases[local] = f"{base}.{name}"
 
 
 class FileContext:
@@ -100,12 +109,17 @@ class FileContext:
     """
 
     def __init__(self, module: cst.Module, source: str, display_path: str,
-                 line_offset: int = 0, settings: Any = None) -> None:
+                 line_offset: int = 0, settings: Any = None, project: Any = None,
+                 path: str | None = None) -> None:
         self.module = module
         self.source = source
         self.display_path = display_path
         self.line_offset = line_offset
         self.settings = settings
+        #: the linted files (:class:`attncheck.lint.project.Project`) and this file's real path:
+        #: helpers imported from those files are followed (``None``: this file alone)
+        self.project = project
+        self.path = path
 
     @cached_property
     def imports(self) -> ImportTable:
@@ -114,6 +128,17 @@ class FileContext:
     def qualname(self, node: cst.BaseExpression) -> str | None:
         """Resolve a callee / attribute through the import table (see :class:`ImportTable`)."""
         return self.imports.resolve(node)
+
+    def imported_function(self, func: cst.BaseExpression) -> Any:
+        """The function of another linted file that the callee expression ``func`` (``f``,
+        ``U.f``, ``pkg.utils.f``) names through this file's imports: ``(FileContext of that
+        file, FunctionInfo)``, or ``None`` (not imported, outside the linted files, not a
+        top-level function; always ``None`` without a :attr:`project`)."""
+        if self.project is None:
+            return None
+        from attncheck.lint.project import imported_function
+
+        return imported_function(self, func)
 
     @cached_property
     def index(self) -> Any:

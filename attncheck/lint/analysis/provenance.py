@@ -32,6 +32,7 @@ from typing import Any
 import libcst as cst
 
 from attncheck.lint.analysis import ops
+from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
     arg_value,
     int_of,
@@ -348,6 +349,9 @@ class FuncRef:
     bound_self: Any = None
     fn: Any = field(default=None, compare=False, repr=False)
     closure: Any = field(default=None, compare=False, repr=False)
+    #: the :class:`Analyzer` of the linted file that defines a function imported from it
+    #: (:mod:`attncheck.lint.project`); ``None``: this file
+    owner: Any = field(default=None, repr=False)
 
 
 @dataclass
@@ -543,13 +547,42 @@ class Analyzer:
         self.stack: list[cst.FunctionDef] = []
         #: head counts found by structure in the scope being analysed (see _HEADS_BY_STRUCTURE)
         self.heads: set[str] = set()
+        #: analyzers of the other linted files whose functions this one inlines, by file
+        self.imported_from: dict[str, Analyzer] = {}
 
-    # ---- module walk
-    def run(self) -> Provenance:
+    def _load_index(self) -> None:
         index = self.ctx.index
         self.funcs = {n: f.node for n, f in index.functions.items()}
         self.classes = {n: c.node for n, c in index.classes.items()}
         self.methods = {n: {m: f.node for m, f in c.methods.items()} for n, c in index.classes.items()}
+
+    def imported(self, func: cst.BaseExpression, env: dict) -> FuncRef | None:
+        """The function of another linted file that the callee ``func`` names through an import
+        (:meth:`FileContext.imported_function`), to be inlined like a same-file helper by that
+        file's analyzer (its names resolve through its own imports); ``None`` otherwise, and
+        when a local name or a same-file function shadows the import."""
+        head = func
+        while type(head) is cst.Attribute:
+            head = head.value
+        if type(head) is not cst.Name or head.value in env or head.value in self.funcs:
+            return None
+        imports = self.ctx.imports
+        if head.value not in imports.aliases and head.value not in imports.relative:
+            return None
+        found = self.ctx.imported_function(func)
+        if found is None:
+            return None
+        callee, f = found
+        an = self.imported_from.get(callee.path)
+        if an is None or an.ctx is not callee:
+            an = self.imported_from[callee.path] = Analyzer(callee)
+            an._load_index()
+            an.heads = self.heads  # head counts by structure: the caller's scope, as inlined
+        return FuncRef(f.name, owner=an)
+
+    # ---- module walk
+    def run(self) -> Provenance:
+        self._load_index()
         self._collect_calls(self.ctx.module)
         init_heads: dict[str, frozenset[str]] = {}  # heads by structure in each class's __init__
         for cname, ms in self.methods.items():
@@ -1188,7 +1221,8 @@ class _Frame:
         q = self.ctx.qualname(func) or ""
         # method calls on values
         imported = type(func) is cst.Attribute and self._is_import(func.value)
-        if type(func) is cst.Attribute and not imported:
+        foreign = self.an.imported(func, self.env)
+        if type(func) is cst.Attribute and not imported and foreign is None:
             recv = self.eval(func.value)
             meth = func.attr.value
             if isinstance(recv, FuncRef):
@@ -1201,6 +1235,8 @@ class _Frame:
         kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
         pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
         callee = self.eval(func) if type(func) is cst.Name else None
+        if foreign is not None:
+            callee = foreign
         name = q
         leaf = name.rsplit(".", 1)[-1]
         low = leaf.lower()
@@ -1538,12 +1574,13 @@ class _Frame:
                 env[n] = pos[i] if i < len(pos) else kw.get(n, ("param", n))
             fe = _Frame(self.an, env, self.selfv, self.depth + 1, self.record)
             return fe.eval(ref.fn.body)
+        an = self.an if ref.owner is None else ref.owner
         if ref.fn is not None:
             fn = ref.fn
         elif ref.bound_self is not None:
             fn = self.an.methods.get(ref.bound_self.cls, {}).get(ref.name)
         else:
-            fn = self.an.funcs.get(ref.name)
+            fn = an.funcs.get(ref.name)
         if fn is None or self.depth >= Analyzer.MAX_DEPTH:
             return UNK
         params = fn.params
@@ -1577,6 +1614,10 @@ class _Frame:
             params_env = {p.name.value for p in plist + list(params.kwonly_params)}
             bound = {**{k: v for k, v in ref.closure.items() if k not in params_env}, **bound}
             selfv = self.selfv
+        if an is not self.an:  # another file's function: nothing of its body is recorded here,
+            # and what its value says about its own nodes moves to this call
+            return rehome(an._run_function(fn, selfv, bound, self.depth + 1, record=False), an.ctx,
+                          node)
         return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record,
                                      closure=ref.fn is not None)
 
