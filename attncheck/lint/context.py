@@ -57,9 +57,10 @@ class ImportTable:
 
 
 class _ImportCollector(cst.CSTVisitor):
-    def __init__(self, aliases: dict[str, str], relative: dict[str, tuple[int, str, str]]) -> None:
+    def __init__(self, aliases: dict[str, str],
+                 relative: dict[str, tuple[int, str, str]] | None = None) -> None:
         self.aliases = aliases
-        self.relative = relative
+        self.relative = {} if relative is None else relative
 
     # Imports are statements: do not descend into expressions (a ~10x cheaper walk).
     _DESCEND = (cst.Module, cst.BaseCompoundStatement, cst.BaseSuite, cst.SimpleStatementLine,
