@@ -261,6 +261,24 @@ def test_cache_entry_is_stale_when_the_helper_leaves_the_linted_files(tmp_path):
         ["ATT202"]
     # the same layer content, linted without its helper: unknown, not the cached finding
     assert lint_paths(linted[:1] + linted[2:], isolated=True, cache_dir=cache).findings == []
+    assert lint_paths(linted[:1], isolated=True, cache_dir=cache).findings == []  # alone
+    # and back: the entries of the layer linted without its helper do not hide the finding
+    assert [f.code for f in lint_paths(linted, isolated=True, cache_dir=cache).findings] == \
+        ["ATT202"]
+
+
+def test_moved_layer_misses_the_cache(tmp_path):
+    """A relative import depends on where the importer is: a moved layer is analysed again."""
+    layer, text = _package(tmp_path, "causal_mask_hides_diagonal", "from_relative")
+    other = tmp_path / "other"
+    _write(tmp_path, {"other/__init__.py": "", "other/utils.py": _HEADER + "\n\n"
+                      + FAMILIES["causal_mask_correct"][0]})
+    cache = tmp_path / "cache"
+    roots = [tmp_path / "pkg", other]
+    assert [f.code for f in lint_paths(roots, isolated=True, cache_dir=cache).findings] == \
+        ["ATT202"]
+    layer.rename(other / "layer.py")
+    assert lint_paths(roots, isolated=True, cache_dir=cache).findings == []
 
 
 def test_region_parse_keeps_what_imported_helpers_need(tmp_path):

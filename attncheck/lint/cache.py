@@ -12,7 +12,8 @@ An entry holds one file's findings (and whether it was parsed) under a key that 
 
 An entry also holds what the file's analysis read of *other* linted files (helpers it imports,
 :mod:`attncheck.lint.project`): each module look-up with the file it found, each file read with
-its content hash, and the file's own real path.  It is used only when every look-up finds the
+its content hash, and the file's own real path (a file linted alone has entries of its own).  It
+is used only when every look-up finds the
 same file again, every such file has the same content, and the file is at the same path (a
 relative import depends on it); otherwise it is a miss and is rewritten.
 
@@ -92,9 +93,11 @@ class Cache:
         self.misses = 0
 
     @staticmethod
-    def key(enabled: frozenset[str], data: bytes) -> str:
+    def key(enabled: frozenset[str], data: bytes, linked: bool = False) -> str:
+        """``linked``: the file is linted with other files whose helpers it may import (its
+        entries then record what it read of them); a file linted alone has other entries."""
         h = hashlib.sha256(fingerprint().encode())
-        h.update(b"\0" + ",".join(sorted(enabled)).encode() + b"\0")
+        h.update(b"\0" + ",".join(sorted(enabled)).encode() + (b"\0linked\0" if linked else b"\0"))
         h.update(data)
         return h.hexdigest()
 

@@ -134,11 +134,17 @@ class FileContext:
         """The function of another linted file that the callee expression ``func`` (``f``,
         ``U.f``, ``pkg.utils.f``) names through this file's imports: ``(FileContext of that
         file, FunctionInfo)``, or ``None`` (not imported, outside the linted files, not a
-        top-level function; always ``None`` without a :attr:`project`)."""
+        top-level function; always ``None`` without a :attr:`project`).  PyTorch and the
+        callables of the op catalog (:mod:`attncheck.lint.analysis.ops`) keep their catalog
+        meaning even when their source is among the linted files."""
         if self.project is None:
             return None
+        from attncheck.lint.analysis import ops
         from attncheck.lint.project import imported_function
 
+        q = self.qualname(func)
+        if q is None or q.partition(".")[0] == "torch" or q in ops.FUNCTIONS or q in ops.MODULES:
+            return None
         return imported_function(self, func)
 
     @cached_property

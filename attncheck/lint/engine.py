@@ -1074,7 +1074,7 @@ def _run_work(w: _Work, registry=None) -> LintResult:
     cache = _cache_for(w)
     key = None
     if cache is not None:
-        key = cache.key(file_enabled, data)
+        key = cache.key(file_enabled, data, w.real_path() is not None)
         hit = cache.get(key, src.display, w.project, w.real_path())
         if hit is not None:
             findings, parsed = hit
