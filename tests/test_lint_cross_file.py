@@ -138,15 +138,22 @@ def _package(tmp_path: Path, family: str, style: str) -> tuple[Path, str]:
     return tmp_path / layer, text
 
 
+@pytest.fixture(scope="module")
+def same_file(tmp_path_factory) -> dict[str, list[tuple[str, int, int]]]:
+    """Each family's findings with the helper in the layer's own file (linted once)."""
+    return {fam: _same_file(tmp_path_factory.mktemp(fam), fam) for fam in FAMILIES}
+
+
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_same_file_family_gives_its_codes(tmp_path, family):
-    assert {c for c, _, _ in _same_file(tmp_path, family)} == FAMILIES[family][2]
+def test_same_file_family_gives_its_codes(same_file, family):
+    assert {c for c, _, _ in same_file[family]} == FAMILIES[family][2]
 
 
 @pytest.mark.parametrize("style", sorted(STYLES))
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_imported_helper_gives_what_the_same_file_helper_gives(tmp_path, family, style):
-    expected = _same_file(tmp_path, family)
+def test_imported_helper_gives_what_the_same_file_helper_gives(tmp_path, same_file, family,
+                                                                style):
+    expected = same_file[family]
     layer, text = _package(tmp_path, family, style)
     got = _relative(lint_paths([tmp_path / "pkg"], isolated=True).findings, layer, text)
     assert got == expected
