@@ -302,3 +302,32 @@ def test_region_parse_keeps_what_imported_helpers_need(tmp_path):
     whole = _key(lint_paths([tmp_path / "pkg"], isolated=True, regions=False))
     assert [c for _, _, _, c, _ in regions] == ["ATT202"]
     assert regions == whole
+
+
+def test_files_importing_each_other_at_module_level(tmp_path, monkeypatch):
+    """Module-level masks built by each other's helpers: each file's module level is evaluated
+    once per linted file, not again for every import of it (endless, until Python's recursion
+    limit)."""
+    from attncheck.lint.analysis import masks
+
+    built: list[str] = []
+    init = masks._Analyzer.__init__
+
+    def counting_init(self, ctx):
+        built.append(Path(ctx.display_path).name)
+        init(self, ctx)
+
+    monkeypatch.setattr(masks._Analyzer, "__init__", counting_init)
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": _HEADER + "from .b import lower\n\nBASE = lower(8)\n\n"
+                    "def upper(L):\n    return torch.triu(torch.ones(L, L), diagonal=1)\n",
+        "pkg/b.py": _HEADER + "from .a import upper\n\nOTHER = upper(8)\n\n"
+                    "def lower(L):\n    return torch.tril(torch.ones(L, L), diagonal=-1)\n"
+                    + _MASK_CALLER.replace("HELPER", "lower"),
+    })
+    found = lint_paths([tmp_path / "pkg"], isolated=True, select=["ATT2"]).findings
+    assert [(Path(f.path).name, f.code) for f in found] == [("b.py", "ATT202")]
+    # b.py linted; a.py for b's ``upper``; b.py again for a's module-level ``lower(8)``, whose
+    # module-level ``upper(8)`` is then not followed back into a.py
+    assert sorted(built) == ["a.py", "b.py", "b.py"]

@@ -692,6 +692,10 @@ def _flip(pol: str | None) -> str | None:
     return {"keep": "block", "block": "keep"}.get(pol or "", None)
 
 
+#: files whose module-level code an analyzer is evaluating (for another file's import of them)
+_LOADING: set[str] = set()
+
+
 class _Analyzer:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
@@ -777,7 +781,13 @@ class _Analyzer:
         callee, f = found
         an = self.imported_from.get(callee.path)
         if an is None or an.ctx is not callee:
-            an = self.imported_from[callee.path] = _Analyzer(callee)
+            if callee.path in _LOADING:  # module-level code of files importing each other
+                return None
+            _LOADING.add(callee.path)
+            try:
+                an = self.imported_from[callee.path] = _Analyzer(callee)
+            finally:
+                _LOADING.discard(callee.path)
             an.collecting = False
         return an, f
 
