@@ -1221,8 +1221,7 @@ class _Frame:
         q = self.ctx.qualname(func) or ""
         # method calls on values
         imported = type(func) is cst.Attribute and self._is_import(func.value)
-        foreign = self.an.imported(func, self.env)
-        if type(func) is cst.Attribute and not imported and foreign is None:
+        if type(func) is cst.Attribute and not imported:
             recv = self.eval(func.value)
             meth = func.attr.value
             if isinstance(recv, FuncRef):
@@ -1235,8 +1234,6 @@ class _Frame:
         kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
         pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
         callee = self.eval(func) if type(func) is cst.Name else None
-        if foreign is not None:
-            callee = foreign
         name = q
         leaf = name.rsplit(".", 1)[-1]
         low = leaf.lower()
@@ -1247,6 +1244,8 @@ class _Frame:
             if low == "repeat_kv" or len(ts) == 1:
                 return ts[0] if ts else UNK
             return Tup(tuple(ts)) if ts else UNK
+        if not isinstance(callee, FuncRef):  # a function of another linted file
+            callee = self.an.imported(func, self.env) or callee
         if isinstance(callee, FuncRef):
             return self.inline(callee, node, pos, kw)
         if name == "map" and len(pos) == 2 and not (type(func) is cst.Name and func.value in self.env):
@@ -1370,9 +1369,13 @@ class _Frame:
         return UNK
 
     def _is_import(self, node: cst.BaseExpression) -> bool:
+        """``node`` is a name bound by an import (a module, relative imports included) or an
+        attribute of one."""
         while type(node) is cst.Attribute:
             node = node.value
-        return type(node) is cst.Name and node.value not in self.env and node.value in self.ctx.imports.aliases
+        imports = self.ctx.imports
+        return type(node) is cst.Name and node.value not in self.env and (
+            node.value in imports.aliases or node.value in imports.relative)
 
     def method_call(self, recv: Any, meth: str, node: cst.Call, q: str) -> Any:
         if isinstance(recv, SelfVal):
