@@ -29,7 +29,8 @@ file, with the caller's argument values.
   reported in the file being linted, at the call that brought the value in.
 
 Callee files are parsed whole with libcst (region selection is for the linted file itself), once
-per process and content (:data:`MAX_LOADED` kept).
+per process and content (:data:`MAX_LOADED_BYTES` of them kept); a callee file larger than
+:data:`MAX_CALLEE_BYTES` is not followed.
 """
 from __future__ import annotations
 
@@ -43,10 +44,11 @@ from typing import Any
 
 #: re-exporting files followed from the importer to the defining file (``pkg/__init__.py``)
 MAX_REEXPORTS = 3
-#: parsed callee files kept per process
-MAX_LOADED = 64
+#: bytes of source of the parsed callee files kept per process (libcst's tree takes several
+#: hundred bytes per byte of source; the least recently used file goes first)
+MAX_LOADED_BYTES = 500_000
 #: a larger callee file is not parsed (its helpers stay unknown)
-MAX_CALLEE_BYTES = 2_000_000
+MAX_CALLEE_BYTES = 500_000
 
 
 class Project:
@@ -182,7 +184,7 @@ def _module_file(project: Project, importer: str, level: int, module: str) -> st
     return found
 
 
-_LOADED: OrderedDict[tuple[Project, str], tuple[str, Any]] = OrderedDict()
+_LOADED: OrderedDict[tuple[Project, str], tuple[str, Any, int]] = OrderedDict()
 
 
 def load(project: Project, path: str) -> Any:
@@ -200,14 +202,15 @@ def load(project: Project, path: str) -> Any:
     if data is None or len(data) > MAX_CALLEE_BYTES:
         return None
     key = (project, path)
-    hit = _LOADED.get(key)
+    hit = _LOADED.pop(key, None)
     if hit is not None and hit[0] == sha:
-        _LOADED.move_to_end(key)
+        _LOADED[key] = hit
         return hit[1]
     ctx = _parse(project, path, data)
-    _LOADED[key] = (sha, ctx)
-    while len(_LOADED) > MAX_LOADED:
-        _LOADED.popitem(last=False)
+    _LOADED[key] = (sha, ctx, len(data))
+    total = sum(n for _, _, n in _LOADED.values())
+    while total > MAX_LOADED_BYTES and len(_LOADED) > 1:
+        total -= _LOADED.popitem(last=False)[1][2]
     return ctx
 
 
