@@ -331,3 +331,22 @@ def test_files_importing_each_other_at_module_level(tmp_path, monkeypatch):
     # b.py linted; a.py for b's ``upper``; b.py again for a's module-level ``lower(8)``, whose
     # module-level ``upper(8)`` is then not followed back into a.py
     assert sorted(built) == ["a.py", "b.py", "b.py"]
+
+
+def test_a_function_value_returned_by_an_imported_helper_is_unknown(tmp_path):
+    """A helper returning a function (a lambda of its file) gives an unknown value: it is not
+    called as if it were code of the linted file."""
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/utils.py": _HEADER + "\n\ndef pick_scale(d_model):\n"
+                        "    return lambda s: s * (1.0 / d_model)\n",
+        "pkg/layer.py": _HEADER + "from .utils import pick_scale\n\n"
+                        + _SCALE_CALLER.replace("HELPER(SCALE_ARG)", "1").replace(
+                            "        w = torch.softmax",
+                            "        scale_fn = pick_scale(self.d_model)\n"
+                            "        scores = scale_fn(scores)\n"
+                            "        w = torch.softmax"),
+    })
+    found = lint_paths([tmp_path / "pkg"], isolated=True)
+    assert found.internal_errors == []
+    assert found.findings == []

@@ -298,11 +298,13 @@ def _node_ids(ctx: Any) -> frozenset[int]:
 _REHOME_DEPTH = 12
 
 
-def rehome(value: Any, callee: Any, call: Any) -> Any:
+def rehome(value: Any, callee: Any, call: Any, opaque: tuple[type, ...] = (),
+           unknown: Any = None) -> Any:
     """``value`` (returned by a helper of the file ``callee``) with every syntax node of that
     file replaced by ``call``, the call site in the linted file.  Dataclass values are copied
     (:func:`dataclasses.replace`), tuples, lists and dicts rebuilt; other values are returned
-    as they are."""
+    as they are.  A value of an ``opaque`` type (one whose nodes are code to run, not places:
+    a function value) becomes ``unknown``."""
     import libcst as cst
 
     foreign = _node_ids(callee)
@@ -311,6 +313,8 @@ def rehome(value: Any, callee: Any, call: Any) -> Any:
     def walk(v: Any, depth: int) -> Any:
         if isinstance(v, cst.CSTNode):
             return call if id(v) in foreign else v
+        if opaque and isinstance(v, opaque):
+            return unknown
         if depth > _REHOME_DEPTH or v is None or isinstance(v, (str, int, float, bool)):
             return v
         key = id(v)

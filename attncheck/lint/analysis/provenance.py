@@ -1620,7 +1620,7 @@ class _Frame:
         if an is not self.an:  # another file's function: nothing of its body is recorded here,
             # and what its value says about its own nodes moves to this call
             return rehome(an._run_function(fn, selfv, bound, self.depth + 1, record=False), an.ctx,
-                          node)
+                          node, opaque=(FuncRef,), unknown=UNK)
         return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record,
                                      closure=ref.fn is not None)
 
