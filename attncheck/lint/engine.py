@@ -26,7 +26,10 @@ and CLI flags are two layers applied in that order.  ``ATT000``/``ATT001`` are a
 ignored by a selector at least as specific as ``ATT0``.
 
 Across files: a process pool (``jobs``; output order does not depend on it) and a result cache
-keyed by engine fingerprint, enabled rules and file content (:mod:`attncheck.lint.cache`).  A run
+keyed by engine fingerprint, enabled rules and file content (:mod:`attncheck.lint.cache`), each
+entry checked against what the file's analysis read of the other linted files.  Those files are
+the project (:mod:`attncheck.lint.project`), fixed before any file is linted: the analyses follow
+a helper imported from one of them.  A run
 whose files are all cache hits imports neither libcst nor the rule modules.
 
 Nothing here imports torch or imports/executes the code being linted.
@@ -827,6 +830,9 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     for at least ``MIN_FILES_PER_JOB`` files per job); the result does not depend on it.
     ``max_file_size``: bytes; a larger file is reported as ATT000 and not read (``None``: no
     limit).
+    The ``.py`` files linted together form a project (:mod:`attncheck.lint.project`): a helper
+    one of them imports from another is followed by the analyses; the findings do not depend on
+    the order of ``paths``, on ``jobs`` or on the cache.
     ``force_exclude``: apply the exclude globs (and the default excluded directories) to paths
     named explicitly too, as ruff's ``--force-exclude`` does (pre-commit names every file).
     A file reached by several spellings (``a.py``, ``./a.py``, an absolute path, through a
