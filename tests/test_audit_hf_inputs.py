@@ -136,3 +136,39 @@ def test_codec_output_is_per_sample_not_its_batch_loss():
     flat = torch.randn(3 * 4, 8)  # a flat patch output, split back per image
     split = _per_sample_output(ModelOutput(last_hidden_state=flat), 3, lambda t, B: t.reshape(B, -1, *t.shape[1:]))
     assert split.shape == (3, 4, 8) and torch.equal(split[1], flat[4:8])
+
+
+def test_spectrogram_takes_the_mel_bins_of_a_nested_encoder_config():
+    from attncheck.audit.hf import _audio_feature_size
+
+    canary = tf.AutoConfig.for_model("canary")  # the encoder_config declares the filter bank
+    assert _audio_feature_size(canary) == canary.encoder_config.num_mel_bins == 128
+    assert _audio_feature_size(tf.AutoConfig.for_model("whisper")) == 80
+    (m,) = build_hf("hf:lasr_ctc", "lasr_ctc", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape[-1] == m.module.config.encoder_config.num_mel_bins
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_generic_audio_input_of_a_waveform_encoder_gets_waveforms():
+    # SpeechEncoderDecoderModel's main input is ``inputs``; its wav2vec2 encoder config has a
+    # conv feature encoder, so the encoder input is a waveform (B, samples), not a spectrogram
+    from attncheck.audit.hf import _audio_candidates
+
+    cfg = tf.AutoConfig.for_model("speech-encoder-decoder")
+    x = _audio_candidates(cfg, "inputs")[0](1, torch.Generator().manual_seed(0))
+    stride = 1
+    for s in cfg.encoder.conv_stride:
+        stride *= s
+    assert x.dim() == 2 and x.shape[1] % stride == 0
+    assert _audio_candidates(tf.AutoConfig.for_model("whisper"), "input_features")[0](1, None).dim() == 3
+
+
+def test_transducer_is_audited_through_its_encoder():
+    # RNN-T: an LSTM prediction network (no attention) over the encoder's frames; the attention
+    # is all in the encoder, which gets the spectrogram
+    (m,) = build_hf("hf:parakeet_rnnt", "parakeet_rnnt", sdpa=False)
+    assert m.kind == "audio" and "ParakeetEncoder" in m.info["audited_submodule"]
+    assert m.attention_modules
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[0] == 2

@@ -331,14 +331,38 @@ def image_shape(config) -> tuple[int, int, int]:
     return int(c), h, w
 
 
+_MEL_FIELDS = ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels", "feature_projection_input_dim")
+
+
+def _nearest_field(config, names: tuple[str, ...], ok: Callable[[Any], bool]) -> Any:
+    """The first value ``ok`` accepts among the ``names`` fields of ``config``, else of its nested
+    configs (breadth first: the audio encoder config of an ASR model); None when none has one."""
+    from transformers import PretrainedConfig
+
+    level = [config]
+    while level:
+        for c in level:
+            v = next((v for f in names if ok(v := getattr(c, f, None))), None)
+            if v is not None:
+                return v
+        level = [sub for c in level for sub in vars(c).values() if isinstance(sub, PretrainedConfig)]
+    return None
+
+
+def _audio_feature_size(config) -> int | None:
+    """Features per spectrogram frame (mel bins, or stacked mel frames) that ``config`` or its
+    nearest nested config declares; None when no config of the tree names it."""
+    n = _nearest_field(config, _MEL_FIELDS, lambda v: isinstance(v, int) and v > 0)
+    return int(n) if n is not None else None
+
+
 def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
     """Audio input makers to try, in order (the first the model accepts wins): waveforms
-    ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values`` (a whole number of the conv
-    feature extractor's total stride), spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` /
-    ``(B, 1, frames, mels)`` (``num_mel_bins`` / ``feature_size`` mels; frames from
-    ``max_source_positions`` / ``max_length``)."""
-    mels = int(getattr(config, "num_mel_bins", None) or getattr(config, "feature_size", None)
-               or getattr(config, "input_feat_per_channel", None) or getattr(config, "n_mels", None) or 80)
+    ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values``, or for a generic input name when a
+    (nested) config declares a conv feature encoder (a whole number of its total stride);
+    spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` / ``(B, 1, frames, mels)`` (mels:
+    :func:`_audio_feature_size`; frames from ``max_source_positions`` / ``max_length``)."""
+    mels = _audio_feature_size(config) or 80
     src = getattr(config, "max_source_positions", None)
     longest = getattr(config, "max_length", None)
     frames = 2 * int(src) if isinstance(src, int) else (int(longest) if isinstance(longest, int) else 64)
@@ -346,9 +370,12 @@ def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator]
                     lambda b, g: torch.randn(b, frames, mels, generator=g),
                     lambda b, g: torch.randn(b, 1, frames, mels, generator=g),
                     lambda b, g: torch.randn(b, 3000 if frames < 3000 else frames, mels, generator=g)]
-    if main == "input_values":
+    # waveforms for ``input_values``, or a generic input name (``inputs``) of a model whose
+    # (nested) encoder config declares a convolutional feature encoder (wav2vec2's conv_stride)
+    strides = _nearest_field(config, ("conv_stride",), lambda v: isinstance(v, (list, tuple)) and len(v) > 0)
+    if main == "input_values" or (main != "input_features" and strides is not None):
         stride = 1
-        for s in getattr(config, "conv_stride", None) or ():
+        for s in strides or ():
             stride *= int(s)
         n = max(stride, 1) * 24 if stride > 1 else 4000
         waves = [lambda b, g, n=n: torch.randn(b, n, generator=g),
@@ -819,7 +846,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             torch.manual_seed(0)
             base = _instantiate(cls, config, "eager")
             base.to(tdtype).eval()
-            adapter, x0 = _first_accepted_layout(spec, base, kind, tdtype)
+            audited, audited_kind = attention_bearer(base, kind)
+            adapter, x0 = _first_accepted_layout(spec, audited, audited_kind, tdtype)
+            if audited is not base:
+                adapter.info["audited_submodule"] = f"{type(audited).__name__} (the encoder: the decoder has no attention)"
             _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
@@ -878,6 +908,25 @@ def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Modul
     return cls(config)
 
 
+def attention_bearer(model: torch.nn.Module, kind: str) -> tuple[torch.nn.Module, str]:
+    """``(module to audit, kind)``: a speech encoder-decoder whose decoder has no attention
+    module (an RNN-T / TDT transducer: an LSTM prediction network and a joint network over the
+    encoder's frames) is audited through its audio encoder, where all its attention is; any other
+    model is audited whole."""
+    if kind != "speech-seq2seq":
+        return model, kind
+    decoder = getattr(model, "decoder", None)
+    try:
+        encoder = model.get_encoder()
+    except Exception:  # noqa: BLE001 - no encoder accessor: audit the model whole
+        return model, kind
+    if (isinstance(decoder, torch.nn.Module) and isinstance(encoder, torch.nn.Module) and encoder is not model
+            and not attention_modules(decoder) and attention_modules(encoder)
+            and getattr(encoder, "main_input_name", None) in ("input_features", "input_values")):
+        return encoder, "audio"
+    return model, kind
+
+
 def _keep_if_returned(adapter: AuditModel, x: torch.Tensor) -> None:
     """Drop ``output_attentions`` support unless a forward with it returns attention maps."""
     if "output_attentions" not in adapter.supports:
@@ -901,6 +950,7 @@ def _sdpa_variant(spec, cls, config, base, kind, tdtype, layout: int = 0) -> tup
         m = _instantiate(cls, config, "sdpa")
         m.load_state_dict(base.state_dict())
         m.to(tdtype).eval()
+        m, kind = attention_bearer(m, kind)
         a = _adapter(spec, m, m.config, kind, "sdpa", tdtype, layout)
         a.forward(a.make_inputs(2, generator=torch.Generator().manual_seed(0)))
     except Exception as exc:  # noqa: BLE001 - no SDPA path: the eager variant is still audited

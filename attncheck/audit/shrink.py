@@ -18,11 +18,12 @@ and applies small per-key rules by the key's *role*, not per model family:
   head groups dividing the heads;
 - feed-forward sizes → 128; layer counts → 2 (or the number of distinct per-layer types, so every
   attention type is kept); per-layer lists (``layer_types``, ``block_types``, …, any list as long
-  as the layer count) → one entry per distinct value, in first-seen order; GPT-Neo's nested
+  as the layer count) → one entry per distinct value, in first-seen order, and per-layer lists of
+  source layer indices (``kv_source_layers``) → their first entries; GPT-Neo's nested
   ``attention_types = [[types, repeat]]`` → repeat 1; per-stage ``depths`` → at most 2;
 - MoE: experts → 4, experts per token → 2, shared experts → 1, expert groups → 1; SSM state
   sizes (``mamba_d_state``, ``ssm_state_size``) → 16;
-- vocab → 128, positions → 64, sliding / local windows of text models → 4 (Longformer-style
+- vocab → 128, positions → 64, object queries (``num_queries``) → 8, sliding / local windows of text models → 4 (Longformer-style
   ``attention_window`` stays even); images → 4 patches per side (128 pixels without a
   ``patch_size``);
 - fields of a known role that the defaults leave ``None`` (head dim, KV heads, MoE sizes) → the
@@ -101,13 +102,16 @@ _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
                      r"window_size|local_attention|attention_chunk_size|chunk_size|block_size)$")
+#: learned object queries of DETR-style detectors (the top-k of as many image positions)
+_QUERIES = re.compile(r"(^|_)num_queries$")
+QUERIES = 8
 _PERIOD = re.compile(r"layer_period$|_period$")
 _OFFSET = re.compile(r"layer_offset$")
 _TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
 _SECTION = re.compile(r"section$")
 #: the role rules (a key matched by one is shrunk by it, not tied to another key's value)
 _RULED = (_WIDTH, _WIDTH_LIST, _HEADS, _KV_HEADS, _HEAD_DIM, _ROPE_DIM, _NOPE_DIM, _LORA, _FFN, _LAYERS, _DEPTHS,
-          _EXPERTS, _TOP_K, _SHARED, _GROUPS, _SSM_STATE, _VOCAB, _POSITIONS, _WINDOW, _TOKEN_ID)
+          _EXPERTS, _TOP_K, _SHARED, _GROUPS, _SSM_STATE, _VOCAB, _POSITIONS, _QUERIES, _WINDOW, _TOKEN_ID)
 
 
 def config_fields(cls) -> list[str]:
@@ -212,11 +216,13 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     per_layer = [k for k, x in v.items() if isinstance(x, (list, tuple)) and len(x) in orig_layers
                  and len(x) > LAYERS and not _DEPTHS.search(k)]
     for k in per_layer:
-        n_new = max(n_new, min(_distinct(v[k]), 4))
+        if not _source_layers(v[k]):
+            n_new = max(n_new, min(_distinct(v[k]), 4))
     for k in layer_keys:
         out[k] = min(v[k], n_new)
-    for k in per_layer:
-        out[k] = _same_type(v[k], _compress(list(v[k]), n_new))
+    for k in per_layer:  # layer-index lists keep their first entries (each still names an earlier layer)
+        x = list(v[k])
+        out[k] = _same_type(v[k], x[:n_new] if _source_layers(x) else _compress(x, n_new))
     for k, x in v.items():
         # GPT-Neo: attention_types = [[["global", "local"], 12]] → repeat once
         if (isinstance(x, (list, tuple)) and x and all(isinstance(e, (list, tuple)) and len(e) == 2
@@ -226,9 +232,12 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             total = sum(len(e[0]) for e in x)
             for lk in layer_keys:
                 out[lk] = total
-        # layer index lists (e.g. which layers use global attention): keep the ones that exist
+        # layer index lists (e.g. which layers use global attention): keep the ones that exist;
+        # not indices into another list of the config (RT-DETR's ``encode_proj_layers`` pick
+        # feature levels of ``encoder_in_channels``), which the layer count does not bound
         elif (_ints(x) and k not in per_layer and orig_layers and ("layer" in k or "idx" in k)
-              and all(0 <= e < max(orig_layers) for e in x) and not _DEPTHS.search(k)):
+              and all(0 <= e < max(orig_layers) for e in x) and not _DEPTHS.search(k)
+              and not _indexes_other_list(k, x, v, orig_layers)):
             keep = [e for e in x if e < n_new]
             out[k] = _same_type(x, keep or [min(x[0], n_new - 1)])
         elif _DEPTHS.search(k) and _ints(x):
@@ -249,6 +258,8 @@ def shrink_values(values: dict[str, Any], level: int = 0,
                         out[tk] = tv
         elif _POSITIONS.search(k) and _int(x) and x > POSITIONS:
             out[k] = POSITIONS
+        elif _QUERIES.search(k) and _int(x) and x > QUERIES:
+            out[k] = QUERIES
         elif _EXPERTS.search(k) and _int(x) and x > EXPERTS:
             out[k] = EXPERTS
         elif _TOP_K.search(k) and _int(x) and x > TOP_K:
@@ -312,6 +323,13 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
+    # MLA (DeepSeek-V3-style: separate no-rope and rope parts): a head dim equal to the rope
+    # dim is the rotary embedding's width (LongCat-Flash's ``head_dim``), not the q·k width
+    rope_key = next((k for k, x in v.items() if _ROPE_DIM.search(k) and _int(x)), None)
+    if rope_key is not None and any(_NOPE_DIM.search(k) for k in v):
+        for k, x in v.items():
+            if _HEAD_DIM.search(k) and _int(x) and x == v[rope_key] and k != rope_key:
+                out[k] = out[rope_key]
     _fill_unset(v, out)
     _keep_head_products(v, out)
     _tie_equal_dims(v, out, ties)
@@ -324,6 +342,19 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _SECTION.search(k) and _ints(x):
             out[k] = _rescale_section(x, orig_head_dim or 0, _partial_rotary(v))
     return out
+
+
+def _source_layers(x) -> bool:
+    """Whether a per-layer list names, for each layer ``i``, a layer ``≤ i`` (the layer whose
+    keys / values it reuses: ``kv_source_layers = [0, 1, 2, …]``), and not binary flags."""
+    return _ints(x) and all(0 <= e <= i for i, e in enumerate(x)) and max(x) > 1
+
+
+def _indexes_other_list(k: str, x, v: dict[str, Any], layer_counts: set[int]) -> bool:
+    """Whether the index list ``v[k] = x`` fits a list of the same config that is not per layer
+    (its length no layer count): indices of feature levels or stages rather than of layers."""
+    return any(isinstance(y, (list, tuple)) and j != k and max(x) < len(y) and len(y) not in layer_counts
+               and len(y) > 1 for j, y in v.items())
 
 
 def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
@@ -411,22 +442,37 @@ def _size_map(v: dict[str, Any], out: dict[str, Any]) -> dict[tuple[bool, int], 
     return mapped
 
 
+def _list_factor(mapped: dict[tuple[bool, int], set]) -> float | None:
+    """The one factor by which :func:`_size_map`'s per-stage list entries were all scaled (HGNet's
+    ``hidden_sizes`` × 1/4), or None when they disagree or there are none."""
+    ratios = {b / a for (in_list, a), got in mapped.items() if in_list for b in got}
+    return ratios.pop() if len(ratios) == 1 else None
+
+
 def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[bool, int], set] | None = None) -> None:
     """Dimensions no rule names that equalled a shrunk width or feed-forward size in the original
     config take the same new value (``adapter_input_size == hidden_size``, Mimi's
     ``upsample_groups == hidden_size``, SAM's vision ``output_channels`` == the prompt encoder's
     ``hidden_size``, DETR-style ``encoder_in_channels`` == the backbone's ``hidden_sizes``):
-    model code wires them to each other.  This config's own sizes come first, then ``ties`` (the
-    whole config tree's); an original value mapped to two different sizes is left alone."""
+    model code wires them to each other.  A list entry is looked up among list entries first (a
+    scalar among scalars), this config's own sizes before ``ties`` (the whole config tree's); an
+    original value mapped to two different sizes is left alone.  A per-stage list entry no list
+    names is scaled by the factor all shrunk per-stage widths share (HGNet's ``stage_out_channels``
+    with its ``hidden_sizes``), so stage widths equal to each other stay equal."""
     local = _size_map(v, out)
 
     def tie(x, in_list: bool):
-        # same config before the tree, and a list entry from a list (a scalar from a scalar) first
-        for m in (local, ties or {}):
-            for src in (in_list, not in_list):
+        # a list entry from a list (a scalar from a scalar) first, then the same config before the tree
+        for src in (in_list, not in_list):
+            for m in (local, ties or {}):
                 got = m.get((src, x), ())
                 if got:
                     return next(iter(got)) if len(got) == 1 else None
+        if in_list:  # a stage width no list names: scaled like every per-stage width, if they agree
+            for m in (local, ties or {}):
+                f = _list_factor(m)
+                if f is not None:
+                    return max(1, round(x * f))
         return None
 
     for k, x in v.items():
@@ -516,6 +562,13 @@ def _values_of(config) -> dict[str, Any]:
             vals[name] = getattr(config, name)
         except Exception:  # noqa: BLE001
             continue
+    # backbone configs take the stages they output as constructor keywords, not fields; kept when
+    # the stages are not the layers (ViT backbones: one stage per layer, shrunk with the layers)
+    stages = getattr(config, "stage_names", None)
+    if (callable(getattr(config, "set_output_features_output_indices", None)) and _ints(getattr(config, "out_indices", None))
+            and isinstance(stages, (list, tuple))
+            and not any(_LAYERS.search(k) and x == len(stages) - 1 for k, x in vals.items())):
+        vals.setdefault("out_indices", list(config.out_indices))
     return vals
 
 
