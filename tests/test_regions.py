@@ -428,6 +428,10 @@ def test_import_table_equals_a_libcst_visit():
         assert context.ImportTable(module).aliases == expected
     table = context.ImportTable(cst.parse_module(src)).aliases
     assert table["sm"] == "torch.nn.functional.softmax" and table["torch"] == "e.f"
+    rel = context.ImportTable(cst.parse_module(
+        "from .utils import f as g\nfrom .. import utils as U\nfrom . import *\n"
+        "def h():\n    from ...a.b import c\n")).relative
+    assert rel == {"g": (1, "utils", "f"), "U": (2, "", "utils"), "c": (3, "a.b", "c")}
 
 
 def test_imports_inside_functions_are_kept_when_their_names_are_read(monkeypatch):

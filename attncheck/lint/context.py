@@ -39,11 +39,16 @@ class ImportTable:
     ``from torch.nn.functional import scaled_dot_product_attention as sdpa`` →
     ``sdpa`` ↦ ``torch.nn.functional.scaled_dot_product_attention``
     ``import torch`` → ``torch`` ↦ ``torch``
+
+    Relative imports are kept apart in ``relative`` (they name files of the linted tree, which
+    only :mod:`attncheck.lint.project` resolves): ``from .utils import f as g`` → ``g`` ↦
+    ``(1, "utils", "f")``, ``from .. import utils as U`` → ``U`` ↦ ``(2, "", "utils")``.
     """
 
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
-        _ImportCollector(self.aliases).collect(module)
+        self.relative: dict[str, tuple[int, str, str]] = {}
+        _ImportCollector(self.aliases, self.relative).collect(module)
 
     def resolve(self, node: cst.BaseExpression) -> str | None:
         """Fully qualified name of a Name/Attribute chain through the aliases, else its dotted
@@ -60,10 +65,12 @@ class ImportTable:
 
 class _ImportCollector:
     """Reads the import statements of a module, in libcst's visiting order (a later alias of a
-    name replaces an earlier one)."""
+    name replaces an earlier one); relative imports are kept apart in ``relative``."""
 
-    def __init__(self, aliases: dict[str, str]) -> None:
+    def __init__(self, aliases: dict[str, str],
+                 relative: dict[str, tuple[int, str, str]] | None = None) -> None:
         self.aliases = aliases
+        self.relative = {} if relative is None else relative
 
     # Imports are statements: do not descend into expressions (a ~10x cheaper walk).
     _DESCEND = (cst.Module, cst.BaseCompoundStatement, cst.BaseSuite, cst.SimpleStatementLine,
@@ -112,10 +119,10 @@ class _ImportCollector:
                 self.aliases.setdefault(head, head)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):
             return
-        base = dotted_name(node.module)
-        if base is None:
+        base = dotted_name(node.module) if node.module is not None else ""
+        if base is None or (not node.relative and not base):
             return
         for alias in node.names:
             name = dotted_name(alias.name)
@@ -124,7 +131,10 @@ class _ImportCollector:
             local = name
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self.aliases[local] = f"{base}.{name}"
+            if node.relative:
+                self.relative[local] = (len(node.relative), base, name)
+            else:
+                self.aliases[local] = f"{base}.{name}"
 
 
 class FileContext:
@@ -136,12 +146,17 @@ class FileContext:
     """
 
     def __init__(self, module: cst.Module, source: str, display_path: str,
-                 line_offset: int = 0, settings: Any = None) -> None:
+                 line_offset: int = 0, settings: Any = None, project: Any = None,
+                 path: str | None = None) -> None:
         self.module = module
         self.source = source
         self.display_path = display_path
         self.line_offset = line_offset
         self.settings = settings
+        #: the linted files (:class:`attncheck.lint.project.Project`) and this file's real path:
+        #: helpers imported from those files are followed (``None``: this file alone)
+        self.project = project
+        self.path = path
 
     @cached_property
     def imports(self) -> ImportTable:
@@ -150,6 +165,23 @@ class FileContext:
     def qualname(self, node: cst.BaseExpression) -> str | None:
         """Resolve a callee / attribute through the import table (see :class:`ImportTable`)."""
         return self.imports.resolve(node)
+
+    def imported_function(self, func: cst.BaseExpression) -> Any:
+        """The function of another linted file that the callee expression ``func`` (``f``,
+        ``U.f``, ``pkg.utils.f``) names through this file's imports: ``(FileContext of that
+        file, FunctionInfo)``, or ``None`` (not imported, outside the linted files, not a
+        top-level function; always ``None`` without a :attr:`project`).  PyTorch and the
+        callables of the op catalog (:mod:`attncheck.lint.analysis.ops`) keep their catalog
+        meaning even when their source is among the linted files."""
+        if self.project is None:
+            return None
+        from attncheck.lint.analysis import ops
+        from attncheck.lint.project import imported_function
+
+        q = self.qualname(func)
+        if q is None or q.partition(".")[0] == "torch" or q in ops.FUNCTIONS or q in ops.MODULES:
+            return None
+        return imported_function(self, func)
 
     @cached_property
     def index(self) -> Any:
