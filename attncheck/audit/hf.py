@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import LEVELS, RESERVED_TOP, shrink_config
+from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, shrink_config
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -109,7 +109,8 @@ def _model_class_of(config):
     except Exception:  # noqa: BLE001
         cls = None
     cls = cls or getattr(tf, target, None)
-    return cls if isinstance(cls, type) and issubclass(cls, torch.nn.Module) else None
+    usable = isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.forward is not torch.nn.Module.forward
+    return cls if usable else None
 
 
 #: forward arguments the audit can make as the checked input (see :func:`_adapter`)
@@ -194,7 +195,8 @@ def config_module_classes(config) -> tuple[list[type], list[type]]:
     type — ``PreTrainedModel`` subclasses whose ``config_class`` is ``type(config)``, and plain
     ``nn.Module`` classes whose ``__init__`` takes a ``config`` of that type — each list
     outermost first (:func:`_outermost_first`), those that take an input the audit can make
-    (:data:`MAIN_INPUTS`) before the others."""
+    (:data:`MAIN_INPUTS`) before the others.  Classes without a ``forward`` of their own are
+    left out."""
     from transformers import PreTrainedModel
 
     ccls = type(config)
@@ -206,6 +208,8 @@ def config_module_classes(config) -> tuple[list[type], list[type]]:
             if not obj.__module__.startswith(ccls.__module__.rpartition(".")[0] + "."):
                 continue
             seen.add(obj)
+            if obj.forward is torch.nn.Module.forward:
+                continue  # no forward of its own (a VQ tokenizer exposing ``encode`` only)
             if issubclass(obj, PreTrainedModel):
                 if getattr(obj, "config_class", None) is ccls:
                     models.append(obj)
@@ -276,7 +280,11 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     # images, or clips (pixel_values_videos); a tower whose first required argument is the image
     pixels = (any(k.startswith("pixel_values") for k in params) or "flattened_patches" in params
               or _required_inputs(cls)[:1] in (["image"], ["images"]))
-    if main == "pixel_values" or ("input_ids" not in params and (pixels or _grid_param(params) is not None)):
+    # a main_input_name inherited from the package's image model does not make a text tower
+    # (its forward takes input_ids and no pixels) a vision model
+    inherited = main == "pixel_values" and "input_ids" in params and not pixels
+    if (main == "pixel_values" and not inherited) or ("input_ids" not in params
+                                                       and (pixels or _grid_param(params) is not None)):
         return "vision", cls
     if "past_values" in params and "input_ids" not in params:
         return "series", cls
@@ -367,6 +375,14 @@ def _audio_feature_size(config) -> int | None:
     return int(n) if n is not None else None
 
 
+def _frames(x: torch.Tensor, mels: int) -> int:
+    """Frames of a spectrogram batch ``(B, mels, frames)`` / ``(B, frames, mels)`` /
+    ``(B, 1, frames, mels)``: the last axis after the batch that is neither the mel axis nor a
+    channel axis of size 1 (samples of a waveform ``(B[, 1], samples)``)."""
+    rest = [n for n in x.shape[1:] if n not in (1, mels)]
+    return int(rest[-1]) if rest else int(x.shape[-1])
+
+
 def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
     """Audio input makers to try, in order (the first the model accepts wins): waveforms
     ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values``, or for a generic input name when a
@@ -377,6 +393,9 @@ def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator]
     src = getattr(config, "max_source_positions", None)
     longest = getattr(config, "max_length", None)
     frames = 2 * int(src) if isinstance(src, int) else (int(longest) if isinstance(longest, int) else 64)
+    window = getattr(config, "n_window", None)  # chunked encoders take whole chunks of 2·n_window frames
+    if isinstance(window, int) and window > 0:
+        frames = -(-frames // (2 * window)) * 2 * window
     spectrograms = [lambda b, g: torch.randn(b, mels, frames, generator=g),
                     lambda b, g: torch.randn(b, frames, mels, generator=g),
                     lambda b, g: torch.randn(b, 1, frames, mels, generator=g),
@@ -411,7 +430,8 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
     """Input layouts of a time-series model (``past_values``, as transformers' PatchTST tests
     build them): ``(B, context_length, num_input_channels)`` values, or ``(B, context_length)``
     for univariate models; other required arguments named ``*mask`` are all ones (every value
-    observed) and ``*_padding`` all zeros (none padded)."""
+    observed), ``*_padding`` all zeros (none padded), any other a per-sample category ``(B, 1)``
+    of index 0 (TimesFM's ``freq``)."""
     ctx = getattr(config, "context_length", None)
     patch = getattr(config, "patch_length", None) or 8
     L = int(ctx) if isinstance(ctx, int) and 0 < ctx <= 128 else 4 * int(patch)
@@ -426,6 +446,8 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
                 kw[n] = torch.zeros(x.shape[:2], dtype=x.dtype)
             elif n.endswith("mask"):
                 kw[n] = torch.ones(x.shape, dtype=x.dtype)
+            else:  # a per-sample category (TimesFM's frequency bucket ``freq``): the first one
+                kw[n] = torch.zeros(x.shape[0], 1, dtype=torch.long)
         return kw
 
     return [("series", lambda b, g: torch.randn(b, *shape, generator=g), kwargs, lambda out, B: out)]
@@ -455,7 +477,17 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         return out
 
     if kind == "audio":
-        return [(f"audio{i}", mk, lambda x: {main: x}, keep) for i, mk in enumerate(_audio_candidates(config, main))]
+        # the feature extractor's mask of the main input (``input_features_mask``): every frame real
+        mask = f"{main}_mask" if f"{main}_mask" in params else None
+        mels = _audio_feature_size(config) or 80
+
+        def audio_kw(x):
+            if mask is None:
+                return {main: x}
+            return {main: x, mask: torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)}
+
+        # packed encoders (chunks of all samples in one sequence) return (B·N, ...): split back
+        return [(f"audio{i}", mk, audio_kw, split) for i, mk in enumerate(_audio_candidates(config, main))]
     if kind == "series":
         return _series_variants(model, config)
     grid = _grid_param(params)
@@ -562,7 +594,10 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
                          ) -> list[tuple[dict[str, torch.Tensor], dict[str, Callable]]]:
     """``(fixed inputs, per-token inputs)`` to send with the checked ``input_ids``, in the order
     to try: the forward's required arguments (plus an image for a joint text-image encoder such as
-    CLIP), then also the optional image and layout boxes (``bbox``) a model may need."""
+    CLIP), then also the optional image and layout boxes (``bbox``) a model may need; each with
+    the image as a clip ``(B, T, C, H, W)`` of the config's ``num_frames`` (else 1) after
+    (video-text models such as X-CLIP, models taking several images per sample), and the ids
+    alone last when the image is optional (a masked LM with a vision tower)."""
     tcfg = _text_config(config)
     vocab = getattr(tcfg, "vocab_size", 0) or 0
     lo, hi = LOW_IDS, max(vocab - RESERVED_TOP, LOW_IDS + 1)
@@ -583,6 +618,17 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         more_tok.setdefault("bbox", token_boxes)
     if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
         layouts.append((more_fixed, more_tok))
+    # models taking several images or frames per sample: pixel_values (B, T, C, H, W), T the
+    # config's num_frames (else one image)
+    frames = next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
+                   and n > 0), 1)
+    for f, t in list(layouts):
+        img = f.get("pixel_values")
+        if img is not None and img.dim() == 4:
+            layouts.append(({**f, "pixel_values": img.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()}, t))
+    # a text model that only optionally takes images (a masked LM with a vision tower): text alone
+    if "pixel_values" not in required and "pixel_values" in fixed:
+        layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
     return layouts
 
 
@@ -1057,6 +1103,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
+    default = config_for_class(cls, default)
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
         overrides = {"is_decoder": True, **(overrides or {})}
@@ -1101,6 +1148,28 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
 
 
+def config_for_class(cls, config):
+    """The config ``cls`` is built from: ``config`` itself when it is an instance of the class's
+    ``config_class``, else the first nested config that is (breadth first: a composite
+    ``Llama4Config`` whose causal-LM class ``Llama4ForCausalLM`` takes the ``text_config``, a
+    ``Llama4TextConfig``); ``config`` when none is."""
+    from transformers import PretrainedConfig
+
+    want = getattr(cls, "config_class", None)
+    if not (isinstance(want, type) and issubclass(want, PretrainedConfig)) or isinstance(config, want):
+        return config
+    queue, seen = [config], set()
+    while queue:
+        c = queue.pop(0)
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if isinstance(c, want):
+            return c
+        queue += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
+    return config
+
+
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
     """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
     inputs it ran on; raises the first layout's error when none is accepted."""
@@ -1131,14 +1200,31 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
 def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Module:
     """A random-weight ``cls`` from a copy of ``config``: ``PreTrainedModel._from_config``, or
     ``cls(config)`` for a plain ``nn.Module`` tower (the attention implementation set on the
-    config, where transformers' attention modules read it)."""
+    config, where transformers' attention modules read it).  An attribute the model reads that
+    the config tree lacks (one a parent config writes into its sub-configs) is filled into
+    ``config`` (:func:`~attncheck.audit.shrink.fill_missing_attribute`) and the build retried."""
+    for _ in range(8):
+        try:
+            return _instantiate_once(cls, config, attn_implementation)
+        except AttributeError as exc:
+            if fill_missing_attribute(config, exc) is None:
+                raise
+    return _instantiate_once(cls, config, attn_implementation)
+
+
+def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.Module:
     config = copy.deepcopy(config)
     if hasattr(cls, "_from_config"):
         kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        return cls._from_config(config, **kw)
+        # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
+        # any batch size, and it runs in float64 (the audit's reference for dtype noise)
+        return cls._from_config(config, experts_implementation="eager", **kw)
     if attn_implementation:
         config._attn_implementation = attn_implementation
-    return cls(config)
+    module = cls(config)
+    if not hasattr(module, "config"):  # a plain tower that does not keep its config
+        module.config = config
+    return module
 
 
 def attention_bearer(model: torch.nn.Module, kind: str) -> tuple[torch.nn.Module, str]:
@@ -1331,7 +1417,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         supports.add("position_ids")
     layouts = _token_input_layouts(model, config, kind, accepts, g0)
     extra, per_token = layouts[input_layout % len(layouts)]
-    info["input_layout"] = "+".join(["input_ids", *extra, *per_token])
+    info["input_layout"] = "+".join(["input_ids", *(k if v.dim() != 5 else f"{k}(B,T,C,H,W)" for k, v in extra.items()),
+                                     *per_token])
 
     def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {}
@@ -1372,18 +1459,29 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         decode_tokens.kept_keys = None
         decode_fn = decode_tokens
 
+    def bidirectional_module(module):
+        # a module of a decoder that declares ``is_causal = False`` (a block-diffusion model's
+        # canvas decoder): bidirectional by its design, a band around each query where it has a
+        # window; the model's output causality is still checked by the causality check
+        return ("band", None) if module.get("sliding_window") else ("unknown", None)
+
     pattern_fn = None
     if kind == "decoder" and layer_types and isinstance(layer_types, (list, tuple)):
         types = [str(t) for t in layer_types]
         info["layer_types"] = types
 
         def per_layer(shape, ordinal=None, module=None):
+            if module is not None and module.get("is_causal") is False:
+                return bidirectional_module(module)
             if module is not None and module.get("layer_type"):
                 t = module["layer_type"]
             elif module is not None and module.get("layer") is not None:
                 t = types[module["layer"] % len(types)]
-            elif ordinal is not None:
-                t = types[ordinal % len(types)]
+            elif ordinal is not None and ordinal < len(types):
+                # a map no attention module claimed: the ordinal-th layer's type, while there are
+                # no more maps than layers (past that, other stacks — an encoder, a vision tower —
+                # make maps too and the ordinal no longer names a layer)
+                t = types[ordinal]
             else:
                 return ("unknown", None)
             if "sliding" in t or "local" in t or "chunk" in t:
@@ -1394,6 +1492,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         pattern_fn = per_layer
     if kind == "decoder" and pattern_fn is None:
         def per_module(shape, ordinal=None, module=None):
+            if module is not None and module.get("is_causal") is False:
+                return bidirectional_module(module)
             w = (module or {}).get("sliding_window")
             if w:
                 return ("sliding", int(w))

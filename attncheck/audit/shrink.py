@@ -93,7 +93,7 @@ _LAYERS = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|layers|num_b
 _DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$")
 _EXPERTS = re.compile(r"(^|_)(num_experts|num_local_experts|n_routed_experts|moe_num_experts|"
                       r"num_routed_experts|n_experts|num_expert)$")
-_TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|"
+_TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|top_k_experts|"
                     r"experts_per_token|num_selected_experts|router_topk)$")
 _SHARED = re.compile(r"(^|_)(n_shared_experts|num_shared_experts|moe_num_shared_experts)$")
 _GROUPS = re.compile(r"(^|_)(n_group|topk_group|num_expert_groups?|topk_groups?)$")
@@ -101,7 +101,7 @@ _VOCAB = re.compile(r"(^|_)vocab_size($|_)|_vocab$|(^|_)vocab_size_per")
 _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
-                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size)$")
+                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size|canvas_length)$")
 #: learned object queries of DETR-style detectors (the top-k of as many image positions)
 _QUERIES = re.compile(r"(^|_)num_queries$")
 QUERIES = 8
@@ -218,6 +218,17 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     for k in per_layer:
         if not _source_layers(v[k]):
             n_new = max(n_new, min(_distinct(v[k]), 4))
+    # a backbone's output layers (``out_indices``, 1-based stages: stage 0 is the embeddings) keep
+    # their count: the neck that reads them has one entry per output (DPT's neck_hidden_sizes)
+    outs = v.get("out_indices")
+    backbone_outs = (_ints(outs) and orig_layers and len(set(outs)) == len(outs) <= 4
+                     and all(1 <= e <= max(orig_layers) for e in outs))
+    if backbone_outs:
+        n_new = max(n_new, len(outs))
+        ranks = sorted(outs)
+        out["out_indices"] = _same_type(outs, [n_new - (len(outs) - 1 - ranks.index(e)) for e in outs])
+        if isinstance(v.get("out_features"), (list, tuple)) and len(v["out_features"]) == len(outs):
+            out["out_features"] = [f"stage{e}" for e in out["out_indices"]]
     for k in layer_keys:
         out[k] = min(v[k], n_new)
     for k in per_layer:  # layer-index lists keep their first entries (each still names an earlier layer)
@@ -236,6 +247,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         # not indices into another list of the config (RT-DETR's ``encode_proj_layers`` pick
         # feature levels of ``encoder_in_channels``), which the layer count does not bound
         elif (_ints(x) and k not in per_layer and orig_layers and ("layer" in k or "idx" in k)
+              and not (backbone_outs and k == "out_indices")
               and all(0 <= e < max(orig_layers) for e in x) and not _DEPTHS.search(k)
               and not _indexes_other_list(k, x, v, orig_layers)):
             keep = [e for e in x if e < n_new]
@@ -393,7 +405,7 @@ def _indexes_other_list(k: str, x, v: dict[str, Any], layer_counts: set[int]) ->
 def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
     """Fields of a known role that the defaults leave ``None`` but the model code reads as
     numbers: the head dim (width / heads), KV heads (= heads), and the MoE sizes of a config that
-    declares experts (experts, experts per token, shared experts, expert groups)."""
+    declares experts (experts, experts per token, shared experts, expert groups, feed-forward sizes)."""
     heads = next((x for k, x in out.items() if _HEADS.search(k) and _int(x) and x > 0), None)
     width = next((x for k, x in out.items() if _WIDTH.search(k) and _int(x) and x > 0), None)
     moe = sum(1 for k in v if _EXPERTS.search(k) or _TOP_K.search(k)) >= 2
@@ -410,6 +422,8 @@ def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
             out[k] = TOP_K
         elif moe and (_SHARED.search(k) or _GROUPS.search(k)):
             out[k] = 1
+        elif moe and _FFN.search(k):  # the experts' feed-forward size (moe_intermediate_size)
+            out[k] = FFN
 
 
 def _role_prefix(k: str, rx: re.Pattern) -> str | None:
@@ -596,6 +610,11 @@ def _values_of(config) -> dict[str, Any]:
     cls = type(config)
     vals = {}
     for name in config_fields(cls):
+        if name.startswith("_") and isinstance(getattr(cls, name[1:], None), property) and name[1:].startswith("out_"):
+            # a backbone's outputs (``out_indices`` / ``out_features``): stored privately, set by
+            # their public names (BackboneConfigMixin)
+            vals[name[1:]] = getattr(config, name[1:])
+            continue
         if name.startswith("_") or name in ("id2label", "label2id", "transformers_version"):
             continue
         try:  # some configs refuse global reads of per-layer attributes
@@ -769,6 +788,75 @@ def _construct(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[s
     return made
 
 
+_MISSING_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+
+
+def _config_tree(config) -> list[Any]:
+    """``config`` and its nested configs, breadth first."""
+    out, queue = [], [config]
+    while queue:
+        c = queue.pop(0)
+        if any(c is o for o in out):
+            continue
+        out.append(c)
+        queue += [x for x in vars(c).values() if _is_config(x)]
+    return out
+
+
+def fill_missing_attribute(config, exc: BaseException) -> str | None:
+    """Repair a config tree that a model reads an attribute from which the config lacks
+    (``AttributeError: 'T5Gemma2TextConfig' object has no attribute 'dropout_rate'``): a parent
+    config's ``__post_init__`` writes such attributes into its sub-configs, so a sub-config built
+    on its own, or a composite whose defaults skip it, lacks them.  The value is the one another
+    config of the tree holds (what the parent would have written), else the default of the
+    same-named field of another config class of the model's package (parents, which declare
+    ``sub_configs``, first), shrunk by the same rules (the parent class's ``dropout_rate``), else the entry of that name in a ``rope_parameters``
+    dict of the tree (DBRX's ``rope_theta``).  The attribute is set on every
+    config of the tree of the named class; returns ``"Class.attribute"``, or None when the error
+    is not a missing config attribute or no value is found."""
+    import importlib
+    import sys
+
+    m = _MISSING_ATTRIBUTE.search(str(exc))
+    if not isinstance(exc, AttributeError) or m is None:
+        return None
+    cname, attr = m.groups()
+    tree = _config_tree(config)
+    targets = [c for c in tree if type(c).__name__ == cname and not hasattr(c, attr)]
+    if not targets:
+        return None
+    value, found = None, False
+    for c in tree:  # the (shrunk) value another config of the tree holds
+        if type(c).__name__ != cname and attr in vars(c):
+            value, found = vars(c)[attr], True
+            break
+    mod_name = type(targets[0]).__module__
+    try:
+        mod = sys.modules.get(mod_name) or importlib.import_module(mod_name)
+    except Exception:  # noqa: BLE001
+        mod = None
+    classes = list(vars(mod).values()) if mod is not None and not found else []
+    classes.sort(key=lambda o: not getattr(o, "sub_configs", None))  # parent configs first
+    for obj in classes:
+        if (isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == mod_name
+                and obj is not type(targets[0])):
+            fld = next((f for f in dataclasses.fields(obj) if f.name == attr), None)
+            if fld is not None and fld.default is not dataclasses.MISSING:
+                value, found = shrink_values({attr: fld.default})[attr], True
+                break
+    if not found:
+        for c in tree:
+            rope = getattr(c, "rope_parameters", None)
+            if isinstance(rope, dict) and attr in rope:
+                value, found = rope[attr], True
+                break
+    if not found:
+        return None
+    for c in targets:
+        setattr(c, attr, value)
+    return f"{cname}.{attr}"
+
+
 def consistent(config) -> list[str]:
     """Problems of a (shrunk) config: query heads not dividing the width, KV heads not dividing
     the query heads, a rotary dim larger than the head dim.  Empty when consistent."""
@@ -791,5 +879,5 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "shrink_config",
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute", "shrink_config",
            "shrink_values"]
