@@ -785,12 +785,14 @@ def passed_mask_pattern(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any
     no mask is passed or the mask hides padding keys (transformers' attention functions apply
     the module's ``is_causal`` attribute only when no mask is passed; with a mask they use the
     mask alone)."""
-    allowed = passed_mask_allowed(mod, args, kwargs)
+    return _passed_pattern(passed_mask_allowed(mod, args, kwargs))
+
+
+def _passed_pattern(allowed: torch.Tensor | None) -> tuple[str, int | None] | None:
+    """The pattern of a :func:`passed_mask_allowed` map: a ``(1, L_k)`` key mask is ``full``."""
     if allowed is None:
         return None
-    if allowed.shape[0] == 1:
-        return "full", None
-    return classify_pattern(allowed)
+    return ("full", None) if allowed.shape[0] == 1 else classify_pattern(allowed)
 
 
 def _owner_hooks(m: AuditModel, probe) -> tuple[list, dict[int, dict[str, Any]]]:
@@ -811,9 +813,8 @@ def _owner_hooks(m: AuditModel, probe) -> tuple[list, dict[int, dict[str, Any]]]
                 allowed = passed_mask_allowed(mod_, args, kwargs)
             except Exception:  # noqa: BLE001 - a mask the audit cannot read: no fact
                 allowed = None
-            passed = None if allowed is None else (
-                ("full", None) if allowed.shape[0] == 1 else classify_pattern(allowed))
-            start.append((len(probe.records), dict(facts, passed_mask=passed, passed_allowed=allowed)))
+            start.append((len(probe.records),
+                          dict(facts, passed_mask=_passed_pattern(allowed), passed_allowed=allowed)))
 
         def post(_mod, _args, _out, start=start, facts=facts):
             a, call = start.pop() if start else (0, facts)
