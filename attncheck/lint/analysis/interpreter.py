@@ -155,6 +155,9 @@ class Frame:
 
     #: the value nothing is known about
     UNKNOWN: Any = None
+    #: whether a name whose joined value is :attr:`UNKNOWN` stays bound (else it is unbound, and
+    #: the domain reads the name as it reads any name no local binds)
+    STORES_UNKNOWN = True
 
     def __init__(self, env: dict, depth: int = 0) -> None:
         self.env = env
@@ -244,7 +247,7 @@ class Frame:
                 v = self.join_absent(va)
             else:
                 v = self.join(va, vb)
-            if v is not _MISSING:
+            if v is not _MISSING and (self.STORES_UNKNOWN or v is not self.UNKNOWN):
                 out[k] = v
         return out
 

@@ -896,39 +896,32 @@ class _Frame(Frame):
                    for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params))
 
     def eval_comp(self, node: Any) -> Any:
+        """A list comprehension or generator expression with one ``for``: over a tuple, item by
+        item (a :class:`Tup`); over like values (:class:`_Many`: parts of a split, a ``map``, a
+        ``zip`` of those), one element for all.  The target (a name or a tuple pattern) is bound
+        in the comprehension's own scope."""
         comp = node.for_in
-        if comp.inner_for_in is not None or type(comp.target) is not cst.Name:
+        if comp.inner_for_in is not None:
             return UNK
         it = self.eval(comp.iter)
         if isinstance(it, Tensor) and it.parts:
             it = _Many(replace(it, parts=False))
-        if isinstance(it, _Many):
-            saved = self.env.get(comp.target.value, None)
-            self.env[comp.target.value] = it.t
-            elt = self.eval(node.elt)
-            if saved is None:
-                self.env.pop(comp.target.value, None)
-            else:
-                self.env[comp.target.value] = saved
-            return _Many(elt) if not isinstance(elt, Unknown) else UNK
-        if isinstance(it, Tup) and not it.star_unknown:
-            out = []
-            saved = self.env.get(comp.target.value, None)
-            for item in it.items:
+        saved = self.env
+
+        def element(item: Any) -> Any:
+            self.env = dict(saved)
+            if type(comp.target) is cst.Name:
                 self.env[comp.target.value] = item
-                out.append(self.eval(node.elt))
-            if saved is None:
-                self.env.pop(comp.target.value, None)
             else:
-                self.env[comp.target.value] = saved
-            return Tup(tuple(out))
-        saved = self.env.get(comp.target.value, None)
-        self.env[comp.target.value] = UNK
-        elt = self.eval(node.elt)
-        if saved is None:
-            self.env.pop(comp.target.value, None)
-        else:
-            self.env[comp.target.value] = saved
+                self.assign(comp.target, item)
+            return self.eval(node.elt)
+
+        try:
+            if isinstance(it, Tup) and not it.star_unknown:
+                return Tup(tuple(element(item) for item in it.items))
+            elt = element(it.t if isinstance(it, _Many) else UNK)
+        finally:
+            self.env = saved
         return _Many(elt) if not isinstance(elt, Unknown) else UNK
 
     # attributes: self.x, t.shape, t.T, t.mT, module.attr
@@ -1119,8 +1112,8 @@ class _Frame(Frame):
                     return r
         args = [self.eval(a.value) for a in node.args]
         kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
-        pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
-        callee = self.an.resolve_callee(self, func) if type(func) is cst.Name else None
+        pos = _positional(node, args)
+        callee = self.an.resolve_callee(self, func) if type(func) in _CALLEE_EXPRS else None
         name = q
         leaf = name.rsplit(".", 1)[-1]
         low = leaf.lower()
@@ -1135,8 +1128,13 @@ class _Frame(Frame):
             return self.inline(callee, node, pos, kw)
         if name in PARTIAL and pos and isinstance(pos[0], FuncRef):
             return pos[0].partial(pos[1:], kw)
-        if name == "map" and len(pos) == 2 and not (type(func) is cst.Name and func.value in self.env):
+        builtin = not (type(func) is cst.Name and func.value in self.env)
+        if name == "map" and len(pos) == 2 and builtin:
             return self.map_values(args[0], pos[1], node)
+        if name == "zip" and pos and builtin and len(pos) == len(node.args):
+            return _zip(pos)
+        if name in ("tuple", "list") and len(pos) == 1 and builtin and isinstance(pos[0], (Tup, _Many)):
+            return pos[0]
         if leaf in ("get_interface", "get") and any(isinstance(v, FuncRef) for v in args):
             # ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward): the fallback
             return next(v for v in args if isinstance(v, FuncRef))
@@ -1272,8 +1270,7 @@ class _Frame(Frame):
             if self.an.method_of(recv, meth) is not None:
                 args = [self.eval(a.value) for a in node.args]
                 kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
-                pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
-                return self.inline(FuncRef(meth, bound_self=recv), node, pos, kw)
+                return self.inline(FuncRef(meth, bound_self=recv), node, _positional(node, args), kw)
             if meth == "register_buffer" and len(node.args) >= 2:
                 nm = node.args[0].value
                 if type(nm) is cst.SimpleString:
@@ -1955,6 +1952,39 @@ class _Many:
     """Result of split/chunk/unbind (or a generator expression): any number of like values."""
 
     t: Any
+
+
+#: call targets whose value is the callee (``f(x)``, ``functools.partial(f, a)(x)``,
+#: ``(lambda a: ...)(x)``, ``fns[0](x)``); attribute targets are methods on their receiver
+_CALLEE_EXPRS = frozenset({cst.Name, cst.Call, cst.Lambda, cst.Subscript})
+
+
+def _positional(node: cst.Call, args: list) -> list:
+    """The positional argument values of a call (``args``: the value of each argument): a
+    starred tuple of known length (``f(*qkv)`` with ``qkv = (q, k, v)``) spreads its items; any
+    other starred argument leaves the positions after it unknown, so they are dropped."""
+    pos: list = []
+    for a, v in zip(node.args, args):
+        if a.keyword is not None or a.star == "**":
+            continue
+        if a.star:
+            if not isinstance(v, Tup) or v.star_unknown:
+                break
+            pos.extend(v.items)
+        else:
+            pos.append(v)
+    return pos
+
+
+def _zip(pos: list) -> Any:
+    """``zip(a, b, ...)``: tuples of known length pair item by item (to the shortest); like values
+    (:class:`_Many`, the parts of a split) give like tuples."""
+    seqs = [_Many(replace(p, parts=False)) if isinstance(p, Tensor) and p.parts else p for p in pos]
+    if all(isinstance(p, Tup) and not p.star_unknown for p in seqs):
+        return Tup(tuple(Tup(items) for items in zip(*(p.items for p in seqs))))
+    if all(isinstance(p, (Tup, _Many)) for p in seqs):
+        return _Many(Tup(tuple(p.t if isinstance(p, _Many) else UNK for p in seqs)))
+    return UNK
 
 
 def _qk_factors(ta: Tensor, tb: Tensor) -> tuple:
