@@ -167,3 +167,17 @@ def test_join_keeps_agreeing_values_and_drops_disagreeing_ones():
 def test_partial_prepends_arguments():
     ref = FuncRef("f").partial([1], {"k": 2})
     assert ref.call_args([3], {"j": 4}) == ([1, 3], {"k": 2, "j": 4})
+
+
+@pytest.mark.parametrize("diagonal, blocks_upper", [(1, True), (0, False)])
+def test_mask_from_a_local_def_is_evaluated(diagonal, blocks_upper):
+    src = f"""
+    def f(s, n):
+        def causal(size):
+            return torch.triu(torch.ones(size, size, dtype=torch.bool), diagonal={diagonal})
+        m = causal(n)
+        return s.masked_fill(m, float("-inf")).softmax(-1)
+    """
+    (use,) = [u for u in M.analyze(_ctx(src)).uses if u.consumer == "masked_fill"]
+    # triu(diagonal=1) blocks exactly the future (a causal mask); diagonal=0 also the diagonal
+    assert use.blocked == (False, not blocks_upper, True)

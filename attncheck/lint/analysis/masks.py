@@ -41,7 +41,7 @@ import libcst as cst
 
 from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
-from attncheck.lint.analysis.interpreter import MISSING, Frame, Interpreter
+from attncheck.lint.analysis.interpreter import MISSING, Frame, FuncRef, Interpreter
 from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
 from attncheck.lint.context import dotted_name
 
@@ -709,6 +709,9 @@ class _Analyzer(Interpreter):
         self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self.nodes = NodeCache()  # walks of this file's nodes, for this run only
+        #: the functions defined inside functions, by ``id`` of their node (kept alive by the
+        #: module): what a local ``def``'s :class:`FuncRef` runs
+        self.local_defs: dict[int, FunctionInfo] = {}
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
@@ -754,12 +757,16 @@ class _Analyzer(Interpreter):
     def method(self, cls: ClassInfo | None, name: str) -> FunctionInfo | None:
         return self.lookup_function(name, cls) if cls is not None else None
 
-    def callee(self, q: str) -> FunctionInfo | None:
-        """The same-file function a call of the qualified name ``q`` runs: ``f(...)`` or, in a
-        method, ``self.m(...)``."""
+    def callee(self, q: str, env: dict[str, Any]) -> FunctionInfo | None:
+        """The same-file function a call of the qualified name ``q`` runs, by value: a local
+        ``def`` the name is bound to in ``env``, else ``f(...)`` or, in a method,
+        ``self.m(...)`` as the module index resolves them."""
         if q.startswith("self.") and q.count(".") == 1:
             return self.method(self.current.cls, q[5:]) if self.current is not None else None
-        return self.lookup_function(q) if q != "float" else None
+        v = env.get(q)
+        if isinstance(v, FuncRef):
+            return self.local_defs.get(id(v.fn))
+        return self.lookup_function(q) if q != "float" and v is None else None
 
     def return_value(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> Any:
         """What the same-file function ``f`` returns at ``call``: its body run with the call's
@@ -969,7 +976,7 @@ class _Analyzer(Interpreter):
 
     def _callsite(self, call: cst.Call, state: _MaskFrame) -> None:
         q = self.qualname(call.func)
-        f = self.callee(q) if q is not None else None
+        f = self.callee(q, state.env) if q is not None else None
         if f is None:
             return
         slots = self.callsite_args.setdefault(id(f), {})
@@ -1609,7 +1616,7 @@ class _Analyzer(Interpreter):
             return replace(inner, wide=True) if self._wide_dtype(kwarg(node, "dtype"), env) \
                 else inner
         # --- same-file functions
-        if "." not in q and (f := self.callee(q)) is not None:
+        if "." not in q and (f := self.callee(q, env)) is not None:
             v = self.return_value(f, node, env)
             return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
         if q.startswith("self.") and q.count(".") == 1 and self.current is not None:
@@ -2066,6 +2073,9 @@ class _MaskFrame(Frame):
         self.an._scan(s.value, self)
         self.an._inplace(s.value, self)
 
+    def define(self, s: cst.FunctionDef) -> None:
+        self.env[s.name.value] = FuncRef(s.name.value, fn=s)
+
     def returned(self, value: cst.BaseExpression | None) -> Any:
         if value is None:
             return MISSING  # a bare ``return`` passes no mask: it adds nothing to the join
@@ -2089,6 +2099,7 @@ def _analyze(ctx) -> MaskAnalysis:
     for f in an.index.defs:
         nested.extend(an.index.nested(f))
     everything = an.index.defs + nested
+    an.local_defs = {id(f.node): f for f in nested}
     names = {id(f): an.nodes.identifiers(f.node.body) for f in everything}
     mask_globals = an.globals.keys()  # module-level masks and fills (``CAUSAL = torch.tril(…)``)
     relevant = {id(f) for f in everything
