@@ -181,3 +181,19 @@ def test_mask_from_a_local_def_is_evaluated(diagonal, blocks_upper):
     (use,) = [u for u in M.analyze(_ctx(src)).uses if u.consumer == "masked_fill"]
     # triu(diagonal=1) blocks exactly the future (a causal mask); diagonal=0 also the diagonal
     assert use.blocked == (False, not blocks_upper, True)
+
+
+def test_a_local_def_sees_names_bound_after_it():
+    # closures bind late: ``scale`` is assigned after the def, after an ``if`` and a loop
+    src = """
+    def f(q, k, c, layers, h):
+        def scores(a, b):
+            return a @ b.transpose(-2, -1) * scale
+        if c:
+            h = h + 1
+        for layer in layers:
+            h = layer(h)
+        scale = 0.125
+        return scores(q, k).softmax(dim=-1)
+    """
+    assert factors(src) == [["0.125"]]

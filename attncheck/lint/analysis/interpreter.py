@@ -230,7 +230,10 @@ class Frame:
         return dict(self.env)
 
     def restore(self, state: Any) -> None:
-        self.env = dict(state)
+        """Make ``state`` the current state.  The environment stays the same dict, so a local
+        ``def`` sees the names bound after it (Python closures bind late)."""
+        self.env.clear()
+        self.env.update(state)
 
     def join_states(self, a: Any, b: Any) -> Any:
         """The one join: every name bound on either path, joined (:meth:`join`; bound on one

@@ -2027,7 +2027,8 @@ class _MaskFrame(Frame):
         return dict(self.env), dict(self.tags)
 
     def restore(self, state: Any) -> None:
-        self.env, self.tags = dict(state[0]), dict(state[1])
+        super().restore(state[0])
+        self.tags = dict(state[1])
 
     def join_states(self, a: Any, b: Any) -> Any:
         tags = dict(a[1])
