@@ -23,7 +23,7 @@ imports nor runs the linted code.  What they share is here:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import libcst as cst
@@ -41,7 +41,9 @@ class FuncRef:
     ``Lambda`` node; ``bound_self``: the receiver of a method reached through ``self`` (the
     domain's value for the instance); ``closure``: for a local ``def`` / ``lambda``, the
     environment of the frame that defined it (looked up when called: Python closures bind late);
-    ``args`` / ``kwargs``: arguments bound ahead of the call's by ``functools.partial``."""
+    ``args`` / ``kwargs``: arguments bound ahead of the call's by ``functools.partial``;
+    ``owner``: the :class:`Interpreter` of the file that defines the function (``None``: the
+    file being analysed)."""
 
     name: str
     bound_self: Any = None
@@ -49,11 +51,11 @@ class FuncRef:
     closure: Any = field(default=None, compare=False, repr=False)
     args: tuple = field(default=(), compare=False, repr=False)
     kwargs: tuple = field(default=(), compare=False, repr=False)
+    owner: Any = field(default=None, repr=False)
 
     def partial(self, args: list, kwargs: dict) -> FuncRef:
         """``functools.partial(self, *args, **kwargs)``."""
-        return FuncRef(self.name, self.bound_self, self.fn, self.closure,
-                       self.args + tuple(args), self.kwargs + tuple(kwargs.items()))
+        return replace(self, args=self.args + tuple(args), kwargs=self.kwargs + tuple(kwargs.items()))
 
     def call_args(self, pos: list, kw: dict) -> tuple[list, dict]:
         """The positional and keyword arguments a call with ``pos`` / ``kw`` passes, partial
@@ -111,7 +113,7 @@ class Interpreter:
         ``bound_self``)."""
         if ref.fn is not None:
             return ref.fn
-        f = self.lookup_function(ref.name, cls)
+        f = (ref.owner or self).lookup_function(ref.name, cls)
         return f.node if f is not None else None
 
     # ---- the inliner
