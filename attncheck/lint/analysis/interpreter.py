@@ -78,11 +78,16 @@ class Interpreter:
     A domain subclasses it (provenance's ``Analyzer``, the mask algebra's ``_Analyzer``) and
     gives frames their domain (:meth:`new_frame`)."""
 
-    def __init__(self, ctx: Any) -> None:
+    def __init__(self, ctx: Any, loading: set[str] | None = None) -> None:
         self.ctx = ctx
         self.index = ctx.index
         #: functions being run (by node identity), innermost last: never inlined again
         self.stack: list[Any] = []
+        #: analyzers of the other linted files whose functions this one runs, by file
+        self.imported_from: dict[str, Interpreter] = {}
+        #: files whose analyzer is being built along this chain of imports (module-level code
+        #: of files importing each other), shared with the analyzers built for them
+        self.loading: set[str] = set() if loading is None else loading
 
     # ---- call resolution: the one place a called name meets the module index
     def lookup_function(self, name: str, cls: Any = None) -> Any:
@@ -92,6 +97,38 @@ class Interpreter:
         if cls is not None:
             return self.index.method(cls, name)
         return self.index.functions.get(name)
+
+    def imported(self, func: cst.BaseExpression, env: dict) -> tuple[Interpreter, Any] | None:
+        """The function of another linted file that the callee ``func`` names through an import
+        (:meth:`FileContext.imported_function`), with the analyzer of that file (same domain;
+        its names resolve through its own imports): ``(analyzer, FunctionInfo)``. ``None``
+        otherwise, and when a local name or a same-file function shadows the import."""
+        head = func
+        while type(head) is cst.Attribute:
+            head = head.value
+        if type(head) is not cst.Name or head.value in env or head.value in self.index.functions:
+            return None
+        imports = self.ctx.imports
+        if head.value not in imports.aliases and head.value not in imports.relative:
+            return None
+        found = self.ctx.imported_function(func)
+        if found is None:
+            return None
+        callee, f = found
+        an = self.imported_from.get(callee.path)
+        if an is None or an.ctx is not callee:
+            if callee.path in self.loading:  # module-level code of files importing each other
+                return None
+            self.loading.add(callee.path)
+            try:
+                an = self.imported_from[callee.path] = type(self)(callee, self.loading)
+            finally:
+                self.loading.discard(callee.path)
+            self.adopt_imported(an)
+        return an, f
+
+    def adopt_imported(self, an: Interpreter) -> None:
+        """Prepare the analyzer of another file whose functions this one runs (a domain hook)."""
 
     def resolve_callee(self, frame: Frame, func: cst.BaseExpression) -> Any:
         """What a call's ``func`` expression calls, by value: a :class:`FuncRef` when it is a

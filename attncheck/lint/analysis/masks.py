@@ -693,13 +693,9 @@ def _flip(pol: str | None) -> str | None:
     return {"keep": "block", "block": "keep"}.get(pol or "", None)
 
 
-#: files whose module-level code an analyzer is evaluating (for another file's import of them)
-_LOADING: set[str] = set()
-
-
 class _Analyzer(Interpreter):
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx, loading: set[str] | None = None) -> None:
+        super().__init__(ctx, loading)
         self.result = MaskAnalysis()
         self.index = ctx.index
         self.classes = self.index.classes
@@ -714,8 +710,6 @@ class _Analyzer(Interpreter):
         self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self.nodes = NodeCache()  # walks of this file's nodes, for this run only
-        #: analyzers of the other linted files whose functions this one runs, by file
-        self.imported_from: dict[str, _Analyzer] = {}
         #: the functions defined inside functions, by ``id`` of their node (kept alive by the
         #: module): what a local ``def``'s :class:`FuncRef` runs
         self.local_defs: dict[int, FunctionInfo] = {}
@@ -764,34 +758,8 @@ class _Analyzer(Interpreter):
     def method(self, cls: ClassInfo | None, name: str) -> FunctionInfo | None:
         return self.lookup_function(name, cls) if cls is not None else None
 
-    def imported(self, func: cst.BaseExpression, env: dict) -> tuple[_Analyzer, FunctionInfo] | None:
-        """The function of another linted file that the callee ``func`` names through an import
-        (:meth:`FileContext.imported_function`) with the analyzer of that file (its names
-        resolve through its own imports); ``None`` otherwise, and when a local name or a
-        same-file function shadows the import."""
-        head = func
-        while type(head) is cst.Attribute:
-            head = head.value
-        if type(head) is not cst.Name or head.value in env or head.value in self.index.functions:
-            return None
-        imports = self.ctx.imports
-        if head.value not in imports.aliases and head.value not in imports.relative:
-            return None
-        found = self.ctx.imported_function(func)
-        if found is None:
-            return None
-        callee, f = found
-        an = self.imported_from.get(callee.path)
-        if an is None or an.ctx is not callee:
-            if callee.path in _LOADING:  # module-level code of files importing each other
-                return None
-            _LOADING.add(callee.path)
-            try:
-                an = self.imported_from[callee.path] = _Analyzer(callee)
-            finally:
-                _LOADING.discard(callee.path)
-            an.collecting = False
-        return an, f
+    def adopt_imported(self, an: Interpreter) -> None:
+        an.collecting = False  # its call-site arguments are this file's, per call
 
     def callee(self, q: str, env: dict[str, Any]) -> FunctionInfo | None:
         """The same-file function a call of the qualified name ``q`` runs, by value: a local

@@ -523,8 +523,8 @@ def _referenced(text: str, nm: str) -> bool:
 
 
 class Analyzer(Interpreter):
-    def __init__(self, ctx: Any) -> None:
-        super().__init__(ctx)
+    def __init__(self, ctx: Any, loading: set[str] | None = None) -> None:
+        super().__init__(ctx, loading)
         self.result = Provenance()
         self.funcs: dict[str, cst.FunctionDef] = {}
         self.classes: dict[str, cst.ClassDef] = {}
@@ -533,8 +533,6 @@ class Analyzer(Interpreter):
         self.called: set[str] = set()
         #: head counts found by structure in the scope being analysed (see _HEADS_BY_STRUCTURE)
         self.heads: set[str] = set()
-        #: analyzers of the other linted files whose functions this one inlines, by file
-        self.imported_from: dict[str, Analyzer] = {}
 
     def _load_index(self) -> None:
         index = self.ctx.index
@@ -542,29 +540,14 @@ class Analyzer(Interpreter):
         self.classes = {n: c.node for n, c in index.classes.items()}
         self.methods = {n: {m: f.node for m, f in c.methods.items()} for n, c in index.classes.items()}
 
-    def imported(self, func: cst.BaseExpression, env: dict) -> FuncRef | None:
-        """The function of another linted file that the callee ``func`` names through an import
-        (:meth:`FileContext.imported_function`), to be inlined like a same-file helper by that
-        file's analyzer (its names resolve through its own imports); ``None`` otherwise, and
-        when a local name or a same-file function shadows the import."""
-        head = func
-        while type(head) is cst.Attribute:
-            head = head.value
-        if type(head) is not cst.Name or head.value in env or head.value in self.funcs:
-            return None
-        imports = self.ctx.imports
-        if head.value not in imports.aliases and head.value not in imports.relative:
-            return None
-        found = self.ctx.imported_function(func)
-        if found is None:
-            return None
-        callee, f = found
-        an = self.imported_from.get(callee.path)
-        if an is None or an.ctx is not callee:
-            an = self.imported_from[callee.path] = Analyzer(callee)
-            an._load_index()
-            an.heads = self.heads  # head counts by structure: the caller's scope, as inlined
-        return FuncRef(f.name, owner=an)
+    def imported_ref(self, func: cst.BaseExpression, env: dict) -> FuncRef | None:
+        """:meth:`Interpreter.imported` as a :class:`FuncRef` to inline like a same-file helper."""
+        found = self.imported(func, env)
+        return FuncRef(found[1].name, owner=found[0]) if found is not None else None
+
+    def adopt_imported(self, an: Interpreter) -> None:
+        an._load_index()
+        an.heads = self.heads  # head counts by structure: the caller's scope, as inlined
 
     # ---- module walk
     def run(self) -> Provenance:
@@ -1155,7 +1138,7 @@ class _Frame(Frame):
                 return ts[0] if ts else UNK
             return Tup(tuple(ts)) if ts else UNK
         if not isinstance(callee, FuncRef):  # a function of another linted file
-            callee = self.an.imported(func, self.env) or callee
+            callee = self.an.imported_ref(func, self.env) or callee
         if isinstance(callee, FuncRef):
             return self.inline(callee, node, pos, kw)
         if name in PARTIAL and pos and isinstance(pos[0], FuncRef):
