@@ -28,12 +28,14 @@ import textwrap
 from dataclasses import dataclass, field
 
 FAULTS = ("ATT101", "ATT102", "ATT103", "ATT104", "ATT105", "ATT201", "ATT202", "ATT204",
-          "ATT205", "ATT206", "ATT207", "ATT301", "ATT401", "ATT402", "ATT403", "ATT501")
+          "ATT205", "ATT206", "ATT207", "ATT208", "ATT301", "ATT401", "ATT402", "ATT403", "ATT501")
 SHAPES = ("nanogpt", "hf", "lucid", "timm", "fairseq")
 
 #: faults that need a manual (non-SDPA) attention path
 _MANUAL_ONLY = {"ATT101", "ATT204", "ATT205", "ATT206", "ATT207", "ATT301"}
 _MASK_FAULTS = {"ATT201", "ATT202", "ATT204", "ATT205", "ATT206", "ATT207"}
+#: shapes whose forward may take a key padding mask ``attention_mask`` (B, L): 1 = token, 0 = pad
+_PADDING_SHAPES = ("nanogpt", "timm", "lucid")
 
 
 @dataclass
@@ -48,6 +50,7 @@ class Variant:
     head_dim: int
     causal: bool
     seq_first: bool
+    padding: bool  # forward takes attention_mask (B, L) of 1 = token, 0 = padding (Hugging Face)
     projections: tuple[str, ...]  # ("qkv",) fused q|k|v Linear, or (q, k, v) Linear names
     out_proj: str
     dropout: float
@@ -91,6 +94,7 @@ class _Gen:
         self.rng = random.Random(seed)
         self.axes: dict[str, str] = {}
         self.o = _Out()
+        self.padding = False
 
     def pick(self, axis: str, options):
         """Draw one option; options are labels or (label, value) pairs; returns the value."""
@@ -404,6 +408,8 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
                 body.append(f"bias = torch.zeros({size}, {size}, dtype={q}.dtype).masked_fill({blocked}, "
                             f"{_fill(g, None, q)})")
                 args.append("attn_mask=bias")
+        if g.padding:
+            args.append(f"attn_mask={_padding_sdpa(g, fault, q)}")
         if fault == "ATT501":
             args.append(f"dropout_p={n.mod}.dropout")
         elif g.chance(0.5):
@@ -490,6 +496,8 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
             else:
                 body.append(f"bias = torch.zeros({size}, {size}, dtype={q}.dtype).masked_fill({blocked}, {fill})")
                 body.append(f"{att} = {att} + bias" if form == "additive" else f"{att} += bias")
+    if g.padding:
+        _padding_scores(g, fault, att, body, after)
     _softmax(g, fault, att, ndim, body, n.mod == "module")
     if after and g.chance(0.5):
         _dropout(g, None if fault != "ATT501" else fault, att, n.mod, body)
@@ -505,6 +513,65 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
     else:
         body.append(g.pick("pv_op", [f"{y} = {att} @ {v}", f"{y} = torch.matmul({att}, {v})",
                                      f"{y} = torch.einsum('bhij,bhjd->bhid', {att}, {v})"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# key padding mask: ``attention_mask`` (B, L), 1 = token, 0 = padding (the Hugging Face tokenizer
+# convention), laid out as (B, 1, 1, L) over (B, H, L_q, L_k) scores
+
+_PAD_LAYOUTS = [("index", "attention_mask[:, None, None, :]"),
+                ("unsqueeze", "attention_mask.unsqueeze(1).unsqueeze(2)"),
+                ("view", "attention_mask.view(attention_mask.size(0), 1, 1, -1)")]
+
+
+def _pad_layout(g: _Gen) -> str:
+    return g.pick("pad_layout", _PAD_LAYOUTS)
+
+
+def _padding_scores(g: _Gen, fault: str | None, att: str, body: list[str], after: list[str]) -> None:
+    """Mask padded keys in the scores (ATT208: with the polarity inverted), or, for ATT206, zero
+    them in the probabilities after the softmax."""
+    m = _pad_layout(g)
+    if fault == "ATT206":
+        form = g.pick("pad_use", ["masked_fill_eq0_after", "multiply_after", "keep_local_after",
+                                  "multiply_cast_after"])
+        lines = {"masked_fill_eq0_after": [f"{att} = {att}.masked_fill({m} == 0, 0.0)"],
+                 "multiply_after": [f"{att} = {att} * {m}"],
+                 "keep_local_after": [f"keep = {m}.bool()", f"{att} = {att}.masked_fill(~keep, 0)"],
+                 "multiply_cast_after": [f"{att} = {att} * {m}.to({att}.dtype)"]}[form]
+        after += ["if attention_mask is not None:"] + ["    " + line for line in lines]
+        return
+    fill = _fill(g, None, att)
+    neg = g.pick("pad_neg", ["-1e4", "-10000.0", f"torch.finfo({att}.dtype).min"])
+    if fault == "ATT208":
+        forms = {"masked_fill_eq1": f"{att} = {att}.masked_fill({m} == 1, {fill})",
+                 "masked_fill_bool": f"{att} = {att}.masked_fill({m}.bool(), {fill})",
+                 "masked_fill_ne0": f"{att} = {att}.masked_fill({m} != 0, {fill})",
+                 "where_eq0_keep": f"{att} = torch.where({m} == 0, {att}, {fill})",
+                 "where_bool_fill": f"{att} = torch.where({m}.bool(), {fill}, {att})",
+                 "additive_no_one_minus": f"{att} = {att} + {m}.to({att}.dtype) * {neg}"}
+    else:
+        forms = {"masked_fill_eq0": f"{att} = {att}.masked_fill({m} == 0, {fill})",
+                 "masked_fill_not_bool": f"{att} = {att}.masked_fill(~{m}.bool(), {fill})",
+                 "masked_fill_eq0_method": f"{att} = {att}.masked_fill({m}.eq(0), {fill})",
+                 "where_bool_keep": f"{att} = torch.where({m}.bool(), {att}, {fill})",
+                 "where_eq0_fill": f"{att} = torch.where({m} == 0, {fill}, {att})",
+                 "additive_one_minus": f"{att} = {att} + (1.0 - {m}.to({att}.dtype)) * {neg}"}
+    line = forms[g.pick("pad_use", list(forms))]
+    body += ["if attention_mask is not None:", "    " + line]
+
+
+def _padding_sdpa(g: _Gen, fault: str | None, q: str) -> str:
+    """SDPA's ``attn_mask`` from the padding mask: boolean True = attend, or additive."""
+    m = _pad_layout(g)
+    if fault == "ATT208":
+        forms = {"bool_eq0": f"({m} == 0)", "bool_not": f"~{m}.bool()",
+                 "additive_no_one_minus": f"{m}.to({q}.dtype) * torch.finfo({q}.dtype).min"}
+    else:
+        forms = {"bool": f"{m}.bool()", "bool_eq1": f"({m} == 1)",
+                 "additive_one_minus": f"(1.0 - {m}.to({q}.dtype)) * torch.finfo({q}.dtype).min"}
+    e = forms[g.pick("pad_use", list(forms))]
+    return f"{e} if attention_mask is not None else None"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -887,6 +954,8 @@ def _faults_for(shape: str) -> tuple[str, ...]:
     out = list(FAULTS)
     if shape != "hf":
         out.remove("ATT403")
+    if shape not in _PADDING_SHAPES:
+        out.remove("ATT208")
     return tuple(out)
 
 
@@ -901,7 +970,16 @@ def generate(seed: int, fault: str | None | bool = True) -> Variant:
         fault = None
     elif fault == "ATT403":
         shape = g.axes["shape"] = "hf"
-    causal = fault in _MASK_FAULTS or g.chance(0.6)
+    elif fault == "ATT208" and shape not in _PADDING_SHAPES:
+        shape = g.axes["shape"] = g.rng.choice(_PADDING_SHAPES)
+    # a key padding mask (not with a causal mask): ATT208 always, ATT206 on it half the time
+    g.padding = shape in _PADDING_SHAPES and (
+        fault == "ATT208" or fault == "ATT206" and g.chance(0.5)
+        or fault not in _MASK_FAULTS and g.chance(0.25))
+    if g.padding:
+        g.axes["padding"] = "attention_mask"
+        g.o.fwd_params.append("attention_mask=None")
+    causal = not g.padding and (fault in _MASK_FAULTS or g.chance(0.6))
     sdpa_ok = shape in ("nanogpt", "timm", "hf", "lucid") and fault not in _MANUAL_ONLY
     sdpa = sdpa_ok and g.chance(0.3)
     g.axes["path"] = "sdpa" if sdpa else "manual"
@@ -925,7 +1003,7 @@ def generate(seed: int, fault: str | None | bool = True) -> Variant:
     return Variant(seed=seed, source=src, fault=fault, shape=shape, axes=dict(g.axes),
                    n_heads=4 if g.axes.get("gqa") == "yes" else 3,
                    n_kv_heads=2 if g.axes.get("gqa") == "yes" else 3,
-                   head_dim=4, causal=causal, seq_first=meta.get("seq_first", False),
+                   head_dim=4, causal=causal, seq_first=meta.get("seq_first", False), padding=g.padding,
                    projections=meta["projections"], out_proj=meta["out_proj"],
                    dropout=0.25 if (fault == "ATT501" or g.axes.get("dropout", "none") != "none"
                                     or "sdpa_dropout" in g.axes or shape == "hf") else 0.0,
