@@ -683,3 +683,53 @@ def test_head_dim_read_inline_off_q_or_k(read, expr, expected):
     src = (f"import math\n\n\ndef attend({names[0]}, {names[1]}, v):\n    {body}\n"
            f"    return s.softmax(dim=-1) @ v\n")
     assert only_codes(src) == expected
+
+
+KERNEL_DROPOUT = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def attention(q, k, v, {params}):
+    w = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1)
+    w = {drop}
+    return w @ v
+
+
+class Attention(nn.Module):
+    def __init__(self, p=0.1):
+        super().__init__()
+        self.p = p
+
+    def forward(self, q, k, v):
+        return {call}
+'''
+KERNEL_DROPOUT_CASES = [
+    # (kernel parameters, dropout call, caller, ATT501 expected)
+    ("p=0.1", "F.dropout(w, p)", "attention(q, k, v)", True),          # the default drops in eval()
+    ("p=0.1", "F.dropout(w, 0.1)", "attention(q, k, v)", True),        # a constant
+    ("dropout_p=0.0", "F.dropout(w, dropout_p)", "attention(q, k, v, self.p)", True),  # ungated by the caller
+    ("dropout_p=0.0", "F.dropout(w, p=dropout_p)", "attention(q, k, v, dropout_p=self.p)", True),
+    ("dropout_p=0.0", "F.dropout(w, dropout_p)", "attention(q, k, v, self.p if self.training else 0.0)", False),
+    ("dropout_p=0.0", "F.dropout(w, dropout_p)", "attention(q, k, v)", False),  # 0.0 by default
+    ("p=0.1", "F.dropout(w, p)", "attention(q, k, v, 0.0 if not self.training else self.p)", False),
+    ("p=0.1, training=False", "F.dropout(w, p, training=training)", "attention(q, k, v, training=self.training)", False),
+    ("p=0.1", "F.dropout(w, p, training=True)", "attention(q, k, v)", False),  # written out: deliberate
+    ("dropout_p", "F.dropout(w, dropout_p)", "self.p", False),  # no caller here: the callers' business
+]
+
+
+@pytest.mark.parametrize("params,drop,call,fires", KERNEL_DROPOUT_CASES, ids=range(len(KERNEL_DROPOUT_CASES)))
+def test_dropout_in_an_attention_kernel_function(params, drop, call, fires):
+    """F.dropout defaults to training=True: in a kernel function outside any module the
+    probability must be zero in eval() (gated by its callers), or a training flag passed in."""
+    src = KERNEL_DROPOUT.format(params=params, drop=drop, call=call)
+    assert (only_codes(src) == {"ATT501"}) is fires, codes(src)
+
+
+def test_dropout_in_a_kernel_message_names_the_call():
+    src = KERNEL_DROPOUT.format(params="dropout_p=0.0", drop="F.dropout(w, dropout_p)",
+                                call="attention(q, k, v, dropout_p=self.p)")
+    (f,) = [f for f in lint_source(src, "t.py") if f.code == "ATT501"]
+    assert "the call on line 19 passes dropout_p=self.p" in f.message and f.line == 9

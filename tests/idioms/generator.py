@@ -839,6 +839,11 @@ def _shape_hf(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
         else:
             fn_body.append("attn_output = attn_output.transpose(1, 2).contiguous()")
         fn_body.append("return attn_output, attn_weights")
+        drop = g.axes["dropout"]
+        if drop == "default_p":
+            fn_params[-1] = "dropout=0.1"
+        elif drop == "training_param":
+            fn_params.append("training=False")
         g.o.funcs.append(f"def eager_attention_forward({', '.join(fn_params)}):\n"
                          + textwrap.indent("\n".join(fn_body), "    ") + "\n")
         if ext:
@@ -850,11 +855,17 @@ def _shape_hf(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
             c_body.insert(0, "bsz, q_len, _ = hidden_states.shape")
         else:
             c_body.append("attention_mask = None")
+        if drop == "default_p":
+            passed = ""
+        elif drop == "caller_ungated":
+            passed = ", dropout=self.attention_dropout"
+        elif drop == "training_param":
+            passed = ", dropout=self.attention_dropout, training=self.training"
+        else:
+            passed = ", " + g.pick("hf_dropout", ["dropout=0.0 if not self.training else self.attention_dropout",
+                                                  "dropout=self.attention_dropout if self.training else 0.0"])
         c_body.append("attn_output, attn_weights = eager_attention_forward(self, query_states, key_states, "
-                      "value_states, attention_mask, scaling=self.scaling, "
-                      + g.pick("hf_dropout", ["dropout=0.0 if not self.training else self.attention_dropout",
-                                              "dropout=self.attention_dropout if self.training else 0.0"])
-                      + ")")
+                      "value_states, attention_mask, scaling=self.scaling" + passed + ")")
     else:
         n_cls.L = "q_len"
         c_body.insert(0, "bsz, q_len, _ = hidden_states.shape")
@@ -936,14 +947,22 @@ def _core_hf(g: _Gen, n: _Names, fault, fn_body: list[str], causal: bool, ext: s
 
 
 def _hf_dropout(g: _Gen, fault, fn_body: list[str]) -> None:
+    """Dropout inside the attention function; ``g.axes["dropout"]`` tells :func:`_shape_hf` what
+    its signature and its caller pass (``default_p``: ``dropout=0.1`` left to its default;
+    ``caller_ungated``: ``dropout=self.attention_dropout``; ``training_param``: a ``training``
+    argument the caller sets to ``self.training``)."""
     if fault == "ATT501":
-        # the class passes the dropout probability ungated and the function drops unconditionally
-        fn_body.append("attn_weights = nn.functional.dropout(attn_weights, p=module.attention_dropout)")
-        g.axes["dropout"] = "ungated_module_attr"
+        # F.dropout's training defaults to True: whatever p reaches it in eval() is dropped
+        fn_body.append(g.pick("dropout", [
+            ("ungated_module_attr", "attn_weights = nn.functional.dropout(attn_weights, p=module.attention_dropout)"),
+            ("caller_ungated", "attn_weights = F.dropout(attn_weights, p=dropout)"),
+            ("default_p", "attn_weights = F.dropout(attn_weights, dropout)")]))
     else:
         fn_body.append(g.pick("dropout", [
-            "attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)",
-            "attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)"]))
+            ("module_training", "attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)"),
+            ("F_module_training", "attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)"),
+            ("caller_gated", "attn_weights = F.dropout(attn_weights, p=dropout)"),
+            ("training_param", "attn_weights = F.dropout(attn_weights, p=dropout, training=training)")]))
 
 
 _SHAPES = {"nanogpt": _shape_nanogpt, "timm": _shape_timm, "lucid": _shape_lucid,
