@@ -733,3 +733,39 @@ def test_dropout_in_a_kernel_message_names_the_call():
                                 call="attention(q, k, v, dropout_p=self.p)")
     (f,) = [f for f in lint_source(src, "t.py") if f.code == "ATT501"]
     assert "the call on line 19 passes dropout_p=self.p" in f.message and f.line == 9
+
+
+HEAD_DIM_NAMED = '''
+import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.{hd} = dim // heads
+        self.to_qkv = nn.Linear(dim, dim * 3)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.to_qkv(x).chunk(3, dim=-1)
+        q, k, v = (t.view(b, n, self.heads, self.{hd}).transpose(1, 2) for t in (q, k, v))
+        s = {scores}
+        return s.softmax(-1) @ v
+'''
+
+
+@pytest.mark.parametrize("hd", ["dim_head", "d_k", "head_size", "head_dim"])
+@pytest.mark.parametrize("scores,code", [
+    ("q @ k.transpose(-2, -1)", "ATT101"),
+    ("(q * self.{hd} ** -0.5) @ k.transpose(-2, -1) * self.{hd} ** -0.5", "ATT104"),
+    ("q @ k.transpose(-2, -1) * self.{hd} ** 0.5", "ATT105"),
+])
+def test_scale_messages_use_the_code_s_own_head_dim_name(hd, scores, code):
+    src = HEAD_DIM_NAMED.format(hd=hd, scores=scores.format(hd=hd))
+    (f,) = [f for f in lint_source(src, "t.py") if f.code.startswith("ATT1")]
+    assert f.code == code
+    assert f"self.{hd} ** -0.5" in f.message or f"√self.{hd}" in f.message
+    if hd != "head_dim":
+        assert "head_dim" not in f.message
