@@ -796,10 +796,11 @@ def _shape_hf(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
     if gqa:
         g.axes["gqa"] = "yes"
         if fault == "ATT403":
-            form = g.pick("gqa_expand", ["repeat", "tile", "cat"])
+            form = g.pick("gqa_expand", ["repeat", "tile", "cat", "cat_comprehension"])
             rep_body = {"repeat": ["return hidden_states.repeat(1, n_rep, 1, 1)"],
                         "tile": ["return hidden_states.tile((1, n_rep, 1, 1))"],
-                        "cat": ["return torch.cat([hidden_states] * n_rep, dim=1)"]}[form]
+                        "cat": ["return torch.cat([hidden_states] * n_rep, dim=1)"],
+                        "cat_comprehension": ["return torch.cat([hidden_states for _ in range(n_rep)], dim=1)"]}[form]
         else:
             form = g.pick("gqa_expand", ["expand_reshape", "repeat_interleave", "torch_repeat_interleave"])
             rep_body = {"expand_reshape": [
