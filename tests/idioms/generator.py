@@ -19,7 +19,11 @@ path (manual softmax or SDPA), scores op (``@``, ``matmul``, ``einsum`` incl. he
 einops incl. a ``three`` axis, ``map`` over a lambda / local ``def`` / helper method, a
 comprehension, ``qkv[0], qkv[1], qkv[2]``, ``unbind``), head-dim source, scale form and
 placement, softmax form and dim, causal-mask construction / polarity change / consumer / fill,
-dropout form, GQA key/value expansion.
+key padding mask (a ``forward(x, attention_mask=None)`` argument of shape ``(B, L)``, 1 = token,
+0 = padding, laid out as ``(B, 1, 1, L)`` and used as a fill, ``torch.where``, an additive
+``(1 - m) * c`` or SDPA's ``attn_mask``), dropout form (in the Hugging Face shape also a
+probability the caller gates, leaves at its default or passes ungated, or a ``training``
+argument), GQA key/value expansion.
 """
 from __future__ import annotations
 
