@@ -769,3 +769,40 @@ def test_scale_messages_use_the_code_s_own_head_dim_name(hd, scores, code):
     assert f"self.{hd} ** -0.5" in f.message or f"√self.{hd}" in f.message
     if hd != "head_dim":
         assert "head_dim" not in f.message
+
+
+UNFLATTEN_SPLIT = '''
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.qkv = nn.Linear(dim, dim * 3)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        {split}
+        x = F.scaled_dot_product_attention(q, k, v)
+        return {merge}
+'''
+
+
+@pytest.mark.parametrize("split", [
+    "q, k, v = [t.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2) for t in (q, k, v)]",
+    "q, k, v = map(lambda t: t.unflatten(-1, (self.num_heads, -1)).transpose(1, 2), (q, k, v))",
+])
+@pytest.mark.parametrize("merge,code", [
+    ("x.reshape(B, N, -1)", {"ATT402"}),
+    ("x.reshape(B, N, C)", {"ATT402"}),
+    ("x.transpose(1, 2).reshape(B, N, -1)", set()),
+    ("x.transpose(1, 2).flatten(2)", set()),
+])
+def test_head_merge_after_an_unflatten_split_of_the_projection(split, merge, code):
+    """``t.unflatten(-1, (H, d))`` of a (B, L, H·d) projection is (B, L, H, d): after
+    ``transpose(1, 2)`` the heads come before the tokens, and a merge must move them back."""
+    assert only_codes(UNFLATTEN_SPLIT.format(split=split, merge=merge)) == code
