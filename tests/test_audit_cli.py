@@ -48,7 +48,7 @@ def test_cli_bare_audit_runs_demo(monkeypatch):
     r = CliRunner().invoke(main, ["audit", "--checks", "causality,scale"])
     assert r.exit_code == 1, r.output
     assert "demo_correct.py:make_layer" in r.output and "demo_buggy.py:make_layer" in r.output
-    assert "leak: output at position 0 depends on future position 1" in r.output
+    assert "future leak: output at query" in r.output and "first (0, 1)" in r.output
     assert len(demo_specs()) == 2
 
 

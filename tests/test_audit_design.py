@@ -96,3 +96,54 @@ def test_image_tower_convolution_does_not_excuse_a_text_padding_defect():
     res = _audit("aimv2", "padding")["padding[eager]"]
     assert res.status == "fail", res.message
     assert "by_design" not in res.metrics
+
+
+def test_float32_softmax_of_a_float64_model_is_reported_once():
+    # transformers' eager attention calls softmax(scores, dtype=torch.float32): in a float64 model
+    # the mask value finfo(float64).min overflows to -inf, so the fully masked rows of left-padded
+    # queries become NaN — one warn names that design; no check fails because of it
+    rep = attncheck.audit("hf:llama", dtype="float64",
+                          checks="causality,padding,normalization,backend-agreement")
+    assert not [r.check for r in rep.results if r.status in ("fail", "error")]
+    notes = [r for r in rep.results if r.check.startswith("softmax-dtype")]
+    assert [r.check for r in notes] == ["softmax-dtype[eager]"]
+    assert notes[0].status == "warn"
+    assert notes[0].metrics["softmax_dtype"] == "float32"
+    assert set(notes[0].metrics["left_out"]) == {"causality left-pad", "padding left"}
+    assert "overflows to −inf in float32" in notes[0].message
+    assert "left-pad" in rep["causality[sdpa]"].metrics["paths"]  # SDPA runs in float64: checked
+    # the eager rows carry float32 rounding, judged with float32's tolerance
+    assert 1e-10 < rep["normalization[eager]"].metrics["max_row_sum_error"] < 1e-6
+    assert rep["normalization[sdpa]"].metrics["tolerance"] == 1e-10
+
+
+def test_mask_passed_to_an_attention_module_names_its_pattern():
+    from attncheck.audit.checks import passed_mask_pattern
+
+    class Attn(torch.nn.Module):
+        def forward(self, hidden_states, attention_mask=None, encoder_hidden_states=None,
+                    encoder_attention_mask=None):
+            return hidden_states
+
+    mod, x, L = Attn(), torch.zeros(1, 5, 8), 5
+    causal = torch.ones(L, L, dtype=torch.bool).tril()
+    additive = torch.zeros(1, 1, L, L).masked_fill(~causal, torch.finfo(torch.float32).min)
+    assert passed_mask_pattern(mod, (x,), {}) is None  # no mask: is_causal decides
+    assert passed_mask_pattern(mod, (x, causal[None, None]), {}) == ("causal", None)
+    assert passed_mask_pattern(mod, (x,), {"attention_mask": additive}) == ("causal", None)
+    assert passed_mask_pattern(mod, (x,), {"attention_mask": torch.zeros(1, 1, 1, L)}) == ("full", None)
+    assert passed_mask_pattern(mod, (x,), {"attention_mask": torch.ones(1, L)}) == ("full", None)
+    padded = torch.tensor([[1, 1, 1, 0, 0]])
+    assert passed_mask_pattern(mod, (x,), {"attention_mask": padded}) is None
+    # a cross-attention call is masked by encoder_attention_mask
+    kw = {"attention_mask": causal[None, None], "encoder_hidden_states": x,
+          "encoder_attention_mask": torch.zeros(1, 1, 1, L)}
+    assert passed_mask_pattern(mod, (x,), kw) == ("full", None)
+
+
+def test_is_causal_attribute_overridden_by_the_mask_the_model_passes():
+    # LightGlueAttention sets is_causal = True, but the model always passes a bidirectional mask
+    res = attncheck.audit("hf:lightglue", checks="mask-pattern")["mask-pattern[eager]"]
+    assert res.status == "pass", res.message
+    assert all(lay["expected"] == "full" and "is_causal = True" in lay["expected_from"]
+               for lay in res.metrics["layers"])

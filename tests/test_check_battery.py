@@ -387,8 +387,8 @@ def test_audit_unwraps_dict_outputs_and_names_outputs_without_a_tensor():
 def test_audit_infers_causality_like_check_and_takes_causal_and_hints():
     res = _by_check(audit(spec("leaky_after_sdpa"), checks="causality"))
     r = res["causality"]
-    assert r.status == "fail" and r.message.startswith("leak: output at position 0 depends on "
-                                                       "future position 1")
+    assert r.status == "fail" and r.message.startswith("future leak: output at query")
+    assert r.metrics["first_leak"] == [0, 1] and "first (0, 1)" in r.message
     assert "causal detected: SDPA called with is_causal=True" in r.message
     res = _by_check(audit(spec("correct"), checks="causality"))
     assert res["causality"].status == "pass"

@@ -104,7 +104,7 @@ def test_audit_concise_lists_each_check_and_the_lint_findings():
         assert out[0].startswith(f"attncheck audit {demo}:make_layer (cpu, float32; ")
         lines = _check_lines(r.output)
         assert [line.split(":")[0] for line in lines] == ["fail  lint", "fail  causality"]
-        assert "leak: output at position 0 depends on future position 1" in lines[1]
+        assert "future leak: output at query" in lines[1] and "first (0, 1)" in lines[1]
         i = out.index("lint findings:")
         assert out[i + 1].startswith("    ") and ": ATT105 " in out[i + 1]
         assert out[i + 2] == "FAILED: 2 fail"

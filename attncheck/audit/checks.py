@@ -5,6 +5,23 @@ Each check takes an :class:`~attncheck.audit.model.AuditModel` (one dispatch var
 :class:`~attncheck.results.CheckResult` named ``"<check>[<variant>]"`` (``metrics["variant"]``
 holds the variant).  ``backend-agreement`` compares the variants of one spec.
 
+The measurements and verdicts these checks share with ``attncheck check`` are the dynamic
+checks' own functions, called on the adapter's ``forward(x, attention_mask, position_ids)``:
+the leak measurement (:func:`~attncheck.dynamic.checks.causality.query_delta`), the leak and
+over-masking verdicts and messages (``leak_pairs``, ``leak_message``, ``hidden_queries``,
+``hidden_message``, ``dependency_pattern``), the batch-mixing measurement
+(:func:`~attncheck.dynamic.checks.batch_independence.other_samples_effect`,
+``alone_vs_batched``), the padding-leak measurement
+(:func:`~attncheck.dynamic.checks.padding.padded_content_leaks`, ``padding_leak_message``,
+``unpadded_difference``), the mask pattern names
+(:func:`~attncheck.dynamic.checks.mask_pattern.classify_map`), the row statistics of
+``saturation`` and the scale causes of ``scale``; one tolerance policy
+(:func:`~attncheck.dynamic.checks._compare.within_noise`, against a float64 copy of the model,
+in the dtype the model's softmax runs in: :func:`compute_dtype`).  What stays here is what
+only a whole model has: token / pixel inputs and their perturbation (the adapter's), dispatch
+paths (padding masks, ``position_ids``, ``output_attentions``), the model's own cache API, and
+dispatch variants (``backend-agreement``: ``skip`` when the model has one backend).
+
 Checks (conventions: positions are 0-based; a *leak* (i, j) with j > i means the output at query
 position i changes when the input at position j changes):
 
@@ -40,13 +57,27 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.dynamic.base import tolerances
-from attncheck.dynamic.checks._compare import NOISE_FACTOR, NotComparable, compare, within_noise
+from attncheck.dynamic.checks._compare import NOISE_FACTOR, NotComparable, within_noise
+from attncheck.dynamic.checks.batch_independence import alone_vs_batched, other_samples_effect
+from attncheck.dynamic.checks.causality import (
+    dependency_pattern,
+    hidden_message,
+    hidden_queries,
+    leak_message,
+    leak_pairs,
+)
+from attncheck.dynamic.checks.kv_cache import decoding_difference
 from attncheck.dynamic.checks.mask_pattern import classify_map as classify_pattern
-from attncheck.dynamic.checks.normalization import SUM_TOL
+from attncheck.dynamic.checks.normalization import SUM_TOL, row_sum_error
+from attncheck.dynamic.checks.padding import (
+    padded_content_leaks,
+    padding_leak_message,
+    unpadded_difference,
+)
 from attncheck.dynamic.checks.saturation import SATURATED_P as SATURATED
 from attncheck.dynamic.checks.saturation import row_stats
 from attncheck.dynamic.checks.scale import classify_scale
-from attncheck.dynamic.targets import TargetOutputError
+from attncheck.dynamic.targets import TargetOutputError, causal_blocked
 from attncheck.results import CheckResult
 
 LEAK_ATOL = 1e-6  # correct models give exactly 0; broken masks measured Δ ≥ 0.09
@@ -68,6 +99,9 @@ class AuditContext:
     probe_cache: dict[str, Any] = field(default_factory=dict)
     #: variant label → why the probe's forward looks causal (None: no evidence)
     causal_evidence: dict[str, str | None] = field(default_factory=dict)
+    #: variant label → paths a check left out because of the softmax's dtype
+    #: (:func:`masked_softmax_nan`), reported once per variant (:func:`softmax_dtype_result`)
+    softmax_nan: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def generator(self, salt: int = 0) -> torch.Generator:
         return torch.Generator().manual_seed(self.seed * 1000003 + salt)
@@ -81,12 +115,6 @@ class AuditContext:
 def _result(m: AuditModel, check: str, status: str, message: str, **metrics) -> CheckResult:
     metrics = {"variant": m.variant, **metrics} if m.variant else dict(metrics)
     return CheckResult(f"{check}[{m.variant}]" if m.variant else check, status, message, metrics)
-
-
-def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |a − b| (NaN on one side only counts as inf); :class:`NotComparable` on a shape
-    mismatch."""
-    return compare(a, b, 0.0, 0.0).max_abs
 
 
 def reference64(m: AuditModel, ctx: AuditContext) -> AuditModel | None:
@@ -115,11 +143,85 @@ def ref_out(m64: AuditModel | None, x: torch.Tensor, **kw) -> torch.Tensor | Non
 
 
 def judge(ctx: AuditContext, got: torch.Tensor, ref: torch.Tensor,
-          ref64: torch.Tensor | None = None) -> tuple[bool, float, float]:
+          ref64: torch.Tensor | None = None, dtype: torch.dtype | None = None
+          ) -> tuple[bool, float, float]:
     """``(ok, max |got − ref|, dtype noise)`` under the one tolerance policy
-    (:func:`attncheck.dynamic.checks._compare.within_noise`) in the run's dtype."""
-    cmp = within_noise(got, ref, ref64, ctx.dtype)
+    (:func:`attncheck.dynamic.checks._compare.within_noise`) in ``dtype`` (default the run's
+    dtype; pass :func:`compute_dtype` of the model, the precision its attention really has)."""
+    cmp = within_noise(got, ref, ref64, dtype or ctx.dtype)
     return cmp.ok, cmp.max_abs, cmp.noise
+
+
+def _less_precise(a: torch.dtype, b: torch.dtype) -> bool:
+    """Whether floating dtype ``a`` has a coarser resolution (larger eps) than ``b``."""
+    return (a.is_floating_point and b.is_floating_point
+            and torch.finfo(a).eps > torch.finfo(b).eps)
+
+
+def softmax_dtype(m: AuditModel, ctx: AuditContext) -> torch.dtype:
+    """The dtype the model's attention softmax runs in: the least precise dtype of the attention
+    weights the probe saw a ``softmax`` call return, when less precise than the model's dtype
+    (transformers' eager attention calls ``softmax(scores, dtype=torch.float32)`` and casts
+    back, so the weights of a float64 model carry float32 rounding), else the model's dtype."""
+    d = m.dtype
+    try:
+        maps, _ = probe_layers(m, ctx)
+    except Exception:  # noqa: BLE001 - a forward that raises is reported by the checks
+        return d
+    for lm in maps:
+        if lm.kind == "softmax" and _less_precise(lm.probs.dtype, d):
+            d = lm.probs.dtype
+    return d
+
+
+def compute_dtype(models: AuditModel | list[AuditModel], ctx: AuditContext) -> torch.dtype:
+    """The least precise of the run's dtype and :func:`softmax_dtype` of ``models``: the dtype
+    whose tolerance applies to their outputs (a float64 model whose softmax runs in float32 is
+    compared with float32 tolerances)."""
+    d = ctx.dtype
+    for m in models if isinstance(models, list) else [models]:
+        s = softmax_dtype(m, ctx)
+        if _less_precise(s, d):
+            d = s
+    return d
+
+
+def masked_softmax_nan(m: AuditModel, x: torch.Tensor, mask: torch.Tensor | None,
+                       position_ids: torch.Tensor | None = None) -> str | None:
+    """Why a padded forward gives NaN at real positions when the cause is the softmax's dtype
+    (None otherwise): a softmax call that returns a less precise dtype than its float input
+    (``softmax(scores, dtype=torch.float32)`` in a float64 model) gets a row whose every logit
+    lies below that dtype's range (the additive mask's minimum of the model's dtype,
+    ``torch.finfo(float64).min`` = −1.8e308) — a fully masked padding query: cast, the row is all
+    −inf and softmax returns NaN, which the next layer carries into real positions through
+    0 × NaN in weights · V.  Runs one forward of ``x`` ``(B, L, ...)`` with ``mask`` ``(B, L)``
+    under the :class:`~attncheck.dynamic.probe.Probe`."""
+    from attncheck.dynamic.probe import Probe
+
+    if mask is None or not m.dtype.is_floating_point:
+        return None
+    p = Probe()
+    try:
+        with p:
+            m.forward(x, attention_mask=mask, position_ids=position_ids)
+    except Exception:  # noqa: BLE001 - no explanation
+        return None
+    for r in p.attention_records():
+        if r.kind != "softmax" or r.probs is None or r.logits is None:
+            continue
+        low = r.probs.dtype
+        if not _less_precise(low, r.logits.dtype):
+            continue
+        logits, probs = r.row_logits().double(), r.rows()
+        below = (logits < -torch.finfo(low).max) & torch.isfinite(logits)
+        rows = below.all(-1) & torch.isnan(probs).any(-1)
+        if bool(rows.any()):
+            lo = str(low).replace("torch.", "")
+            return (f"{r.op.rsplit('.', 1)[-1]} casts the scores to {lo}: the additive mask "
+                    f"value {float(logits[rows].max()):.3g} of the {str(r.logits.dtype).replace('torch.', '')} "
+                    f"model overflows to −inf in {lo}, a fully masked padding query row becomes NaN, "
+                    f"and the next layer carries the NaN into real positions (0 × NaN in weights · V)")
+    return None
 
 
 def position_offset(m: AuditModel) -> int | None:
@@ -221,10 +323,15 @@ def _positions_for(m: AuditModel, mask: torch.Tensor | None) -> torch.Tensor | N
 # ------------------------------------------------------------------------------------------------
 def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, out_attn=False,
                  salt=0) -> torch.Tensor:
-    """Δ[j, i] = max over batch/features of |out_i(x with input j changed) − out_i(x)|, shape (L, L).
+    """Δ[i, j] = max over batch/features of |out_i(x with input j changed) − out_i(x)|, shape
+    (L, L), query × key, measured by the leak measurement of ``attncheck check``
+    (:func:`attncheck.dynamic.checks.causality.variant_deltas`); 0 at padded queries and keys
+    of ``mask``.
 
     All L perturbed copies and the original run in one batched forward.
     """
+    from attncheck.dynamic.checks.causality import variant_deltas
+
     B, L = x.shape[0], x.shape[1]
     g = ctx.generator(salt)
     variants = [x]
@@ -240,14 +347,12 @@ def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, o
     require_finite(out[0], "the output", mask)
     for j in range(L):
         require_finite(out[1 + j], f"the output after changing the input at position {j}", mask)
-    d = (out[1:] - out[:1]).abs()  # (L_pert, B, L, ...)
-    d = torch.nan_to_num(d, nan=float("inf"))
-    d = d.reshape(L, B, L, -1).amax(-1)  # (j, b, i)
+    d = variant_deltas(f.out.detach(), L, 0).cpu()  # (j, b, i)
     if mask is not None:
-        real = mask.bool().to(d.device)  # (B, L)
-        d = d * real[None, :, :]  # ignore pad queries
-        d = d * real.T[:, :, None]  # ignore pad keys (padding check covers them)
-    return d.amax(1).cpu()  # (j, i)
+        real = mask.bool().cpu()  # (B, L)
+        d = d.masked_fill(~real[None, :, :], 0.0)  # ignore pad queries
+        d = d.masked_fill(~real.T[:, :, None], 0.0)  # ignore pad keys (padding check covers them)
+    return d.amax(1).T  # (i, j)
 
 
 def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
@@ -268,25 +373,30 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if "output_attentions" in m.supports:
         paths["output_attentions"] = (None, True)
     per_path, union, worst = {}, torch.zeros(L, L, dtype=torch.bool), 0.0
+    delta = torch.zeros(L, L, dtype=torch.float64)  # (i, j) max over the paths
     self_blind: set[int] = set()
     errors = {}
     ctx.arrays.setdefault(m.label, {})["leak"] = {}
     for k, (name, (mask, oa)) in enumerate(paths.items()):
         try:
-            d = _leak_deltas(m, x, ctx, mask, oa, salt=10 + k)  # (j, i)
-        except (NonFiniteOutput, TargetOutputError):  # the model's output itself: not one path's
+            dq = _leak_deltas(m, x, ctx, mask, oa, salt=10 + k)  # (i, j)
+        except NonFiniteOutput:
+            why = masked_softmax_nan(m, x, mask, _positions_for(m, mask))
+            if why is None:  # the model's output itself: not one path's
+                raise
+            ctx.softmax_nan.setdefault(m.label, {})[f"causality {name}"] = why
+            continue
+        except TargetOutputError:
             raise
         except Exception as exc:  # a dispatch path that crashes is an error of that path
             errors[name] = f"{type(exc).__name__}: {exc}"
             continue
-        dq = d.T  # (i, j): query i, perturbed key j
-        future = torch.triu(torch.ones(L, L, dtype=torch.bool), 1)
+        future = causal_blocked(L, L, "top_left")
         leak = (dq > ctx.leak_atol) & future
         lo = 0 if mask is None else int((mask[0] == 0).sum())
-        for i in range(L):
-            if (mask is None or i >= lo) and not bool(dq[i, i] > 0):
-                self_blind.add(i)
+        self_blind.update(hidden_queries(dq > 0, rows=list(range(lo, L))))
         union |= leak
+        delta = torch.maximum(delta, dq)
         fmax = float(dq[future].max()) if L > 1 else 0.0
         worst = max(worst, fmax)
         per_path[name] = {"max_future_delta": fmax, "leaks": int(leak.sum())}
@@ -297,6 +407,9 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
                "max_future_delta": worst, "leak_atol": ctx.leak_atol}
     if errors:
         metrics["path_errors"] = errors
+    left_out = [p.split(" ", 1)[1] for p in ctx.softmax_nan.get(m.label, {}) if p.startswith("causality ")]
+    if left_out:
+        metrics["paths_left_out"] = {p: "NaN from the softmax's dtype (softmax-dtype)" for p in left_out}
     if "no-mask" in per_path:
         metrics["observed_pattern"] = pattern
     if not m.causal:
@@ -311,38 +424,31 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
     else:
         metrics["causal"] = "True (declared)"
     because = f" (causal detected: {evidence})" if evidence else ""
-    n = int(union.sum())
-    if n:
-        ii, jj = union.nonzero()[0].tolist()
+    future = causal_blocked(L, L, "top_left")
+    pairs, worst_pair = leak_pairs(union, delta, future)
+    if pairs:
         bad = [p for p, v in per_path.items() if v["leaks"]]
         return _result(m, "causality", "fail",
-                       f"leak: output at position {ii} depends on future position {jj}; {n} leaking "
-                       f"(query, key) pairs, max Δ {worst:.3g}, in paths {', '.join(bad)}{because}",
-                       first_leak=[ii, jj], leaking_pairs=n, **metrics)
+                       f"{leak_message(pairs, worst_pair, delta, int(future.sum()))}; leaking in paths "
+                       f"{', '.join(bad)}{because}",
+                       first_leak=pairs[0], leaking_pairs=len(pairs), **metrics)
     if self_blind:
-        return _result(m, "causality", "fail",
-                       f"over-masking: positions {sorted(self_blind)} do not depend on their own input",
+        return _result(m, "causality", "fail", hidden_message(sorted(self_blind)),
                        self_blind=sorted(self_blind), **metrics)
     if errors:
         return _result(m, "causality", "error",
                        "dispatch path(s) raised: " + "; ".join(f"{k}: {v}" for k, v in errors.items()),
                        **metrics)
+    skipped = (f"; left out: {', '.join(left_out)} (NaN from the softmax's dtype, see softmax-dtype)"
+               if left_out else "")
     return _result(m, "causality", "pass",
                    f"no leak over {L} positions × {len(per_path)} dispatch paths "
-                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}{because}", **metrics)
+                   f"({', '.join(per_path)}); max Δ at future positions = {worst:.3g}{because}{skipped}",
+                   **metrics)
 
 
 #: dependency patterns that show causal intent (the second: the diagonal is masked too)
 CAUSAL_PATTERNS = ("causal", "causal, current token hidden")
-
-
-def dependency_pattern(depends: torch.Tensor) -> str:
-    """Name the ``(L, L)`` bool map *query i depends on input j* (the ``causality`` check of
-    ``attncheck check`` uses the same names): ``causal``, ``causal, current token hidden``,
-    ``full``, ``causal with extra masking`` or ``other``."""
-    from attncheck.dynamic.checks.causality import _pattern
-
-    return _pattern(depends.cpu())
 
 
 def causal_evidence(m: AuditModel, ctx: AuditContext) -> str | None:
@@ -408,7 +514,7 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     require_finite(ref, "the unpadded output")
     m64 = reference64(m, ctx)
     ref64 = ref_out(m64, x)
-    atol, rtol = ctx.tolerance
+    atol, rtol = tolerances(compute_dtype(m, ctx))
     metrics: dict[str, Any] = {"real_positions": L, "padded_positions": PAD, "atol": atol, "rtol": rtol,
                                "pad_id": m.pad_id if m.input_kind == "tokens" else None}
     problems = []
@@ -419,20 +525,35 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
         sides = ["right"]
         metrics["left"] = ("skipped: the model takes no position_ids" if "position_ids" not in m.supports
                            else "skipped: the model's default positions are not c + arange(L)")
-    for side in sides:
+    dtype = compute_dtype(m, ctx)
+    for side in list(sides):
         xp, am = _pad_inputs(m, x, side, g)
         pids = _positions_for(m, am)
         out = m.forward(xp, attention_mask=am, position_ids=pids).out
         real = out[:, :L] if side == "right" else out[:, PAD:]
-        require_finite(real, f"the {side}-padded output")
-        ok, dmax, noise = judge(ctx, real, ref, ref64)
+        try:
+            require_finite(real, f"the {side}-padded output")
+        except NonFiniteOutput:
+            why = masked_softmax_nan(m, xp, am, pids)
+            if why is None:
+                raise
+            ctx.softmax_nan.setdefault(m.label, {})[f"padding {side}"] = why
+            sides.remove(side)
+            metrics[side] = "left out: NaN from the softmax's dtype (softmax-dtype)"
+            continue
+        cmp = within_noise(real, ref, ref64, dtype)
+        ok, dmax, noise = cmp.ok, cmp.max_abs, cmp.noise
         # changing what sits in the padded slots must change nothing at real positions
         pos = (am == 0)
         xq = m.perturb(xp, pos, g)
         out2 = m.forward(xq, attention_mask=am, position_ids=pids).out
         r2 = out2[:, :L] if side == "right" else out2[:, PAD:]
         require_finite(r2, f"the {side}-padded output after changing the padded inputs")
-        dpad = _diff(r2, real)
+        rows = list(range(L)) if side == "right" else list(range(PAD, PAD + L))
+        dpad, leaks = 0.0, []
+        for b in range(r2.shape[0]):
+            d, moved = padded_content_leaks(r2[b], real[b], rows, 0, ctx.leak_atol)
+            dpad, leaks = max(dpad, d), leaks + [[b, i] for i in moved]
         metrics[side] = {"max_abs_diff_vs_unpadded": dmax, "pad_content_delta": dpad, "dtype_noise": noise}
         if side == "left" and not ok and ignores_position_ids(m):
             # left padding shifts the positions the model gives itself, and it cannot be told
@@ -441,11 +562,14 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
             metrics["left"] = "skipped: the model ignores the position_ids it is given"
             break
         if not ok:
-            problems.append(f"{side} padding changes real positions (max |Δ| {dmax:.3g} vs unpadded)")
-        if dpad > ctx.leak_atol:
-            problems.append(f"{side} padding: padded inputs leak into real positions (Δ {dpad:.3g})")
+            problems.append(unpadded_difference(cmp, f"{side} padding"))
+        if leaks:
+            problems.append(f"{side} padding: {padding_leak_message(leaks, dpad, 'inputs')}")
     if problems:
         return _result(m, "padding", "fail", "; ".join(problems), **metrics)
+    if not sides:
+        return _result(m, "padding", "skip", "no padded side left to compare: NaN from the "
+                       "softmax's dtype (see softmax-dtype)", **metrics)
     worst = max(metrics[s]["max_abs_diff_vs_unpadded"] for s in sides)
     return _result(m, "padding", "pass",
                    f"{' and '.join(sides)} padding ({PAD} slots) match the unpadded run "
@@ -463,7 +587,8 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
     batch = m.forward(x).out
     require_finite(batch[:1], "the output of sample 0 in a batch of 3")
     m64 = reference64(m, ctx)
-    ok, dmax, _ = judge(ctx, batch[:1], alone, ref_out(m64, x[:1]))
+    dtype = compute_dtype(m, ctx)
+    alone_cmp = within_noise(batch[:1], alone, ref_out(m64, x[:1]), dtype)
     others = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
     others[1:] = True
     if m.input_kind != "tokens":
@@ -471,17 +596,16 @@ def check_batch(m: AuditModel, ctx: AuditContext) -> CheckResult:
         x2[1:] = torch.randn(x[1:].shape, generator=g).to(x.device)
     else:
         x2 = m.perturb(x, others, g)
-    other = m.forward(x2).out[:1]
-    require_finite(other, "the output of sample 0 after changing the other samples")
-    d_other = _diff(other, batch[:1])
+    changed = m.forward(x2).out
+    require_finite(changed[:1], "the output of sample 0 after changing the other samples")
+    other_cmp, mixed = other_samples_effect(batch, changed, [0], [1, 2], ctx.leak_atol)
+    dmax, d_other = alone_cmp.max_abs, other_cmp.max_abs
     metrics = {"batch": 3, "max_abs_diff_alone_vs_batched": dmax, "other_samples_delta": d_other,
-               "atol": ctx.tolerance[0], "rtol": ctx.tolerance[1]}
-    if d_other > ctx.leak_atol:
-        return _result(m, "batch-independence", "fail",
-                       f"sample 0 changes when the other samples change (Δ {d_other:.3g})", **metrics)
-    if not ok:
-        return _result(m, "batch-independence", "fail",
-                       f"sample 0 alone differs from sample 0 in a batch of 3 (max |Δ| {dmax:.3g})", **metrics)
+               "atol": tolerances(dtype)[0], "rtol": tolerances(dtype)[1]}
+    if mixed:
+        return _result(m, "batch-independence", "fail", mixed, **metrics)
+    if not alone_cmp.ok:
+        return _result(m, "batch-independence", "fail", alone_vs_batched(alone_cmp, 3), **metrics)
     return _result(m, "batch-independence", "pass",
                    f"sample 0 is the same alone and in a batch of 3 (max |Δ| {dmax:.3g}); "
                    f"other samples have no effect", **metrics)
@@ -498,7 +622,8 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
     require_finite(full, "the full forward")
     m64 = reference64(m, ctx)
     full64 = ref_out(m64, x)
-    atol, rtol = ctx.tolerance
+    dtype = compute_dtype(m, ctx)
+    atol, rtol = tolerances(dtype)
     metrics: dict[str, Any] = {"positions": m.seq_len, "atol": atol, "rtol": rtol,
                                "noise_factor": NOISE_FACTOR}
     bad = []
@@ -516,18 +641,15 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
 
             inc = main_output(inc, f"{m.label} (decoding)")
         require_finite(inc, f"step-by-step decoding (prefill {prefill})")
-        ok, dmax, noise = judge(ctx, inc, full, full64)
-        per_pos = (inc.double() - full.double()).abs().reshape(2, m.seq_len, -1).amax((0, 2)).cpu()
-        metrics[f"prefill_{prefill}"] = {"max_abs_diff": dmax, "dtype_noise": noise,
-                                         "per_position": [float(v) for v in per_pos]}
-        if not ok:
-            off = (per_pos > atol + NOISE_FACTOR * noise + rtol * float(full.abs().max())).nonzero()
-            first = int(off[0]) if off.numel() else -1
-            bad.append(f"prefill {prefill}: max |Δ| {dmax:.3g} (first position {first})")
+        cmp = within_noise(inc, full, full64, dtype)
+        per_pos, why = decoding_difference(
+            inc, full, cmp, 1, f"decoding with the model's cache after a prefill of {prefill}")
+        metrics[f"prefill_{prefill}"] = {"max_abs_diff": cmp.max_abs, "dtype_noise": cmp.noise,
+                                         "per_position": per_pos}
+        if why:
+            bad.append(why)
     if bad:
-        return _result(m, "kv-cache", "fail",
-                       "incremental decoding with the model's cache differs from the full forward: "
-                       + "; ".join(bad), **metrics)
+        return _result(m, "kv-cache", "fail", "; ".join(bad), **metrics)
     worst = max(metrics[k]["max_abs_diff"] for k in metrics if k.startswith("prefill_"))
     return _result(m, "kv-cache", "pass",
                    f"step-by-step decoding with the model's cache equals the full forward "
@@ -550,7 +672,8 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
         am = torch.ones(2, base.seq_len, dtype=torch.long, device=x.device)
         am[0, -PAD:] = 0
         paths["right-pad"] = am
-    atol, rtol = ctx.tolerance
+    dtype = compute_dtype(models, ctx)
+    atol, rtol = tolerances(dtype)
     metrics: dict[str, Any] = {"reference": base.variant, "atol": atol, "rtol": rtol, "pairs": {}}
     bad = []
     m64 = reference64(base, ctx)
@@ -569,7 +692,7 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
                 r64 = ref64[keep] if ref64 is not None else None
             else:
                 r, o = ref, out
-            ok, dmax, _ = judge(ctx, o, r, r64)
+            ok, dmax, _ = judge(ctx, o, r, r64, dtype)
             metrics["pairs"][f"{other.variant}/{pname}"] = dmax
             if not ok:
                 bad.append(f"{other.variant} vs {base.variant} ({pname}): max |Δ| {dmax:.3g}")
@@ -609,26 +732,61 @@ def _layer_index(name: str) -> int | None:
     return None
 
 
+def passed_mask_pattern(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any]
+                        ) -> tuple[str, int | None] | None:
+    """The pattern (:func:`classify_pattern`) of the ``attention_mask`` an attention module is
+    called with: a ``(..., L_q, L_k)`` mask (bool: True = visible; float: additive, entries
+    above half the dtype's minimum visible); a key mask ``(B, L_k)`` or ``(..., 1, L_k)`` that
+    hides no key is ``("full", None)``; None when no mask is passed or the mask hides padding
+    keys (transformers' attention functions apply the module's ``is_causal`` attribute only
+    when no mask is passed; with a mask they use the mask alone)."""
+    bound = dict(kwargs)
+    if args:
+        try:
+            bound.update(inspect.signature(mod.forward).bind_partial(*args).arguments)
+        except (TypeError, ValueError):
+            pass
+    # a cross-attention call (encoder_hidden_states given) is masked by encoder_attention_mask
+    cross = bound.get("encoder_hidden_states") is not None and "encoder_attention_mask" in bound
+    mask = bound.get("encoder_attention_mask" if cross else "attention_mask")
+    if not isinstance(mask, torch.Tensor) or mask.dim() < 2:
+        return None
+    t = mask.detach()
+    if t.dim() == 2:  # (B, L_k): 1 = real key (HF's padding convention)
+        return ("full", None) if bool((t != 0).all()) else None
+    allowed = t.bool() if t.dtype == torch.bool else (
+        t > torch.finfo(t.dtype).min / 2 if t.is_floating_point() else t != 0)
+    allowed = allowed.reshape(-1, *t.shape[-2:]).any(0).cpu()
+    if t.shape[-2] == 1:  # one row for every query: a key mask
+        return ("full", None) if bool(allowed.all()) else None
+    return classify_pattern(allowed)
+
+
 def _owner_hooks(m: AuditModel, probe) -> tuple[list, dict[int, dict[str, Any]]]:
     """Forward hooks that attribute each probe record to the innermost attention module running
-    when it was made (record index → module facts)."""
+    when it was made (record index → module facts, plus ``passed_mask``: the pattern of the mask
+    the call was given, :func:`passed_mask_pattern`)."""
     from attncheck.audit.hf import module_facts
 
     owners: dict[int, dict[str, Any]] = {}
     handles = []
     for name, mod in m.attention_modules:
         facts = dict(module_facts(mod), name=name, layer=_layer_index(name))
-        start: list[int] = []
+        start: list[tuple[int, dict[str, Any]]] = []
 
-        def pre(_mod, _args, start=start):
-            start.append(len(probe.records))
+        def pre(mod_, args, kwargs, start=start, facts=facts):
+            try:
+                passed = passed_mask_pattern(mod_, args, kwargs)
+            except Exception:  # noqa: BLE001 - a mask the audit cannot read: no fact
+                passed = None
+            start.append((len(probe.records), dict(facts, passed_mask=passed)))
 
         def post(_mod, _args, _out, start=start, facts=facts):
-            a = start.pop() if start else 0
+            a, call = start.pop() if start else (0, facts)
             for i in range(a, len(probe.records)):
-                owners.setdefault(i, facts)
+                owners.setdefault(i, call)
 
-        handles.append(mod.register_forward_pre_hook(pre))
+        handles.append(mod.register_forward_pre_hook(pre, with_kwargs=True))
         handles.append(mod.register_forward_hook(post))
     return handles, owners
 
@@ -805,6 +963,18 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
             exp = ("sliding", lm.module["sliding_window"])
         if exp == ("band", None) and got[0] in ("band", "full"):
             exp = got
+        passed = (lm.module or {}).get("passed_mask")
+        if (exp == ("causal", None) and m.input_kind != "tokens" and passed is not None
+                and passed[0] != "causal" and (lm.module or {}).get("is_causal") is True):
+            # the module's is_causal attribute (the audit's only evidence of causality for a
+            # dense model) applies only to calls without a mask; this call was given one:
+            # the expectation is what the model passes
+            exp = passed
+            layers_note = (f"{lm.module['class']} declares is_causal = True but is called with "
+                           f"an explicit {_expected_label(passed)} mask, which transformers' attention "
+                           f"functions use instead of is_causal")
+        else:
+            layers_note = None
         # a sliding window at least as long as the sequence looks causal
         if exp[0] == "sliding" and got[0] == "causal" and exp[1] >= lk:
             exp = ("causal", None)
@@ -813,6 +983,8 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
                        "expected": _expected_label(exp), "ok": ok})
         if layout:
             layers[-1]["layout"] = layout
+        if layers_note:
+            layers[-1]["expected_from"] = layers_note
         why = None if ok else _window_by_design(lm.module, got, allowed, m)
         if why:
             layers[-1]["by_design"] = why
@@ -848,8 +1020,7 @@ def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
         nan_rows += int(nan.sum())
         zero_rows = (p.abs().sum(-1) == 0) & ~nan
         empty += int(zero_rows.sum())
-        live = ~nan & ~zero_rows
-        err = float((sums[live] - 1).abs().max()) if live.any() else 0.0
+        err = row_sum_error(p, nan | zero_rows)
         worst = max(worst, err)
         negative += int((p < 0).sum())
         per.append({"layer": lm.index, "max_row_sum_error": err})
@@ -859,7 +1030,7 @@ def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "normalization", "fail", f"{nan_rows} attention rows are NaN", **metrics)
     if negative:
         return _result(m, "normalization", "fail", f"{negative} negative attention weights", **metrics)
-    row_tol = SUM_TOL.get(ctx.dtype, SUM_TOL[torch.float32])
+    row_tol = SUM_TOL.get(compute_dtype(m, ctx), SUM_TOL[torch.float32])
     metrics["tolerance"] = row_tol
     if worst > row_tol:
         sinks = sorted({lm.module["class"] for lm in maps if lm.module and lm.module.get("sinks")})
@@ -1074,6 +1245,27 @@ def check_gqa(m: AuditModel, ctx: AuditContext) -> CheckResult:
                    **metrics)
 
 
+def softmax_dtype_result(m: AuditModel, ctx: AuditContext) -> CheckResult | None:
+    """``softmax-dtype[variant]``: one ``warn`` per variant whose attention softmax runs in a
+    less precise dtype than the model (:func:`softmax_dtype`), naming what that design costs —
+    the comparison checks used that dtype's tolerance, and the paths left out because the cast
+    turned fully masked rows into NaN (:func:`masked_softmax_nan`); None when the softmax runs in
+    the model's dtype."""
+    low = softmax_dtype(m, ctx)
+    if not _less_precise(low, m.dtype):
+        return None
+    lo, hi = (str(d).replace("torch.", "") for d in (low, m.dtype))
+    metrics: dict[str, Any] = {"softmax_dtype": lo, "model_dtype": hi,
+                               "atol": tolerances(low)[0], "rtol": tolerances(low)[1]}
+    msg = (f"by the model's design: the attention softmax runs in {lo} in this {hi} model (its "
+           f"weights carry {lo} rounding), so outputs are compared with {lo} tolerances")
+    nan = ctx.softmax_nan.get(m.label, {})
+    if nan:
+        metrics["left_out"] = dict(nan)
+        msg += (f"; left out as NaN from that cast: {', '.join(nan)} — {next(iter(nan.values()))}")
+    return _result(m, "softmax-dtype", "warn", msg, **metrics)
+
+
 def layer_summaries(m: AuditModel, ctx: AuditContext) -> list[dict[str, Any]]:
     """Per-layer rows for the report's "layers" section (and heatmaps for the HTML)."""
     maps, _ = probe_layers(m, ctx)
@@ -1090,7 +1282,7 @@ def layer_summaries(m: AuditModel, ctx: AuditContext) -> list[dict[str, Any]]:
             "variant": m.variant, "layer": lm.index, "kind": lm.kind, "shape": list(lm.probs.shape),
             "heads": int(lm.probs.shape[-3]), "pattern": _expected_label(got),
             "expected_pattern": _expected_label(m.expected_pattern((lq, lk), ordinal, lm.module)),
-            "max_row_sum_error": float((sums[live] - 1).abs().max()) if live.any() else 0.0,
+            "max_row_sum_error": row_sum_error(p, ~live),
             "max_weight": float(p.max()), "effective_scale": lm.effective_scale,
             "expected_scale": _expected_scale(m, lm)[0],
             "kv_heads": int(lm.k.shape[-3]) if lm.k is not None else None,
@@ -1125,5 +1317,6 @@ __all__ = [
     "Forward",
     "classify_pattern",
     "layer_summaries",
+    "softmax_dtype_result",
     "probe_layers",
 ]

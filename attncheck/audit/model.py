@@ -116,7 +116,9 @@ class AuditModel:
     def perturb(self, x: torch.Tensor, positions: torch.Tensor, generator: torch.Generator | None = None
                 ) -> torch.Tensor:
         """Return ``x`` with the entries at ``positions`` ``(B, L)`` bool replaced by different
-        values (another token id; large finite noise for features — never NaN)."""
+        values: another token id; for dense inputs the perturbation of ``attncheck check``,
+        N(0, 4²) noise added (:func:`attncheck.dynamic.checks._compare.noise_like`: large, finite,
+        never NaN)."""
         y = x.clone()
         if self.input_kind == "tokens":
             lo, hi = self.token_range or (1, self.vocab_size)
@@ -125,7 +127,9 @@ class AuditModel:
             new = (x.clamp(lo, hi - 1) - lo + shift) % n + lo  # always != x, inside [lo, hi)
             y[positions] = new[positions]
         else:
-            noise = 3.0 * torch.randn(x.shape, generator=generator).to(x.device, x.dtype)
+            from attncheck.dynamic.checks._compare import noise_like
+
+            noise = noise_like(x, generator if generator is not None else torch.Generator())
             y[positions] = x[positions] + noise[positions]
         return y
 

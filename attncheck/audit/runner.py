@@ -282,6 +282,14 @@ def _run_checks(models, selected, ctx, report: AuditReport, step, timeout: float
                 res = _designed(res, name, m, ctx, timeout)
             report.results.append(res)
             report.timings[res.check] = time.perf_counter() - t
+        if m.label in ctx.probe_cache or ctx.softmax_nan.get(m.label):
+            # the checks that ran saw the attention calls: name a softmax dtype below the model's
+            try:
+                note = _guarded(lambda m=m: C.softmax_dtype_result(m, ctx), timeout)
+            except (Exception, CheckTimeout):  # noqa: BLE001 - informative only
+                note = None
+            if note is not None:
+                report.results.append(note)
         try:
             report.extra["layers"] += _guarded(lambda m=m: C.layer_summaries(m, ctx), timeout)
         except (Exception, CheckTimeout):  # noqa: BLE001 - the per-layer table is informative only

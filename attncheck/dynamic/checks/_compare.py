@@ -109,7 +109,9 @@ def dtype_noise(ref: torch.Tensor, ref64: torch.Tensor | None) -> float:
 def within_noise(got: torch.Tensor, ref: torch.Tensor, ref64: torch.Tensor | None = None,
                  dtype: torch.dtype | None = None) -> Cmp:
     """The one tolerance policy (see the module docstring): compare ``got`` against ``ref`` (same
-    shape, any float dtype) with the (atol, rtol) of ``dtype`` (default ``ref.dtype``) plus
+    shape, any float dtype) with the (atol, rtol) of ``dtype`` (default ``ref.dtype``; pass the
+    least precise dtype the computation ran in, e.g. float32 for a float64 model whose attention
+    softmax is computed in float32) plus
     ``NOISE_FACTOR ×`` :func:`dtype_noise` of ``ref`` against its float64 run ``ref64``.  The
     returned :class:`Cmp` carries ``noise``.  Raises :class:`NotComparable` on a shape mismatch."""
     from attncheck.dynamic.base import tolerances

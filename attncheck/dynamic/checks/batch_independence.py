@@ -29,6 +29,7 @@ from attncheck.dynamic.base import RunContext, register_check
 from attncheck.dynamic.checks._common import failure_result
 from attncheck.dynamic.checks._compare import (
     NOISE_SCALE,
+    Cmp,
     compare,
     exact_tol,
     noise_like,
@@ -40,10 +41,36 @@ from attncheck.results import CheckResult
 #: examples per run at most (the default suite's time budget: bench/dynamic_bench.py)
 MAX_EXAMPLES = 4
 
-__all__ = ["ULPS", "check_batch_independence"]
+__all__ = ["ULPS", "alone_vs_batched", "check_batch_independence", "other_samples_effect"]
 
 #: near-exact tolerance of the perturbation comparison, in ulps of the output magnitude
 ULPS = 64
+
+
+def other_samples_effect(out: torch.Tensor, out_changed: torch.Tensor, kept: list[int],
+                         changed: list[int], tol: float) -> tuple[Cmp, str | None]:
+    """The batch-mixing measurement: the outputs ``(B, ...)`` of the samples ``kept`` before
+    (``out``) and after (``out_changed``) the inputs of the samples ``changed`` were changed must
+    agree within the absolute ``tol`` (near-exact: the batch shape is unchanged, so correct code
+    computes each sample identically).  Returns the comparison and the failure message (None
+    when they agree).  Shared by ``attncheck check`` and ``attncheck audit``."""
+    cmp = compare(out_changed[kept], out[kept], tol, 0.0)
+    if cmp.ok:
+        return cmp, None
+    moved = kept[cmp.worst[0]] if cmp.worst else kept[0]
+    who = (f"sample {changed[0]} was" if len(changed) == 1
+           else f"samples {', '.join(map(str, changed))} were")
+    return cmp, (f"sample {moved}'s output changed when {who} perturbed (max Δ={cmp.max_abs:.3g}, "
+                 f"B={out.shape[0]}): samples are mixed")
+
+
+def alone_vs_batched(cmp: Cmp, B: int) -> str | None:
+    """The failure message of sample 0 run alone (``B = 1``) against sample 0 in a batch of
+    ``B``, compared by ``cmp`` (the caller's tolerance policy); None when within tolerance."""
+    if cmp.ok:
+        return None
+    return (f"sample 0 alone (B=1) differs from sample 0 in a batch of {B} "
+            f"(max |Δ|={cmp.max_abs:.3g} > atol {cmp.atol:g} + rtol {cmp.rtol:g}·|ref|)")
 
 
 def _keep_for(target: Target, ex: Example, ctx: RunContext) -> torch.Tensor | None:
@@ -94,13 +121,11 @@ def check_batch_independence(target: Target, ctx: RunContext) -> CheckResult:
             for b in (ex.B - 1, 0):
                 out2 = target(_perturb_sample(target, inputs, gen, b)).out
                 others = [i for i in range(ex.B) if i != b]
-                ref = out[others]
-                cmp = compare(out2[others], ref, exact_tol(ref, ULPS), 0.0)
+                cmp, why = other_samples_effect(out, out2, others, [b],
+                                                exact_tol(out[others], ULPS))
                 worst["perturb"] = max(worst["perturb"], cmp.max_abs)
-                if not cmp.ok:
-                    moved = others[cmp.worst[0]] if cmp.worst else others[0]
-                    raise Fail(f"sample {moved}'s output changed when sample {b} was perturbed "
-                               f"(max Δ={cmp.max_abs:.3g}, B={ex.B}): samples are mixed"
+                if why:
+                    raise Fail(why
                                + (" (a per-sample mask expanded in the wrong batch/head order?)"
                                   if keep is not None else
                                   " (is the sequence axis where the target expects it? "
@@ -111,9 +136,9 @@ def check_batch_independence(target: Target, ctx: RunContext) -> CheckResult:
             alone = target(one).out
             cmp1 = compare(out[:1], alone, atol, rtol)
             worst["alone"] = max(worst["alone"], cmp1.max_abs)
-            if not cmp1.ok:
-                raise Fail(f"sample 0 alone (B=1) differs from sample 0 in a batch of {ex.B} "
-                           f"(max |Δ|={cmp1.max_abs:.3g} > atol {atol:g} + rtol {rtol:g}·|ref|)")
+            why = alone_vs_batched(cmp1, ex.B)
+            if why:
+                raise Fail(why)
         return {"masked": keep is not None}
 
     strat = examples(target, max_b=3, max_l=8).map(lambda e: replace(e, B=max(2, e.B)))

@@ -54,6 +54,13 @@ __all__ = [
     "DependencyMap",
     "check_causality",
     "dependency_map",
+    "dependency_pattern",
+    "hidden_message",
+    "hidden_queries",
+    "leak_message",
+    "leak_pairs",
+    "query_delta",
+    "variant_deltas",
 ]
 
 #: leak maps larger than this (per side) are not put into the metrics
@@ -130,8 +137,12 @@ def _perturb(target: Target, inputs: Inputs, keys: list[int], gen: torch.Generat
     return replace(inputs, example=replace(ex, B=n), q=q, k=k, v=v)
 
 
-def _query_delta(a: torch.Tensor, b: torch.Tensor, qdim: int) -> torch.Tensor:
-    """max |a - b| per query position (``qdim`` of the canonical output), NaN-aware."""
+def query_delta(a: torch.Tensor, b: torch.Tensor, qdim: int) -> torch.Tensor:
+    """The leak measurement: max |a − b| per query position, float64 ``(L_q,)``, for two outputs
+    of one sample (the control ``b`` and a run with one input position perturbed ``a``, same
+    shape, query axis ``qdim``).  NaN-aware: NaN on both sides counts as no change, on one side
+    only as an infinite change.  ``attncheck check`` and ``attncheck audit`` both read their
+    dependency maps with it."""
     a64, b64 = a.to(torch.float64), b.to(torch.float64)
     na, nb = torch.isnan(a64), torch.isnan(b64)
     d = (a64 - b64).abs()
@@ -139,6 +150,20 @@ def _query_delta(a: torch.Tensor, b: torch.Tensor, qdim: int) -> torch.Tensor:
     d = torch.where(na != nb, torch.full_like(d, float("inf")), d)
     d = d.movedim(qdim, 0).reshape(d.shape[qdim], -1)
     return d.max(dim=1).values
+
+
+_query_delta = query_delta
+
+
+def variant_deltas(out: torch.Tensor, n: int, qdim: int) -> torch.Tensor:
+    """The leak measurement over one batched forward: ``out`` ``(B·(n + 1), ...)`` holds the
+    control (``B`` samples) followed by ``n`` copies of it along axis 0, each with one input
+    position perturbed; returns float64 ``(n, B, L_q)``: the :func:`query_delta` of each copy's
+    sample against the control's, per query (axis ``qdim`` of one sample's output)."""
+    B = out.shape[0] // (n + 1)
+    o = out.reshape(n + 1, B, *out.shape[1:])
+    return torch.stack([torch.stack([query_delta(o[1 + v, b], o[0, b], qdim) for b in range(B)])
+                        for v in range(n)])
 
 
 def _query_axis(shape: tuple[int, ...], L_q: int, canonical: int) -> int:
@@ -190,8 +215,8 @@ def dependency_map(target: Target, ctx: RunContext, ex: Example, *, causal: bool
                 alone = compare(out[0], ctrl0, atol, rtol)
                 batch_delta = max(batch_delta, alone.max_abs)
                 batch_mixed = batch_mixed or not alone.ok
-            for b, j in enumerate(chunk, start=1):
-                delta[:, j] = _query_delta(out[b], out[0], qdim).cpu()
+            d = variant_deltas(out[:len(chunk) + 1], len(chunk), qdim)  # (keys, 1, L_q)
+            delta[:, chunk] = d[:, 0, :].T.cpu()
     if math.isfinite(jitter):
         tol = 4.0 * jitter          # 0 when identical rows of one batch are bit-identical
     else:                           # NaN appearing in an unperturbed copy: fall back to 8 ulp
@@ -209,14 +234,22 @@ def _current_key(i: int, L_q: int, L_k: int, alignment: str) -> int:
     return i + (L_k - L_q if alignment == "bottom_right" else 0)
 
 
-def _hidden_from_map(dm: DependencyMap, alignment: str) -> list[int]:
-    L_q, L_k = dm.depends.shape
+def hidden_queries(depends: torch.Tensor, alignment: str = "top_left",
+                   rows: list[int] | None = None) -> list[int]:
+    """Queries (of ``rows``, default all) whose output does not depend on the key at their own
+    position (over-masking: the mask covers the diagonal), from a bool dependency map
+    ``(L_q, L_k)``."""
+    L_q, L_k = depends.shape
     out = []
-    for i in range(L_q):
+    for i in range(L_q) if rows is None else rows:
         j = _current_key(i, L_q, L_k, alignment)
-        if 0 <= j < L_k and not bool(dm.depends[i, j]):
+        if 0 <= j < L_k and not bool(depends[i, j]):
             out.append(i)
     return out
+
+
+def _hidden_from_map(dm: DependencyMap, alignment: str) -> list[int]:
+    return hidden_queries(dm.depends, alignment)
 
 
 def _hidden_from_probe(probe: Probe, L_q: int, L_k: int, alignment: str) -> list[int] | None:
@@ -272,7 +305,11 @@ def _probe_says_causal(probe: Probe, L: int) -> str | None:
     return None
 
 
-def _pattern(depends: torch.Tensor) -> str:
+def dependency_pattern(depends: torch.Tensor) -> str:
+    """Name the bool ``(L_q, L_k)`` map *query i depends on key j*: ``causal``, ``causal,
+    current token hidden``, ``full``, ``causal with extra masking``, ``other``, or ``n/a`` when
+    ``L_q != L_k``."""
+    depends = depends.cpu()
     L_q, L_k = depends.shape
     if L_q != L_k:
         return "n/a"
@@ -287,6 +324,9 @@ def _pattern(depends: torch.Tensor) -> str:
     if not bool((depends & ~tri).any()):
         return "causal with extra masking"
     return "other"
+
+
+_pattern = dependency_pattern
 
 
 def _pairs(mask: torch.Tensor, delta: torch.Tensor) -> tuple[list[list[int]], list[int] | None]:
@@ -329,6 +369,30 @@ def _applies(target: Target) -> bool | str:
 
 def _delta_str(x: float) -> str:
     return "NaN appeared" if x == float("inf") else f"Δ={x:.3g}"
+
+
+def leak_pairs(depends: torch.Tensor, delta: torch.Tensor, blocked: torch.Tensor
+               ) -> tuple[list[list[int]], list[int] | None]:
+    """The leaks of a dependency map: ``(pairs, worst)`` — every ``[query, key]`` with
+    ``depends`` and ``blocked`` (bool ``(L_q, L_k)``: the causal future), in row-major order,
+    and the pair with the largest ``delta`` (float ``(L_q, L_k)``; None without leaks)."""
+    return _pairs(depends & blocked, delta)
+
+
+def leak_message(pairs: list[list[int]], worst: list[int], delta: torch.Tensor,
+                 n_future: int) -> str:
+    """The failure message of a leak map (:func:`leak_pairs`) over ``n_future`` future pairs."""
+    i, j = worst
+    return (f"future leak: output at query {i} depends on key {j} "
+            f"({_delta_str(float(delta[i, j]))}); {len(pairs)} of {n_future} future "
+            f"pairs leak, first ({pairs[0][0]}, {pairs[0][1]})")
+
+
+def hidden_message(hidden: list[int], nan_rows: list[int] | None = None) -> str:
+    """The failure message of queries that do not see their own key (:func:`hidden_queries`)."""
+    return (f"current token hidden at quer{'y' if len(hidden) == 1 else 'ies'} "
+            f"{_fmt_rows(hidden)} (the mask also covers the diagonal: over-masking"
+            + (f"; NaN output rows {_fmt_rows(nan_rows)}" if nan_rows else "") + ")")
 
 
 @register_check("causality", applies=_applies,
@@ -405,7 +469,7 @@ def check_causality(target: Target, ctx: RunContext) -> CheckResult:
 
     # ---- causal
     leak = dm.depends & blocked
-    pairs, worst = _pairs(leak, dm.delta)
+    pairs, worst = leak_pairs(dm.depends, dm.delta, blocked)
     fut_delta = dm.delta[blocked]
     max_delta = float(fut_delta.max()) if fut_delta.numel() else 0.0
     metrics.update(leak_map=_map_list(leak), n_leaks=len(pairs),
@@ -422,16 +486,9 @@ def check_causality(target: Target, ctx: RunContext) -> CheckResult:
 
     problems: list[str] = []
     if pairs:
-        i, j = worst
-        problems.append(
-            f"future leak: output at query {i} depends on key {j} "
-            f"({_delta_str(float(dm.delta[i, j]))}); {len(pairs)} of {int(blocked.sum())} future "
-            f"pairs leak, first ({pairs[0][0]}, {pairs[0][1]})")
+        problems.append(leak_message(pairs, worst, dm.delta, int(blocked.sum())))
     if hidden:
-        problems.append(
-            f"current token hidden at quer{'y' if len(hidden) == 1 else 'ies'} "
-            f"{_fmt_rows(hidden)} (the mask also covers the diagonal: over-masking"
-            + (f"; NaN output rows {_fmt_rows(dm.nan_rows)}" if dm.nan_rows else "") + ")")
+        problems.append(hidden_message(hidden, dm.nan_rows))
     elif dm.nan_rows:
         problems.append(f"NaN in the outputs of queries {_fmt_rows(dm.nan_rows)} for finite "
                         "inputs")

@@ -36,7 +36,7 @@ from attncheck.dynamic.probe import sdpa_reference
 from attncheck.dynamic.targets import Inputs, Target
 from attncheck.results import CheckResult
 
-__all__ = ["L_CACHE", "PREFILL", "cache_convention", "check_kv_cache"]
+__all__ = ["L_CACHE", "PREFILL", "cache_convention", "check_kv_cache", "decoding_difference"]
 
 L_CACHE = 8
 PREFILL = 3
@@ -52,6 +52,29 @@ def cache_convention(target: Target) -> dict[str, Any] | None:
     if isinstance(c, dict):
         conv.update({k: c[k] for k in ("arg", "flag") if k in c})
     return conv
+
+
+def decoding_difference(got: torch.Tensor, full: torch.Tensor, cmp: Any, qdim: int, what: str,
+                        offset: int = 0) -> tuple[list[float], str | None]:
+    """The kv-cache verdict: outputs decoded with a cache ``got`` against the same positions of
+    the full forward ``full`` (same shape, batch axis 0, position axis ``qdim``), compared by
+    ``cmp`` (a :class:`~attncheck.dynamic.checks._compare.Cmp` of the caller's tolerance
+    policy).  Returns the max |Δ| per position (NaN-aware,
+    :func:`~attncheck.dynamic.checks.causality.query_delta`) and, when ``cmp`` fails, the
+    message naming ``what`` and the first position (``offset`` + index) beyond the tolerance
+    at the largest |full|; None otherwise.  Shared by ``attncheck check`` and
+    ``attncheck audit``."""
+    from attncheck.dynamic.checks.causality import query_delta
+
+    per = torch.stack([query_delta(got[b], full[b], qdim - 1) for b in range(got.shape[0])]).amax(0)
+    per_pos = [float(v) for v in per.cpu()]
+    if cmp.ok:
+        return per_pos, None
+    mag = float(torch.nan_to_num(full.detach().abs().double(), nan=0.0, posinf=0.0).max())
+    off = [i for i, d in enumerate(per_pos) if d > cmp.atol + cmp.rtol * mag]
+    first = offset + off[0] if off else -1
+    return per_pos, (f"{what} differs from the full forward (max |Δ|={cmp.max_abs:.3g}, first "
+                     f"position {first})")
 
 
 def _applies(target: Target) -> bool | str:
@@ -173,9 +196,10 @@ def _run_steps(target: Target, conv: dict[str, Any], ex: Any, ctx: RunContext,
                     if keep is None:
                         _, _, tl = sdpa_reference(q, k, v, None, True, None, False)
                         top_left_like = bool(compare(out, tl, atol * 10, rtol * 10).ok)
-                    bad.append(f"decode step queries {t0}..{t1 - 1} over {t1} cached keys "
-                               f"(L_q={t1 - t0} < L_k={t1}) differs from the full forward "
-                               f"(max |Δ|={cmp.max_abs:.3g})")
+                    bad.append(decoding_difference(
+                        out, full[:, :, t0:t1], cmp, 2,
+                        f"decode step queries {t0}..{t1 - 1} over {t1} cached keys "
+                        f"(L_q={t1 - t0} < L_k={t1})", t0)[1])
         else:
             m = target.obj
             past = None
@@ -195,6 +219,7 @@ def _run_steps(target: Target, conv: dict[str, Any], ex: Any, ctx: RunContext,
                 steps_diff.append([t0, t1, cmp.max_abs if cmp.max_abs != float("inf") else "inf"])
                 if not cmp.ok and not bad:
                     what = "prefill" if t0 == 0 else f"decode step at position {t0}"
-                    bad.append(f"{what} (L_q={t1 - t0}, {t1} keys with the cache) differs from "
-                               f"the full forward (max |Δ|={cmp.max_abs:.3g})")
+                    bad.append(decoding_difference(
+                        out, full[:, t0:t1], cmp, 1,
+                        f"{what} (L_q={t1 - t0}, {t1} keys with the cache)", t0)[1])
     return top_left_like, steps_diff, bad

@@ -53,6 +53,17 @@ def _probe():
     return Probe
 
 
+def row_sum_error(w: torch.Tensor, exempt: torch.Tensor | None = None) -> float:
+    """The normalization measurement: max |Σ_k w − 1| over the rows of attention weights ``w``
+    ``(..., L_k)`` (in float64), leaving out the rows where ``exempt`` (bool, shaped like
+    ``w.sum(-1)``: rows with no key to normalise over, NaN rows) is True; 0.0 when no row is
+    left.  Shared by ``attncheck check`` and ``attncheck audit``."""
+    sums = w.detach().double().sum(-1)
+    if exempt is not None:
+        sums = sums[~exempt.to(sums.device)]
+    return float((sums - 1).abs().max()) if sums.numel() else 0.0
+
+
 def _judge(name: str, w: torch.Tensor, blocked: torch.Tensor | None, tol: float,
            ex: Example) -> tuple[str | None, dict[str, Any]]:
     w = w.detach().double()
@@ -71,7 +82,7 @@ def _judge(name: str, w: torch.Tensor, blocked: torch.Tensor | None, tol: float,
         # required to sum to 1
         m["empty_rows"] = int(empty.sum())
         sums = torch.where(empty, torch.ones_like(sums), sums)
-    err = float((sums - 1).abs().max())
+    err = row_sum_error(w, empty)
     m.update(min_weight=mn, max_row_sum_error=err)
     if mn < -tol:
         return f"{name} weights negative (min {mn:.3g})", m

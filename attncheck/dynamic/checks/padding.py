@@ -43,7 +43,8 @@ from attncheck.dynamic.checks._compare import (
 from attncheck.dynamic.targets import Inputs, Target
 from attncheck.results import CheckResult
 
-__all__ = ["LENGTHS_KERNEL", "LENGTHS_SELF", "check_padding", "padding_keep"]
+__all__ = ["LENGTHS_KERNEL", "LENGTHS_SELF", "check_padding", "padded_content_leaks",
+           "padding_keep", "padding_leak_message", "unpadded_difference"]
 
 L_PAD = 8
 LENGTHS_KERNEL = (8, 5, 0)
@@ -60,6 +61,39 @@ def padding_keep(lengths: list[int], L: int, side: str = "right",
     for n in lengths:
         rows.append(pos < n if side == "right" else pos >= L - n)
     return torch.stack(rows)[:, None, None, :]
+
+
+def padded_content_leaks(changed: torch.Tensor, ctrl: torch.Tensor, rows: list[int], qdim: int,
+                         tol: float) -> tuple[float, list[int]]:
+    """The padding-leak measurement: one sample's real output rows before (``ctrl``) and after
+    (``changed``) its padded inputs were changed, query axis ``qdim`` of length ``len(rows)``
+    (``rows``: their positions).  Returns max |Δ| (inf where NaN appears on one side) and the
+    positions whose |Δ| exceeds the absolute ``tol`` (masked weights are exactly 0 in correct
+    code, so Δ = 0).  Shared by ``attncheck check`` and ``attncheck audit``."""
+    from attncheck.dynamic.checks.causality import query_delta
+
+    cmp = compare(changed, ctrl, tol, 0.0)
+    if cmp.ok:
+        return cmp.max_abs, []
+    per_row = query_delta(changed, ctrl, qdim)
+    return cmp.max_abs, [i for ri, i in enumerate(rows) if float(per_row[ri]) > tol]
+
+
+def padding_leak_message(leaks: list[list[int]], worst: float, what: str = "keys") -> str:
+    """The failure message of padded ``what`` (keys, tokens) that moved real outputs; ``leaks``:
+    the ``[sample, position]`` pairs (:func:`padded_content_leaks`)."""
+    return (f"padded {what} leak into real positions: perturbing padded {what} changed "
+            f"{len(leaks)} real (sample, query) rows, first {tuple(leaks[0])} (max Δ={worst:.3g})")
+
+
+def unpadded_difference(cmp: Any, what: str) -> str | None:
+    """The failure message of padded real positions that differ from the unpadded run
+    (``cmp``: the :class:`~attncheck.dynamic.checks._compare.Cmp` of the caller's tolerance
+    policy), or None when within tolerance."""
+    if cmp.ok:
+        return None
+    return (f"{what}: padded vs unpadded max |Δ|={cmp.max_abs:.3g} (> atol {cmp.atol:g} + "
+            f"rtol {cmp.rtol:g}·|ref|)")
 
 
 def _real_positions(n: int, L: int, side: str) -> list[int]:
@@ -161,21 +195,14 @@ def check_padding(target: Target, ctx: RunContext) -> CheckResult:
             if not real_rows[b]:
                 continue
             a, c = _rows(out_p, b, qdim, real_rows[b]), _rows(ctrl, b, qdim, real_rows[b])
-            cmp = compare(a, c, exact_tol(c), 0.0)
-            worst = max(worst, cmp.max_abs)
-            if not cmp.ok:
-                dq = (a.double() - c.double()).abs().nan_to_num(nan=float("inf"))
-                per_row = dq.movedim(qdim - 1, 0).reshape(len(real_rows[b]), -1).amax(dim=1)
-                for ri, i in enumerate(real_rows[b]):
-                    if float(per_row[ri]) > exact_tol(c):
-                        leaks.append([b, i])
+            dmax, rows = padded_content_leaks(a, c, real_rows[b], qdim - 1, exact_tol(c))
+            worst = max(worst, dmax)
+            leaks += [[b, i] for i in rows]
         metrics["perturb_max_delta"] = worst if worst != float("inf") else "inf"
         metrics["leak_positions"] = leaks[:64]
         metrics["n_leaks"] = len(leaks)
         if leaks:
-            problems.insert(0, f"padded keys leak into real positions: perturbing padded keys "
-                               f"changed {len(leaks)} real (sample, query) rows, first "
-                               f"{tuple(leaks[0])} (max Δ={worst:.3g}); check the mask "
+            problems.insert(0, padding_leak_message(leaks, worst) + "; check the mask "
                                f"convention ({target.mask_convention}: "
                                + ("True = attend" if target.mask_convention == "keep" else
                                   "True = masked" if target.mask_convention == "blocked" else
@@ -223,9 +250,9 @@ def check_padding(target: Target, ctx: RunContext) -> CheckResult:
             c = _rows(single, 0, qdim, rows_single)
             cmp = compare(a, c, atol, rtol)
             diffs[str(b)] = cmp.max_abs if cmp.max_abs != float("inf") else "inf"
-            if not cmp.ok:
-                mism.append(f"sample {b} (length {n}): padded vs unpadded max |Δ|="
-                            f"{cmp.max_abs:.3g} (> atol {atol:g} + rtol {rtol:g}·|ref|)")
+            why = unpadded_difference(cmp, f"sample {b} (length {n})")
+            if why:
+                mism.append(why)
         metrics["unpadded_max_diff"] = diffs
         if mism:
             problems.append("padded batch differs from the unpadded run: " + "; ".join(mism)
