@@ -648,8 +648,8 @@ TOKENIZER_MASK_CASES = [
     # (pre, use, return, ATT208 expected)
     ("", "scores = scores.masked_fill(attention_mask[:, None, None, :] == 1, float('-inf'))", _SCORES_RET, True),
     ("", "scores = scores.masked_fill(attention_mask[:, None, None, :] == 0, float('-inf'))", _SCORES_RET, False),
-    ("", "scores = scores.masked_fill(attention_mask.bool()[:, None, None, :], -1e4)", _SCORES_RET, True),
-    ("", "scores = scores.masked_fill(~attention_mask.bool()[:, None, None, :], -1e4)", _SCORES_RET, False),
+    ("", "scores = scores.masked_fill(attention_mask[:, None, None, :].bool(), -1e4)", _SCORES_RET, True),
+    ("", "scores = scores.masked_fill(~attention_mask[:, None, None, :].bool(), -1e4)", _SCORES_RET, False),
     ("", "scores = scores.masked_fill(attention_mask.unsqueeze(1).unsqueeze(2).ne(0), -1e4)", _SCORES_RET, True),
     ("", "scores = torch.where(attention_mask[:, None, None, :] == 0, scores, -1e4)", _SCORES_RET, True),
     ("", "scores = torch.where(attention_mask[:, None, None, :].bool(), scores, -1e4)", _SCORES_RET, False),
@@ -664,8 +664,17 @@ TOKENIZER_MASK_CASES = [
     # used as booleans only: the name alone does not say which way (MPT passes True = blocked)
     ("", "scores = scores.masked_fill(attention_mask, float('-inf'))", _SCORES_RET, False),
     ("", "scores = scores.masked_fill(attention_mask.to(q.device), float('-inf'))", _SCORES_RET, False),
-    # an already additive 4-D mask (0 / -inf) added as is
+    # an already additive 4-D mask (0 / -inf) handed to the layer: added as is, or turned into
+    # booleans (True = blocked) and filled (LayoutLMv2); not laid out here, so not the 0/1 mask
     ("", "scores = scores + attention_mask", _SCORES_RET, False),
+    ("", "scores = scores.masked_fill(attention_mask.to(torch.bool), torch.finfo(scores.dtype).min)",
+     _SCORES_RET, False),
+    ("", "scores = scores.masked_fill(attention_mask != 0, float('-inf'))", _SCORES_RET, False),
+    # an additive bias built from a keep mask: 0 where it is True, -1e9 elsewhere (diffusers)
+    ("bias = torch.where(attention_mask.bool().view(q.size(0), 1, 1, -1), 0.0, -1e4)", "pass",
+     "F.scaled_dot_product_attention(q, k, v, attn_mask=bias)", False),
+    ("bias = torch.where(attention_mask[:, None, None, :] == 1, -1e4, 0.0)", "pass",
+     "F.scaled_dot_product_attention(q, k, v, attn_mask=bias)", True),
 ]
 
 

@@ -164,7 +164,11 @@ class MaskVal:
         return replace(self, pattern=p, **kw)
 
     def as_numbers(self) -> MaskVal:
-        """This mask read as 0/1 numbers: its numeric polarity, if any, now holds."""
+        """This mask read as 0/1 numbers: its numeric polarity, if any, now holds.  Callers
+        invoke it on evidence that only a 0/1 mask fits (``m == 1``, ``1 - m``, ``m * c``, a
+        float cast) or, for a test that an additive 0 / -inf mask passes too (``m == 0``,
+        ``m != 0``, ``m.bool()``), when the code itself laid the mask out as a key padding
+        mask (:attr:`key_only`): a layer handed an already additive mask does not."""
         if self.polarity is None and self.numeric_polarity is not None:
             return replace(self, polarity=self.numeric_polarity)
         return self
@@ -1828,8 +1832,12 @@ class _Analyzer:
                                                            escapes=self.escapes(node)))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
-                return MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
-                               c.polarity, c.origin or origin, c.repeated, unit=unit)
+                # polarity says what the non-zero entries are: torch.where(keep, 0, -1e9) is
+                # non-zero (blocking) where keep is False
+                pol = _flip(c.polarity) if fa.region == "Z" and fb.region not in ("Z", None) \
+                    else c.polarity
+                return _same_axes(MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
+                                          pol, c.origin or origin, c.repeated, unit=unit), c)
             return None
         if q.endswith("functional.pad") or q == "torch.nn.functional.pad":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
@@ -1883,7 +1891,8 @@ class _Analyzer:
             return m.with_pattern(p_transpose(m.pattern)) if dims == {-1, -2} else m.with_pattern(None)
         if meth in ("t", "mT"):
             return m.with_pattern(p_transpose(m.pattern))
-        if meth == "bool" or meth in ops.FLOAT_CASTS or meth in ops.INT_CASTS or meth == "type_as":
+        if meth in ops.FLOAT_CASTS or meth in ops.INT_CASTS or meth == "type_as" \
+                or meth == "bool" and m.key_only:
             m = m.as_numbers()  # a cast: the mask held numbers (or is about to)
         if meth == "bool":
             return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
@@ -1898,7 +1907,7 @@ class _Analyzer:
             if meth == "type_as":
                 return replace(m, dtype="float")
             if dt == "bool":
-                return replace(m.as_numbers(), pattern=p_truthy(m.pattern), dtype="bool")
+                return replace(m.as_numbers() if m.key_only else m, pattern=p_truthy(m.pattern), dtype="bool")
             if dt is not None:
                 return replace(m.as_numbers(), dtype=dt)
             if "device" in text or a is None:
@@ -2081,7 +2090,7 @@ class _Analyzer:
             a, b = b, a
             op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
         if isinstance(a, MaskVal) and isinstance(b, Fill):
-            if b.kind == "literal" and not b.is_bool and b.value in (0.0, 1.0):
+            if b.kind == "literal" and not b.is_bool and (b.value == 1.0 or b.value == 0.0 and a.key_only):
                 a = a.as_numbers()
             r = b.region
             p = a.pattern
