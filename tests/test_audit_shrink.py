@@ -70,6 +70,8 @@ def test_mla_dims_deepseek_v3():
     assert c.kv_lora_rank == 32 and c.q_lora_rank == 32 and c.v_head_dim == HEAD_DIM
     assert c.n_routed_experts == 4 and c.num_experts_per_tok == 2 and c.n_group == 1 and c.topk_group == 1
     assert c.num_hidden_layers == 2
+    lc = shrink_config(tf.AutoConfig.for_model("longcat_flash"))  # head_dim: the rotary width
+    assert lc.head_dim == lc.qk_rope_head_dim < lc.qk_head_dim == HEAD_DIM
 
 
 def test_rotary_dim_inside_head_dim():
@@ -171,6 +173,8 @@ def test_sizes_equal_in_the_original_stay_equal():
     assert m.upsample_groups == m.hidden_size == 64
     s = shrink_config(tf.AutoConfig.for_model("sam"))  # across nested configs
     assert s.vision_config.output_channels == s.prompt_encoder_config.hidden_size == 64
+    # SAM's 2-D sine position features: half the prompt encoder's width per axis
+    assert 2 * s.vision_config.num_pos_feats == s.mask_decoder_config.hidden_size == 64
 
 
 def test_rope_sections_the_model_code_defaults_to():
@@ -181,3 +185,33 @@ def test_rope_sections_the_model_code_defaults_to():
     assert sum(moe.rope_parameters["mrope_section"]) == HEAD_DIM // 4
     q = shrink_config(tf.AutoConfig.for_model("qwen2_vl"))  # sections on the config
     assert sum(q.text_config.rope_parameters["mrope_section"]) == HEAD_DIM // 2
+
+
+def test_backbone_output_stages_and_detector_input_channels_stay_wired():
+    u = shrink_config(tf.AutoConfig.for_model("upernet"))  # every stage feeds the decode head
+    assert u.backbone_config.out_indices == [1, 2, 3, 4]
+    r = shrink_config(tf.AutoConfig.for_model("rt_detr"))
+    # the encoder reads the backbone's last three stages: list entries follow list entries, not
+    # an equal scalar (encoder_ffn_dim 1024 → 128 is no stage width)
+    assert list(r.encoder_in_channels) == list(r.backbone_config.hidden_sizes[1:])
+    assert list(r.encode_proj_layers) == [2]  # a feature level of encoder_in_channels, not a layer
+    assert r.num_queries <= 8 and r.decoder_layers == 2
+
+
+def test_source_layer_lists_keep_their_first_entries():
+    m = shrink_config(tf.AutoConfig.for_model("mistral_large4_text"))
+    assert m.num_hidden_layers == 2
+    assert list(m.kv_source_layers) == [0, 1]
+    assert len(m.no_rope_layers) == len(m.mlp_layer_types) == 2
+    assert shrink_values({"num_hidden_layers": 8, "shared_kv": [0, 0, 2, 2, 4, 4, 6, 6]})["shared_kv"] == [0, 0]
+
+
+def test_stage_widths_no_list_names_scale_with_the_stage_widths():
+    # HGNet-V2 reads stage_*_channels, not hidden_sizes: every per-stage width scales alike, so the
+    # detector's encoder_in_channels (tied to hidden_sizes) still equal the stages it reads
+    d = shrink_config(tf.AutoConfig.for_model("d_fine"))
+    b = d.backbone_config
+    assert list(b.stage_in_channels[1:]) == list(b.stage_out_channels[:-1])
+    assert list(d.encoder_in_channels) == [b.stage_out_channels[i - 1] for i in b.out_indices]
+    v = shrink_config(tf.AutoConfig.for_model("dinov2"))  # stages are layers: shrunk with them
+    assert v.num_hidden_layers == 2
