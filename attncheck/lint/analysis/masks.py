@@ -152,9 +152,35 @@ class MaskVal:
     #: a fill written into a float mask that blocks nothing (``zeros(L, L).masked_fill(m, 0)``,
     #: ``+inf``, ``-1e-9``): the additive mask it builds is ineffective
     weak_fill: Fill | None = field(default=None, compare=False)
+    #: the polarity this padding mask has if it holds 0/1 numbers (a tokenizer's
+    #: ``attention_mask``: 1 = attend, 0 = padding); it becomes :attr:`polarity` once the code
+    #: treats the mask as numbers (compares it with 0 or 1, computes ``1 - m`` or ``m * c``, casts
+    #: it), and is dropped when the code treats it as booleans (``~m``: already a bool mask)
+    numeric_polarity: str | None = None
+    #: a key padding mask laid out to broadcast over the query axis (``m[:, None, None, :]``,
+    #: ``m.unsqueeze(1).unsqueeze(2)``, ``m.view(B, 1, 1, L)``): it selects keys (columns), the
+    #: same for every query, never whole query rows
+    key_only: bool = False
 
     def with_pattern(self, p: Pattern | None, **kw: Any) -> MaskVal:
         return replace(self, pattern=p, **kw)
+
+    def as_numbers(self) -> MaskVal:
+        """This mask read as 0/1 numbers: its numeric polarity, if any, now holds.  Callers
+        invoke it on evidence that only a 0/1 mask fits (``m == 1``, ``1 - m``, ``m * c``, a
+        float cast) or, for a test that an additive 0 / -inf mask passes too (``m == 0``,
+        ``m != 0``, ``m.bool()``), when the code itself laid the mask out as a key padding
+        mask (:attr:`key_only`): a layer handed an already additive mask does not."""
+        if self.polarity is None and self.numeric_polarity is not None:
+            return replace(self, polarity=self.numeric_polarity)
+        return self
+
+
+def _same_axes(new: Any, old: MaskVal) -> Any:
+    """``new`` (computed elementwise from ``old``) with ``old``'s key-only layout."""
+    if isinstance(new, MaskVal) and old.key_only and not new.key_only:
+        return replace(new, key_only=True)
+    return new
 
 
 @dataclass(frozen=True)
@@ -686,6 +712,11 @@ def _named_mask_uncached(name: str) -> MaskVal | None:
     pol = _polarity_of_name(low)
     if pol is None and "mask" not in low:
         return None
+    if pol is None and low.endswith("attention_mask"):
+        # the tokenizer's ``attention_mask`` (Hugging Face glossary: "1 for tokens that are not
+        # masked, 0 for tokens that are masked") when it is used as numbers; as a boolean the
+        # name is used both ways (MPT's bool-cast 4-D mask is True = blocked)
+        return MaskVal(numeric_polarity="keep")
     return MaskVal(polarity=pol)
 
 
@@ -1452,8 +1483,8 @@ class _Analyzer(Interpreter):
                     return inner.with_pattern(p_scale(inner.pattern, -1.0))
                 return None
             if top is cst.BitInvert and isinstance(inner, MaskVal):
-                return MaskVal(p_not(inner.pattern), "bool", None, _flip(inner.polarity),
-                               inner.origin, inner.repeated)
+                return _same_axes(MaskVal(p_not(inner.pattern), "bool", None, _flip(inner.polarity),
+                                          inner.origin, inner.repeated), inner)
             if top is cst.Not:
                 return None
             return inner if top is cst.Plus else None
@@ -1585,6 +1616,10 @@ class _Analyzer(Interpreter):
                 if type(v) is cst.Ellipsis or (type(v) is cst.Name and v.value == "None"):
                     continue
                 plain = False
+            if plain and len(elems) >= 2 and type(elems[-1]) is cst.Slice \
+                    and type(elems[-2]) is cst.Index and type(elems[-2].value) is cst.Name \
+                    and elems[-2].value.value == "None":
+                return replace(base, key_only=True)  # m[:, None, None, :]: (B, 1, 1, L_k)
             if plain or (len(elems) >= 2 and all(type(e) is cst.Slice for e in elems[-2:])):
                 return base
             return base.with_pattern(None)
@@ -1697,8 +1732,8 @@ class _Analyzer(Interpreter):
         if fop is not None and fop.family == "logical" and fop.kind == "not":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal):
-                return MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
-                               src.origin, src.repeated)
+                return _same_axes(MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
+                                          src.origin, src.repeated), src)
             return None
         if fop is not None and fop.family in ("logical", "pointwise") and fop.other is not None:
             if len(node.args) < 2:
@@ -1726,8 +1761,12 @@ class _Analyzer(Interpreter):
                                                            escapes=self.escapes(node)))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
-                return MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
-                               c.polarity, c.origin or origin, c.repeated, unit=unit)
+                # polarity says what the non-zero entries are: torch.where(keep, 0, -1e9) is
+                # non-zero (blocking) where keep is False
+                pol = _flip(c.polarity) if fa.region == "Z" and fb.region not in ("Z", None) \
+                    else c.polarity
+                return _same_axes(MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
+                                          pol, c.origin or origin, c.repeated, unit=unit), c)
             return None
         if q.endswith("functional.pad") or q == "torch.nn.functional.pad":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
@@ -1773,12 +1812,17 @@ class _Analyzer(Interpreter):
         if meth in _PRESERVE_METHODS:
             if meth == "repeat" and node.args and int_of(node.args[0].value) != 1:
                 return replace(m, repeated=True)
+            if self._query_axis_added(node, meth):
+                return replace(m, key_only=True)
             return m
         if meth in ("transpose", "swapaxes") and len(node.args) == 2:
             dims = {int_of(node.args[0].value), int_of(node.args[1].value)}
             return m.with_pattern(p_transpose(m.pattern)) if dims == {-1, -2} else m.with_pattern(None)
         if meth in ("t", "mT"):
             return m.with_pattern(p_transpose(m.pattern))
+        if meth in ops.FLOAT_CASTS or meth in ops.INT_CASTS or meth == "type_as" \
+                or meth == "bool" and m.key_only:
+            m = m.as_numbers()  # a cast: the mask held numbers (or is about to)
         if meth == "bool":
             return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
         if meth in ops.FLOAT_CASTS:
@@ -1792,16 +1836,17 @@ class _Analyzer(Interpreter):
             if meth == "type_as":
                 return replace(m, dtype="float")
             if dt == "bool":
-                return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
+                return replace(m.as_numbers() if m.key_only else m, pattern=p_truthy(m.pattern), dtype="bool")
             if dt is not None:
-                return replace(m, dtype=dt)
+                return replace(m.as_numbers(), dtype=dt)
             if "device" in text or a is None:
                 return m
             if "dtype" in text:
-                return replace(m, dtype="float")
+                return replace(m.as_numbers(), dtype="float")
             return m
         if meth == "logical_not":
-            return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin, m.repeated)
+            return _same_axes(MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin,
+                                      m.repeated), m)
         mop = ops.METHODS.get(meth)
         if mop is not None and mop.family in ("logical", "pointwise") and mop.other is not None \
                 and not mop.inplace and mop.kind in _BINARY:
@@ -1833,6 +1878,22 @@ class _Analyzer(Interpreter):
         if meth in ("flip", "roll", "sum", "cumsum", "any", "all", "nonzero", "float_power"):
             return None
         return None
+
+    @staticmethod
+    def _query_axis_added(node: cst.Call, meth: str) -> bool:
+        """Whether ``m.<meth>(...)`` lays a key padding mask out as ``(…, 1, L_k)``:
+        ``unsqueeze(-2)``, ``unsqueeze(1).unsqueeze(2)`` (a ``(B, L)`` mask), or a ``view`` /
+        ``reshape`` whose second-to-last size is 1 and last is not."""
+        if meth == "unsqueeze":
+            d = int_of(arg_value(node, 0, "dim"))
+            if d == -2:
+                return True
+            inner = node.func.value
+            return d == 2 and type(inner) is _Call and type(inner.func) is _Attribute \
+                and inner.func.attr.value == "unsqueeze" and int_of(arg_value(inner, 0, "dim")) == 1
+        if meth in ("view", "reshape") and len(node.args) >= 3 and not any(a.star for a in node.args):
+            return int_of(node.args[-2].value) == 1 and int_of(node.args[-1].value) != 1
+        return False
 
     def _binop(self, a, op, b, node) -> Any:
         if isinstance(a, Fill) and isinstance(b, Fill):
@@ -1886,38 +1947,46 @@ class _Analyzer(Interpreter):
                                unit=False)
             return None
         if isinstance(a, MaskVal) and isinstance(b, Fill) or isinstance(b, MaskVal) and isinstance(a, Fill):
-            m, f, mask_left = (a, b, True) if isinstance(a, MaskVal) else (b, a, False)
-            if type(op) is cst.Multiply:
-                if f.kind == "literal" and f.value is not None:
-                    scaled_fill = m.fill.scaled(f.value) if m.fill else None
-                    pat = p_scale(m.pattern, f.value)
-                    if f.value < 0 and m.pattern is not None and "P" in m.pattern:
-                        scaled_fill = f
-                    if f.overflows_fp16 and self.recording:
-                        self.result.fill_sites.append(FillSite(f, f.node or node, "additive",
-                                                               escapes=self.escapes(node)))
-                    unit = (m.unit and f.value == 1.0) or not (pat and "P" in pat)
-                    return MaskVal(pat, "float", scaled_fill, m.polarity, m.origin, m.repeated,
-                                   unit=unit)
-                if f.kind in ("neg_inf", "finfo_min", "pos_inf", "finfo_max"):
-                    sign = -1.0 if f.region == "N" else 1.0
-                    pat = p_scale(m.pattern, sign)
-                    return MaskVal(pat, "float", f if sign < 0 else None,
-                                   m.polarity, m.origin, m.repeated, unit=not (pat and "P" in pat))
-                return None
-            if type(op) is cst.Subtract and f.kind == "literal":
-                unit = m.unit or m.dtype == "bool"
-                if not mask_left and f.value == 1.0:
-                    p = p_one_minus(m.pattern, unit)
-                    return MaskVal(p, "float", None, _flip(m.polarity), m.origin, m.repeated,
-                                   unit=not (m.pattern and "N" in m.pattern))
-                if mask_left and f.value == 1.0:
-                    return MaskVal(p_minus_one(m.pattern, unit), "float", Fill("literal", -1.0),
-                                   _flip(m.polarity), m.origin, m.repeated, unit=True)
-                return None
-            if type(op) is cst.BitXor and f.is_bool and f.value == 1.0:
-                return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin)
+            m = a if isinstance(a, MaskVal) else b
+            return _same_axes(self._binop_fill(a, op, b, node), m)
+        return None
+
+    def _binop_fill(self, a, op, b, node) -> Any:
+        """A mask combined with a constant (``m * -1e9``, ``1 - m``, ``m ^ True``)."""
+        m, f, mask_left = (a, b, True) if isinstance(a, MaskVal) else (b, a, False)
+        if type(op) in (cst.Multiply, cst.Subtract):
+            m = m.as_numbers()
+        if type(op) is cst.Multiply:
+            if f.kind == "literal" and f.value is not None:
+                scaled_fill = m.fill.scaled(f.value) if m.fill else None
+                pat = p_scale(m.pattern, f.value)
+                if f.value < 0 and (m.pattern is None and m.fill is None and m.polarity is not None
+                                    or m.pattern is not None and "P" in m.pattern):
+                    scaled_fill = f  # the non-zero entries (a padding mask's 1s) hold f
+                if f.overflows_fp16 and self.recording:
+                    self.result.fill_sites.append(FillSite(f, f.node or node, "additive",
+                                                           escapes=self.escapes(node)))
+                unit = (m.unit and f.value == 1.0) or not (pat and "P" in pat)
+                return MaskVal(pat, "float", scaled_fill, m.polarity, m.origin, m.repeated,
+                               unit=unit)
+            if f.kind in ("neg_inf", "finfo_min", "pos_inf", "finfo_max"):
+                sign = -1.0 if f.region == "N" else 1.0
+                pat = p_scale(m.pattern, sign)
+                return MaskVal(pat, "float", f if sign < 0 else None,
+                               m.polarity, m.origin, m.repeated, unit=not (pat and "P" in pat))
             return None
+        if type(op) is cst.Subtract and f.kind == "literal":
+            unit = m.unit or m.dtype == "bool"
+            if not mask_left and f.value == 1.0:
+                p = p_one_minus(m.pattern, unit)
+                return MaskVal(p, "float", None, _flip(m.polarity), m.origin, m.repeated,
+                               unit=not (m.pattern and "N" in m.pattern))
+            if mask_left and f.value == 1.0:
+                return MaskVal(p_minus_one(m.pattern, unit), "float", Fill("literal", -1.0),
+                               _flip(m.polarity), m.origin, m.repeated, unit=True)
+            return None
+        if type(op) is cst.BitXor and f.is_bool and f.value == 1.0:
+            return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin)
         return None
 
     def _compare(self, node: cst.Comparison, env) -> Any:
@@ -1933,6 +2002,11 @@ class _Analyzer(Interpreter):
         return self._compare_vals(a, op, b, node, comp.comparator)
 
     def _compare_vals(self, a, op: str, b, node, comparator) -> Any:
+        m = a if isinstance(a, MaskVal) else b if isinstance(b, MaskVal) else None
+        r = self._compare_vals_of(a, op, b, node, comparator)
+        return _same_axes(r, m) if m is not None else r
+
+    def _compare_vals_of(self, a, op: str, b, node, comparator) -> Any:
         if isinstance(a, IndexVal) and isinstance(b, IndexVal):
             axes = {a.axis, b.axis}
             if a.offset is None or b.offset is None or "row" not in axes or axes == {"row"}:
@@ -1945,6 +2019,8 @@ class _Analyzer(Interpreter):
             a, b = b, a
             op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
         if isinstance(a, MaskVal) and isinstance(b, Fill):
+            if b.kind == "literal" and not b.is_bool and (b.value == 1.0 or b.value == 0.0 and a.key_only):
+                a = a.as_numbers()
             r = b.region
             p = a.pattern
             if op == "==" and r == "Z":

@@ -2329,8 +2329,14 @@ def _einops_axes(lhs: str, rhs: str, t: Tensor, sized: set[str]) -> tuple | None
 def _token_prefix(sv: ShapeVal, t: Tensor) -> bool:
     """``x.shape[:-1]`` of an input parameter ``x`` of unknown rank, used to view ``t``: the
     (batch, tokens) prefix of a (B, L, E) input (``hidden_shape = (*input_shape, -1, head_dim)``
-    on a projection of ``x``; ``reshape(*input_shape, -1)`` of a tensor laid out over B and L)."""
-    if sv.t.axes is not None or sv.t.origin != "param" or sv.start != 0 or sv.stop_minus != 1:
+    on a projection of ``x``; ``reshape(*input_shape, -1)`` of a tensor laid out over B and L;
+    ``t.unflatten(-1, (H, d))`` of a projection ``(…, L, H·d)`` itself, as for its input)."""
+    if sv.start != 0 or sv.stop_minus != 1:
+        return False
+    if sv.t is t and t.token_major and t.rank is None and t.axes is not None and len(t.axes) == 2 \
+            and t.axes[0] == ("*",):
+        return True
+    if sv.t.axes is not None or sv.t.origin != "param":
         return False
     if t.token_major:
         return True
