@@ -163,3 +163,11 @@ def test_float32_operators_of_a_float64_model_set_the_tolerance():
     assert note.metrics["compute_dtype"] == "float32" and "bmm" in note.metrics["ops"]
     assert rep["kv-cache[sdpa]"].metrics["atol"] == 1e-10
     assert not [r.check for r in rep.results if r.check == "compute-dtype[sdpa]"]
+
+
+def test_backends_are_compared_on_the_same_random_draws():
+    # ViT-MAE masks a random subset of patches in forward (torch.rand noise): both dispatch
+    # paths must draw the same noise, or they see different inputs (|Δ| ~ 4 before)
+    res = attncheck.audit("hf:vit_mae", checks="backend-agreement")["backend-agreement"]
+    assert res.status == "pass", res.message
+    assert max(res.metrics["pairs"].values()) < 1e-4

@@ -142,6 +142,22 @@ def ref_out(m64: AuditModel | None, x: torch.Tensor, **kw) -> torch.Tensor | Non
         return None
 
 
+def same_draws(seed: int):
+    """A context in which the global RNG starts from ``seed`` and is restored after: forwards that
+    draw random numbers themselves (MAE's random patch masking: ``torch.rand`` noise in
+    ``forward``) get the same draws in every run compared, so two dispatch paths see the same
+    inputs."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def _ctx():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            yield
+
+    return _ctx()
+
+
 def judge(ctx: AuditContext, got: torch.Tensor, ref: torch.Tensor,
           ref64: torch.Tensor | None = None, dtype: torch.dtype | None = None
           ) -> tuple[bool, float, float]:
@@ -720,11 +736,14 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
     m64 = reference64(base, ctx)
     for pname, am in paths.items():
         pids = _positions_for(base, am)
-        ref = base.forward(x, attention_mask=am, position_ids=pids).out
-        ref64 = ref_out(m64, x, attention_mask=am, position_ids=pids)
+        with same_draws(ctx.seed):
+            ref = base.forward(x, attention_mask=am, position_ids=pids).out
+        with same_draws(ctx.seed):
+            ref64 = ref_out(m64, x, attention_mask=am, position_ids=pids)
         require_finite(ref, f"the {base.variant} output ({pname})", am)
         for other in models[1:]:
-            out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
+            with same_draws(ctx.seed):
+                out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
             require_finite(out, f"the {other.variant} output ({pname})", am)
             r64 = ref64
             if am is not None:
