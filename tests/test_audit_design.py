@@ -172,3 +172,15 @@ def test_backends_are_compared_on_the_same_random_draws():
     res = attncheck.audit("hf:vit_mae", dtype="float64", checks="backend-agreement")["backend-agreement"]
     assert res.status == "pass", res.message
     assert max(res.metrics["pairs"].values()) < 1e-4
+
+
+def test_scores_cast_before_the_softmax_of_a_float64_model_are_the_softmax_dtype():
+    # MPT calls softmax(scores.float()): the cast comes before the call, so the float64 mask
+    # value is already −inf when the softmax sees it; the left-padded NaN is that design
+    rep = attncheck.audit("hf:mpt", dtype="float64", checks="causality")
+    res = rep["causality[eager]"]
+    assert res.status == "pass", res.message
+    assert "left-pad" in res.metrics["paths_left_out"]
+    note = rep["softmax-dtype[eager]"]
+    assert set(note.metrics["left_out"]) == {"causality left-pad"}
+    assert "reach softmax cast to float32" in note.message

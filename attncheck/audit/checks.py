@@ -267,9 +267,20 @@ def masked_softmax_nan(m: AuditModel, x: torch.Tensor, mask: torch.Tensor | None
         if r.kind != "softmax" or r.probs is None or r.logits is None:
             continue
         low = r.probs.dtype
+        logits, probs = r.row_logits().double(), r.rows()
+        if _less_precise(r.logits.dtype, m.dtype):
+            # the scores were cast before the call (``softmax(scores.float())``): the overflow
+            # already happened, the row arrives as all −inf
+            rows = torch.isneginf(logits).all(-1) & torch.isnan(probs).any(-1)
+            if bool(rows.any()):
+                lo, hi = (str(d).replace("torch.", "") for d in (r.logits.dtype, m.dtype))
+                return (f"the scores reach {r.op.rsplit('.', 1)[-1]} cast to {lo}: the additive "
+                        f"mask value of the {hi} model (finfo({hi}).min = −1.8e308) overflows to "
+                        f"−inf in {lo}, a fully masked padding query row becomes NaN, and the next "
+                        f"layer carries the NaN into real positions (0 × NaN in weights · V)")
+            continue
         if not _less_precise(low, r.logits.dtype):
             continue
-        logits, probs = r.row_logits().double(), r.rows()
         below = (logits < -torch.finfo(low).max) & torch.isfinite(logits)
         rows = below.all(-1) & torch.isnan(probs).any(-1)
         if bool(rows.any()):
