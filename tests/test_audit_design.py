@@ -184,3 +184,13 @@ def test_scores_cast_before_the_softmax_of_a_float64_model_are_the_softmax_dtype
     note = rep["softmax-dtype[eager]"]
     assert set(note.metrics["left_out"]) == {"causality left-pad"}
     assert "reach softmax cast to float32" in note.message
+
+
+def test_model_code_raising_on_the_softmax_dtype_nan_is_left_out_not_an_error():
+    # BLT's patcher takes the entropy of a Categorical over its logits, which validates them: the
+    # left-padded NaN of the float32 softmax (float64 model) makes the forward raise
+    rep = attncheck.audit("hf:blt_patcher", dtype="float64", checks="padding")
+    res = rep["padding[eager]"]
+    assert res.status == "pass", res.message
+    assert res.metrics["left"].startswith("left out")
+    assert "padding left" in rep["softmax-dtype[eager]"].metrics["left_out"]

@@ -261,8 +261,8 @@ def masked_softmax_nan(m: AuditModel, x: torch.Tensor, mask: torch.Tensor | None
     try:
         with p:
             m.forward(x, attention_mask=mask, position_ids=position_ids)
-    except Exception:  # noqa: BLE001 - no explanation
-        return None
+    except Exception:  # noqa: BLE001 - the attention calls recorded before the raise still tell
+        pass
     for r in p.attention_records():
         if r.kind != "softmax" or r.probs is None or r.logits is None:
             continue
@@ -457,6 +457,12 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         except TargetOutputError:
             raise
         except Exception as exc:  # a dispatch path that crashes is an error of that path
+            # ... unless the NaN of the softmax's dtype made the model's own code raise
+            # (a torch.distributions.Categorical validating NaN logits)
+            why = masked_softmax_nan(m, x, mask, _positions_for(m, mask)) if mask is not None else None
+            if why is not None:
+                ctx.softmax_nan.setdefault(m.label, {})[f"causality {name}"] = why
+                continue
             errors[name] = f"{type(exc).__name__}: {exc}"
             continue
         future = causal_blocked(L, L, "top_left")
@@ -597,11 +603,13 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     for side in list(sides):
         xp, am = _pad_inputs(m, x, side, g)
         pids = _positions_for(m, am)
-        out = m.forward(xp, attention_mask=am, position_ids=pids).out
-        real = out[:, :L] if side == "right" else out[:, PAD:]
         try:
+            out = m.forward(xp, attention_mask=am, position_ids=pids).out
+            real = out[:, :L] if side == "right" else out[:, PAD:]
             require_finite(real, f"the {side}-padded output")
-        except NonFiniteOutput:
+        except Exception:
+            # NaN at real positions, or the model's own code raising on them (a
+            # torch.distributions.Categorical validating NaN logits): the softmax's dtype?
             why = masked_softmax_nan(m, xp, am, pids)
             if why is None:
                 raise
