@@ -30,6 +30,11 @@ def test_video_tower_is_a_vision_model():
     assert (kind, cls.__name__) == ("vision", "VJEPA2Model")
 
 
+def test_tower_whose_first_argument_is_the_image_is_a_vision_model():
+    kind, cls = _class_of("bridgetower_vision_model")  # forward(image, image_mask=None, ...)
+    assert (kind, cls.__name__) == ("vision", "BridgeTowerVisionModel")
+
+
 def test_plain_module_tower_built_from_its_config():
     # no PreTrainedModel takes IdeficsVisionConfig; the nn.Module tower that does takes pixels
     kind, cls = _class_of("idefics_vision")
@@ -138,6 +143,86 @@ def test_codec_output_is_per_sample_not_its_batch_loss():
     assert split.shape == (3, 4, 8) and torch.equal(split[1], flat[4:8])
 
 
+def test_timm_backbone_replaced_by_the_transformers_backbone_of_its_architecture(monkeypatch):
+    import importlib.util
+
+    from attncheck.audit.hf import without_timm_backbones
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "timm" else real(n, *a))
+    cfg = tf.AutoConfig.for_model("detr")  # its default backbone: timm resnet50, stages 1..4
+    assert without_timm_backbones(cfg) == ["backbone_config: timm resnet50 → resnet"]
+    assert cfg.backbone_config.model_type == "resnet" and list(cfg.backbone_config.out_indices) == [1, 2, 3, 4]
+    swin = tf.AutoConfig.for_model("omdet-turbo")  # swin_tiny_patch4_window7_224: swin, not swinv2
+    without_timm_backbones(swin)
+    assert swin.backbone_config.model_type == "swin" and list(swin.backbone_config.out_indices) == [1, 2, 3]
+    (m,) = build_hf("hf:detr", "detr", sdpa=False)
+    assert m.info["backbone"] == "backbone_config: timm resnet50 → resnet"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_tower_fed_feature_vectors_gets_a_feature_sequence():
+    # Idefics2's perceiver resampler takes context (B, L, D) and a required mask; its output is a
+    # fixed number of latents (no row per input position): bidirectional over its input
+    (m,) = build_hf("hf:idefics2_perceiver", "idefics2_perceiver", sdpa=False)
+    assert (m.kind, m.input_kind, m.info["input"], m.causal) == ("features", "features", "context", False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (2, m.seq_len, m.feature_dim) and x.is_floating_point()
+    assert m.forward(x).out.shape[0] == 2
+    assert "attention_mask" not in m.supports
+
+
+def test_feature_tower_whose_causal_mask_comes_from_its_parent_is_unsupported():
+    with pytest.raises(Unsupported, match="causal mask comes from its parent"):
+        build_hf("hf:blt_global_transformer", "blt_global_transformer", sdpa=False)
+
+
+def test_audio_main_input_name_the_forward_does_not_take_is_not_audio():
+    # the acoustic tokenizer decoder inherits main_input_name "input_values" but its forward takes
+    # hidden_states (latents): fed as feature vectors, not as a waveform
+    from attncheck.audit.hf import _feature_input
+
+    kind, cls = _class_of("vibevoice_acoustic_tokenizer_decoder")
+    assert kind == "text"
+    assert _feature_input(cls, None) == "hidden_states"
+
+
+def test_flattened_patches_keep_valid_row_and_column_ids():
+    (m,) = build_hf("hf:pix2struct_vision_model", "pix2struct_vision_model", sdpa=False)
+    assert (m.kind, m.info["input"], m.info["input_layout"]) == ("vision", "flattened_patches", "flattened-patches")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x[0, :, :2].min() >= 1 and torch.equal(x[0, :, :2], x[1, :, :2])
+    noise = torch.randn_like(x) * 100  # what a check may write: ids are taken from the layout, not x
+    out = m.forward(noise).out
+    assert out.shape[0] == 2 and torch.isfinite(out).all()
+
+
+def test_sub_config_type_audited_through_the_submodule_its_parent_builds():
+    # SamMaskDecoderConfig configures SamMaskDecoder inside SamModel: the decoder runs alone on the
+    # inputs SamModel gave it, its image embeddings (B, C, H, W) being the checked input
+    models = build_hf("hf:sam_mask_decoder", "sam_mask_decoder")
+    m = models[0]
+    assert (m.info["class"], m.info["parent"], m.kind) == ("SamMaskDecoder", "SamModel", "vision")
+    assert m.info["input"].startswith("image_embeddings")
+    linted = {getattr(o, "__name__", "") for o in m.source_objects}
+    assert linted >= {"SamMaskDecoder", "SamTwoWayTransformer"} and "ParentFed" not in linted
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    alone, batch = m.forward(x[:1]).out, m.forward(x).out
+    torch.testing.assert_close(batch[:1], alone, atol=1e-5, rtol=1e-4)
+    assert [a.variant for a in models] == ["eager", "sdpa"]
+
+
+def test_sub_config_submodule_the_parent_does_not_call_stays_unsupported():
+    with pytest.raises(Unsupported, match="does not call its SamMaskEmbedding"):
+        build_hf("hf:sam_prompt_encoder", "sam_prompt_encoder", sdpa=False)
+
+
+def test_sub_config_submodule_fed_hidden_states_is_not_audited_on_its_mask():
+    # T5GemmaModuleConfig configures T5GemmaSelfAttention, fed hidden_states (B, L, D) and a 4-D
+    # float mask by its parent: the mask is never taken for the checked input
+    with pytest.raises(Unsupported, match="first input hidden_states is not image-like"):
+        build_hf("hf:t5_gemma_module", "t5_gemma_module", sdpa=False)
 def test_spectrogram_takes_the_mel_bins_of_a_nested_encoder_config():
     from attncheck.audit.hf import _audio_feature_size
 

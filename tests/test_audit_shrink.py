@@ -173,6 +173,8 @@ def test_sizes_equal_in_the_original_stay_equal():
     assert m.upsample_groups == m.hidden_size == 64
     s = shrink_config(tf.AutoConfig.for_model("sam"))  # across nested configs
     assert s.vision_config.output_channels == s.prompt_encoder_config.hidden_size == 64
+    # SAM's 2-D sine position features: half the prompt encoder's width per axis
+    assert 2 * s.vision_config.num_pos_feats == s.mask_decoder_config.hidden_size == 64
 
 
 def test_rope_sections_the_model_code_defaults_to():

@@ -203,6 +203,21 @@ def test_positions_are_lazy(monkeypatch):
     assert calls
 
 
+def test_screened_parse_builds_the_validated_tree():
+    """Parsing without libcst's per-node validation builds the tree a validating parse builds
+    (``deep_equals``: same node types, fields and whitespace), and validation is back in force
+    afterwards, also after a parse error."""
+    import libcst as cst
+
+    for path in FIXTURES[:60]:
+        text = path.read_text(encoding="utf-8")
+        assert engine._parse_screened(text).deep_equals(cst.parse_module(text)), path
+    with pytest.raises(cst.ParserSyntaxError):
+        engine._parse_screened("def f(:\n")
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not an identifier")
+
+
 # ------------------------------------------------------------------------ cache
 
 
@@ -239,6 +254,31 @@ def test_cache_hit_gives_identical_result_without_linting(tmp_path, monkeypatch)
     warm = lint_paths([d], isolated=True, cache_dir=cache)
     assert _dump(warm) == _dump(cold)
     assert [f.code for f in warm.findings] == ["ATT101"] * 3
+
+
+def test_warm_run_reads_only_the_cache(tmp_path):
+    """A run whose files are all cache hits parses nothing: in a fresh interpreter it imports
+    neither libcst nor the rule modules, never reaches the ``ast`` index or the syntax screen,
+    and reports what the cold run did."""
+    d, cache = _tree(tmp_path), tmp_path / "cache"
+    cold = lint_paths([d], isolated=True, cache_dir=cache, jobs=1)
+    script = (
+        "import json, sys\n"
+        "from attncheck.lint import engine, regions\n"
+        "from attncheck.lint.engine import lint_paths\n"
+        "def parse(*a, **k):\n"
+        "    raise AssertionError('a cache hit parsed')\n"
+        "regions.index = engine._syntax_check = parse\n"
+        f"res = lint_paths([{str(d)!r}], isolated=True, cache_dir={str(cache)!r}, jobs=1)\n"
+        "loaded = sorted(m for m in ('libcst', 'attncheck.lint.rule', 'attncheck.lint.context')"
+        " if m in sys.modules)\n"
+        "print(json.dumps([[f.to_dict() for f in res.findings], loaded]))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    findings, loaded = json.loads(out.stdout)
+    assert findings == [f.to_dict() for f in cold.findings] and len(findings) == 3
+    assert loaded == []
 
 
 def test_cache_key_follows_content_and_selection(tmp_path):

@@ -27,7 +27,7 @@ DEFAULT = resolve_selection(REGISTRY, [Layer()])
 
 
 def _search(patterns, text: str) -> bool:
-    return any(re.search(p, text) for p in patterns)
+    return any((re.compile(p) if isinstance(p, str) else p).search(text) for p in patterns)
 
 
 # ------------------------------------------------------------------------------- triggers
@@ -50,6 +50,16 @@ def test_functional_dropout_trigger(text, hit):
 ])
 def test_matmul_trigger_skips_decorators(text, hit):
     assert _search(T.MATMUL, text) is hit
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab_1é @()[]\t\n#", max_size=16), st.integers(0, 17))
+def test_matmul_operator_search_matches_its_regex(text, pos):
+    """The ``@`` scan finds the same match (span) as the regular expression it stands for, from
+    any start position."""
+    op = T.MATMUL[1]
+    got, want = op.search(text, pos), op.regex.search(text, pos)
+    assert (got and got.span()) == (want and want.span())
 
 
 @pytest.mark.parametrize("literal, overflows", [
@@ -386,6 +396,20 @@ def test_walk_skips_definitions_without_a_visiting_seed(monkeypatch):
     assert {"ATT101", "ATT501"} <= {f.code for f in whole}
 
 
+class _ImportVisitor(cst.CSTVisitor):
+    """libcst's own traversal of every node, calling the collector at each import."""
+
+    def __init__(self, collector) -> None:
+        super().__init__()
+        self.collector = collector
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.collector.visit_Import(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.collector.visit_ImportFrom(node)
+
+
 def test_import_table_equals_a_libcst_visit():
     """The alias table is collected without libcst's rebuilding visit, with the same result."""
     from attncheck.lint import context
@@ -400,10 +424,14 @@ def test_import_table_equals_a_libcst_visit():
     for text in (src, *(p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))[:40])):
         module = cst.parse_module(text)
         expected: dict[str, str] = {}
-        module.visit(context._ImportCollector(expected))
+        module.visit(_ImportVisitor(context._ImportCollector(expected)))
         assert context.ImportTable(module).aliases == expected
     table = context.ImportTable(cst.parse_module(src)).aliases
     assert table["sm"] == "torch.nn.functional.softmax" and table["torch"] == "e.f"
+    rel = context.ImportTable(cst.parse_module(
+        "from .utils import f as g\nfrom .. import utils as U\nfrom . import *\n"
+        "def h():\n    from ...a.b import c\n")).relative
+    assert rel == {"g": (1, "utils", "f"), "U": (2, "", "utils"), "c": (3, "a.b", "c")}
 
 
 def test_imports_inside_functions_are_kept_when_their_names_are_read(monkeypatch):

@@ -1028,11 +1028,13 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
         lq, lk = allowed.shape
         got = classify_pattern(allowed)
         exp = m.expected_pattern((lq, lk), ordinal, lm.module)
-        if m.input_kind == "tokens" and lk not in (m.seq_len, m.enc_len):
+        in_order = not (m.input_kind == "tokens" and lk not in (m.seq_len, m.enc_len))
+        if not in_order:
             # not a (query × key) map in position order (e.g. Longformer's banded storage,
-            # (L, H, 2w + 1) relative offsets): nothing to compare positions with
+            # (L, H, 2w + 1) relative offsets, a diffusion decoder's canvas): nothing to compare
+            # positions with
             exp = ("unknown", None)
-        if lm.module and lm.module.get("sliding_window") and exp[0] in ("unknown", "full"):
+        elif lm.module and lm.module.get("sliding_window") and exp[0] in ("unknown", "full"):
             # a module with a local window: causal models see a sliding window, bidirectional
             # ones a band around each query (Longformer); a window ≥ L looks like no window
             exp = ("sliding", lm.module["sliding_window"]) if m.causal else ("band", None)

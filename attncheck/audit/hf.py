@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import LEVELS, RESERVED_TOP, shrink_config
+from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, shrink_config
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -54,6 +54,15 @@ DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.f
 
 class Unsupported(RuntimeError):
     """The model type cannot be built tiny or run with the inputs the audit knows (the reason)."""
+
+
+class NeedsParent(Unsupported):
+    """A config that only configures submodules of a parent model (``classes``: the ``nn.Module``
+    classes built from it, outermost first)."""
+
+    def __init__(self, reason: str, classes: list[type]) -> None:
+        super().__init__(reason)
+        self.classes = classes
 
 
 # ------------------------------------------------------------------------------------------------
@@ -100,7 +109,8 @@ def _model_class_of(config):
     except Exception:  # noqa: BLE001
         cls = None
     cls = cls or getattr(tf, target, None)
-    return cls if isinstance(cls, type) and issubclass(cls, torch.nn.Module) else None
+    usable = isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.forward is not torch.nn.Module.forward
+    return cls if usable else None
 
 
 #: forward arguments the audit can make as the checked input (see :func:`_adapter`)
@@ -185,7 +195,8 @@ def config_module_classes(config) -> tuple[list[type], list[type]]:
     type — ``PreTrainedModel`` subclasses whose ``config_class`` is ``type(config)``, and plain
     ``nn.Module`` classes whose ``__init__`` takes a ``config`` of that type — each list
     outermost first (:func:`_outermost_first`), those that take an input the audit can make
-    (:data:`MAIN_INPUTS`) before the others."""
+    (:data:`MAIN_INPUTS`) before the others.  Classes without a ``forward`` of their own are
+    left out."""
     from transformers import PreTrainedModel
 
     ccls = type(config)
@@ -197,6 +208,8 @@ def config_module_classes(config) -> tuple[list[type], list[type]]:
             if not obj.__module__.startswith(ccls.__module__.rpartition(".")[0] + "."):
                 continue
             seen.add(obj)
+            if obj.forward is torch.nn.Module.forward:
+                continue  # no forward of its own (a VQ tokenizer exposing ``encode`` only)
             if issubclass(obj, PreTrainedModel):
                 if getattr(obj, "config_class", None) is ccls:
                     models.append(obj)
@@ -226,9 +239,9 @@ def _class_from_config_module(model_type: str, config):
     if subs:
         c = subs[0]
         need = _required_inputs(c)
-        raise Unsupported(f"no model class for {model_type!r}: {cname} configures {c.__name__}, a submodule "
+        raise NeedsParent(f"no model class for {model_type!r}: {cname} configures {c.__name__}, a submodule "
                           f"(not a PreTrainedModel) whose forward needs {', '.join(need) or 'no tensor input'}"
-                          " — inputs made by its parent model")
+                          " — inputs made by its parent model", subs)
     raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and no class of "
                       f"its package is built from a {cname} alone")
 
@@ -264,12 +277,18 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     main = getattr(cls, "main_input_name", "input_ids")
     n = cls.__name__
     params = _params(cls)
-    pixels = any(k.startswith("pixel_values") for k in params)  # images, or clips (pixel_values_videos)
-    if main == "pixel_values" or ("input_ids" not in params and (pixels or _grid_param(params) is not None)):
+    # images, or clips (pixel_values_videos); a tower whose first required argument is the image
+    pixels = (any(k.startswith("pixel_values") for k in params) or "flattened_patches" in params
+              or _required_inputs(cls)[:1] in (["image"], ["images"]))
+    # a main_input_name inherited from the package's image model does not make a text tower
+    # (its forward takes input_ids and no pixels) a vision model
+    inherited = main == "pixel_values" and "input_ids" in params and not pixels
+    if (main == "pixel_values" and not inherited) or ("input_ids" not in params
+                                                       and (pixels or _grid_param(params) is not None)):
         return "vision", cls
     if "past_values" in params and "input_ids" not in params:
         return "series", cls
-    if main in ("input_features", "input_values"):
+    if main in ("input_features", "input_values") and any(k in params for k in ("input_features", "input_values")):
         if enc_dec and "decoder_input_ids" in params:
             return "speech-seq2seq", cls
         return "audio", cls
@@ -356,6 +375,14 @@ def _audio_feature_size(config) -> int | None:
     return int(n) if n is not None else None
 
 
+def _frames(x: torch.Tensor, mels: int) -> int:
+    """Frames of a spectrogram batch ``(B, mels, frames)`` / ``(B, frames, mels)`` /
+    ``(B, 1, frames, mels)``: the last axis after the batch that is neither the mel axis nor a
+    channel axis of size 1 (samples of a waveform ``(B[, 1], samples)``)."""
+    rest = [n for n in x.shape[1:] if n not in (1, mels)]
+    return int(rest[-1]) if rest else int(x.shape[-1])
+
+
 def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
     """Audio input makers to try, in order (the first the model accepts wins): waveforms
     ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values``, or for a generic input name when a
@@ -366,6 +393,9 @@ def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator]
     src = getattr(config, "max_source_positions", None)
     longest = getattr(config, "max_length", None)
     frames = 2 * int(src) if isinstance(src, int) else (int(longest) if isinstance(longest, int) else 64)
+    window = getattr(config, "n_window", None)  # chunked encoders take whole chunks of 2·n_window frames
+    if isinstance(window, int) and window > 0:
+        frames = -(-frames // (2 * window)) * 2 * window
     spectrograms = [lambda b, g: torch.randn(b, mels, frames, generator=g),
                     lambda b, g: torch.randn(b, frames, mels, generator=g),
                     lambda b, g: torch.randn(b, 1, frames, mels, generator=g),
@@ -400,7 +430,8 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
     """Input layouts of a time-series model (``past_values``, as transformers' PatchTST tests
     build them): ``(B, context_length, num_input_channels)`` values, or ``(B, context_length)``
     for univariate models; other required arguments named ``*mask`` are all ones (every value
-    observed) and ``*_padding`` all zeros (none padded)."""
+    observed), ``*_padding`` all zeros (none padded), any other a per-sample category ``(B, 1)``
+    of index 0 (TimesFM's ``freq``)."""
     ctx = getattr(config, "context_length", None)
     patch = getattr(config, "patch_length", None) or 8
     L = int(ctx) if isinstance(ctx, int) and 0 < ctx <= 128 else 4 * int(patch)
@@ -415,6 +446,8 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
                 kw[n] = torch.zeros(x.shape[:2], dtype=x.dtype)
             elif n.endswith("mask"):
                 kw[n] = torch.ones(x.shape, dtype=x.dtype)
+            else:  # a per-sample category (TimesFM's frequency bucket ``freq``): the first one
+                kw[n] = torch.zeros(x.shape[0], 1, dtype=torch.long)
         return kw
 
     return [("series", lambda b, g: torch.randn(b, *shape, generator=g), kwargs, lambda out, B: out)]
@@ -444,7 +477,17 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         return out
 
     if kind == "audio":
-        return [(f"audio{i}", mk, lambda x: {main: x}, keep) for i, mk in enumerate(_audio_candidates(config, main))]
+        # the feature extractor's mask of the main input (``input_features_mask``): every frame real
+        mask = f"{main}_mask" if f"{main}_mask" in params else None
+        mels = _audio_feature_size(config) or 80
+
+        def audio_kw(x):
+            if mask is None:
+                return {main: x}
+            return {main: x, mask: torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)}
+
+        # packed encoders (chunks of all samples in one sequence) return (B·N, ...): split back
+        return [(f"audio{i}", mk, audio_kw, split) for i, mk in enumerate(_audio_candidates(config, main))]
     if kind == "series":
         return _series_variants(model, config)
     grid = _grid_param(params)
@@ -482,6 +525,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
         return out
+    if main == "flattened_patches":
+        return [_flattened_patches_variant(vc)]
     shape = image_shape(config)
     frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
     frames = int(frames) if isinstance(frames, int) and frames > 0 else 2
@@ -499,6 +544,31 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     return [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
             ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
             ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+
+
+def _flattened_patches_variant(vc) -> tuple[str, Callable, Callable, Callable]:
+    """Pix2Struct-style ``flattened_patches`` ``(B, N, 2 + D)``: each row is the 1-based row
+    and column of a patch in an image of ``PATCHES_PER_SIDE²`` patches (as Pix2Struct's image
+    processor writes them; 0 is padding) followed by its ``D = patch_embed_hidden_size`` pixel
+    values (else ``C·p·p``).  The forward always gets these row / column ids: the checked input
+    is the pixel part."""
+    from attncheck.audit.shrink import PATCHES_PER_SIDE
+
+    p = int(getattr(vc, "patch_size", None) or 16)
+    c = int(getattr(vc, "num_channels", None) or 3)
+    d = int(getattr(vc, "patch_embed_hidden_size", None) or c * p * p)
+    side = PATCHES_PER_SIDE
+    rows = torch.arange(side).repeat_interleave(side) + 1
+    cols = torch.arange(side).repeat(side) + 1
+    ids = torch.stack([rows, cols], dim=-1).float()
+
+    def make(b, g):
+        return torch.cat([ids.expand(b, -1, -1), torch.randn(b, side * side, d, generator=g)], dim=-1)
+
+    def with_ids(x):  # the row / column columns stay valid whatever a check writes into x
+        return {"flattened_patches": torch.cat([ids.to(x).expand(x.shape[0], -1, -1), x[..., 2:]], dim=-1)}
+
+    return ("flattened-patches", make, with_ids, lambda out, B: out)
 
 
 def token_boxes(ids: torch.Tensor) -> torch.Tensor:
@@ -524,7 +594,10 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
                          ) -> list[tuple[dict[str, torch.Tensor], dict[str, Callable]]]:
     """``(fixed inputs, per-token inputs)`` to send with the checked ``input_ids``, in the order
     to try: the forward's required arguments (plus an image for a joint text-image encoder such as
-    CLIP), then also the optional image and layout boxes (``bbox``) a model may need."""
+    CLIP), then also the optional image and layout boxes (``bbox``) a model may need; each with
+    the image as a clip ``(B, T, C, H, W)`` of the config's ``num_frames`` (else 1) after
+    (video-text models such as X-CLIP, models taking several images per sample), and the ids
+    alone last when the image is optional (a masked LM with a vision tower)."""
     tcfg = _text_config(config)
     vocab = getattr(tcfg, "vocab_size", 0) or 0
     lo, hi = LOW_IDS, max(vocab - RESERVED_TOP, LOW_IDS + 1)
@@ -545,6 +618,17 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         more_tok.setdefault("bbox", token_boxes)
     if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
         layouts.append((more_fixed, more_tok))
+    # models taking several images or frames per sample: pixel_values (B, T, C, H, W), T the
+    # config's num_frames (else one image)
+    frames = next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
+                   and n > 0), 1)
+    for f, t in list(layouts):
+        img = f.get("pixel_values")
+        if img is not None and img.dim() == 4:
+            layouts.append(({**f, "pixel_values": img.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()}, t))
+    # a text model that only optionally takes images (a masked LM with a vision tower): text alone
+    if "pixel_values" not in required and "pixel_values" in fixed:
+        layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
     return layouts
 
 
@@ -812,20 +896,214 @@ def build_hf(spec: str, name: str, overrides: dict[str, Any] | None = None,
         torch.set_num_threads(threads)
 
 
-def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool) -> list[AuditModel]:
+def _native_backbone(timm_config):
+    """The transformers backbone config of the same architecture as a timm backbone config
+    (``TimmBackboneConfig(backbone="resnet50")`` → a ``ResNetConfig`` with the same
+    ``out_indices``; stage indices follow the same convention, 0 = the stem), or None.  The
+    architecture is the longest backbone model type of transformers' ``AutoBackbone`` mapping
+    that prefixes the timm name (followed by a non-letter: ``swin_tiny_…`` → ``swin``)."""
+    import transformers as tf
+
+    arch = getattr(timm_config, "backbone", None) or getattr(timm_config, "architecture", None)
+    if not isinstance(arch, str):
+        return None
+    arch = arch.lower()
+    types = [t for t in _mapping("MODEL_FOR_BACKBONE_MAPPING_NAMES") if not t.startswith("timm")]
+    fits = [t for t in types if re.match(rf"{re.escape(t.replace('-', '_'))}(?![a-z])", arch)]
+    if not fits:
+        return None
+    kw = {}
+    for k in ("out_indices", "num_channels"):
+        v = getattr(timm_config, k, None)
+        if v is not None:
+            kw[k] = list(v) if isinstance(v, (list, tuple)) else v
+    try:
+        return tf.AutoConfig.for_model(max(fits, key=len), **kw)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def without_timm_backbones(config) -> list[str]:
+    """Replace, in place, the timm backbone sub-configs (``model_type`` ``timm_backbone``, loaded
+    through ``AutoBackbone``) of a config tree by the transformers backbone of the same
+    architecture (:func:`_native_backbone`) when the timm library is not installed — the option
+    transformers' own DETR tests use (a ``ResNetConfig`` backbone).  Returns the replacements
+    made (``"backbone_config: timm resnet50 → resnet"``)."""
+    import importlib.util
+
+    if importlib.util.find_spec("timm") is not None:
+        return []
+    from transformers import PretrainedConfig
+
+    done = []
+    for k, sub in list(vars(config).items()):
+        if not isinstance(sub, PretrainedConfig):
+            continue
+        if sub.model_type == "timm_backbone":
+            native = _native_backbone(sub)
+            if native is not None:
+                setattr(config, k, native)
+                done.append(f"{k}: timm {getattr(sub, 'backbone', None)} → {native.model_type}")
+        else:
+            done += [f"{k}.{d}" for d in without_timm_backbones(sub)]
+    if done and getattr(config, "use_timm_backbone", None) is True:
+        config.use_timm_backbone = False
+    return done
+
+
+def _parent_configs(config) -> list[tuple[type, str]]:
+    """``(parent config class, field)`` for the config classes of the same transformers package
+    that hold a ``type(config)`` sub-config (``SamConfig.mask_decoder_config``)."""
+    import importlib
+
+    from transformers import PretrainedConfig
+
+    ccls = type(config)
+    try:
+        mod = importlib.import_module(ccls.__module__)
+    except Exception:  # noqa: BLE001
+        return []
+    found = []
+    for obj in vars(mod).values():
+        if not (isinstance(obj, type) and issubclass(obj, PretrainedConfig)) or obj is ccls:
+            continue
+        subs = dict(getattr(obj, "sub_configs", None) or {})
+        for k, spec in (getattr(obj, "sub_configs_defaults", None) or {}).items():
+            subs.setdefault(k, getattr(spec, "config_class", spec))
+        found += [(obj, k) for k, c in subs.items() if c is ccls]
+    return found
+
+
+class ParentFed(torch.nn.Module):
+    """A submodule run on the inputs its parent model gave it in one forward: ``x`` replaces the
+    recorded ``arg`` (a float tensor), the other recorded tensors are fixed buffers (batch 1
+    broadcast to the batch of ``x``).  ``main_input_name`` is ``pixel_values`` when ``x`` is an
+    image-like ``(B, C, H, W)`` tensor."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, sub: torch.nn.Module, arg: str, fixed: dict[str, Any], config) -> None:
+        super().__init__()
+        self.sub, self.arg, self.config = sub, arg, config
+        self._plain = {}
+        for i, (k, v) in enumerate(fixed.items()):
+            if isinstance(v, torch.Tensor):
+                self.register_buffer(f"fixed_{i}", v.detach().clone(), persistent=False)
+                self._plain[k] = f"fixed_{i}"
+            else:
+                self._plain[k] = ("value", v)
+
+    def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False):
+        B = pixel_values.shape[0]
+        kw = {}
+        for k, ref in self._plain.items():
+            if isinstance(ref, tuple):
+                kw[k] = ref[1]
+                continue
+            t = getattr(self, ref)
+            kw[k] = t.expand(B, *t.shape[1:]) if t.dim() and t.shape[0] == 1 else t
+        return self.sub(**{self.arg: pixel_values}, **kw)
+
+
+def _record_call(model: AuditModel, target: torch.nn.Module) -> dict[str, Any] | None:
+    """The arguments (by name) ``target`` gets in one forward of ``model`` on a batch of 1, or
+    None when the forward does not call it."""
+    got: dict[str, Any] = {}
+
+    def pre(_mod, args, kwargs):
+        if not got:
+            names = [n for n in _params(target) if n != "self"]
+            got.update(dict(zip(names, args)), **kwargs)
+
+    h = target.register_forward_pre_hook(pre, with_kwargs=True)
+    try:
+        with torch.no_grad():
+            model.forward(model.make_inputs(1, generator=torch.Generator().manual_seed(0)))
+    finally:
+        h.remove()
+    return got or None
+
+
+def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent, overrides, dtype: str,
+                          sdpa: bool) -> list[AuditModel]:
+    """Audit a sub-config type through the submodule its parent model builds from it: the parent
+    (its own default config with this type's default as the sub-config) is built and run once;
+    the submodule is then run alone on the recorded inputs, its first required argument (an
+    image-like ``(B, C, H, W)`` float tensor, such as SAM's image embeddings) being the checked
+    one.
+
+    Raises:
+        Unsupported: no parent builds, its forward does not call the submodule, or the submodule
+            takes no image-like input (the reason, after ``need``'s).
+    """
+    import transformers as tf
+
+    why = []
+    for pcls, field in _parent_configs(default):
+        try:
+            pdefault = tf.AutoConfig.for_model(pcls.model_type)
+            setattr(pdefault, field, copy.deepcopy(default))
+            parents = _build_hf(spec, pcls.model_type, overrides, dtype, sdpa, default=pdefault)
+        except Unsupported as exc:
+            why.append(f"parent {pcls.model_type}: {_short(exc, 200)}")
+            continue
+        subs = [next((m for m in p.module.modules() if type(m) in need.classes), None) for p in parents]
+        if subs[0] is None:
+            why.append(f"parent {pcls.model_type} builds no {need.classes[0].__name__}")
+            continue
+        rec = _record_call(parents[0], subs[0])
+        if rec is None:
+            why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
+            continue
+        first = next(iter(_required_inputs(subs[0])), None)  # the submodule's main input
+        v = rec.get(first)
+        if not (isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() == 4 and v.shape[0] == 1):
+            why.append(f"{type(subs[0]).__name__}'s first input {first} is not image-like (B, C, H, W)")
+            continue
+        arg = first
+        shape = tuple(rec[arg].shape[1:])
+        fixed = {k: v for k, v in rec.items() if k != arg}
+        out = []
+        for p, sub in zip(parents, subs):
+            wrapper = ParentFed(sub, arg, fixed, sub.config if hasattr(sub, "config") else default)
+            a = _adapter(spec, wrapper, default, "vision", p.variant, p.dtype)
+            a.input_makers = [lambda b, g, shape=shape: torch.randn(b, *shape, generator=g)]
+            a.image_shape = shape
+            a.source_objects = _sources(sub)  # the submodule's code, not the wrapper's
+            a.info.update(model_type=model_type, parent=p.info["class"], **{"class": type(sub).__name__},
+                          input=f"{arg} {list(shape)} from {p.info['class']}", shrink_level=p.info.get("shrink_level"))
+            out.append(a)
+        x0 = out[0].make_inputs(2, generator=torch.Generator().manual_seed(0))
+        try:
+            out[0].forward(x0)
+        except Exception as exc:  # noqa: BLE001
+            why.append(f"{type(subs[0]).__name__} on its recorded inputs: {type(exc).__name__}: {_short(exc, 160)}")
+            continue
+        _keep_if_returned(out[0], x0)
+        return out
+    raise Unsupported(f"{need} ({'; '.join(dict.fromkeys(why)) or 'no parent config holds it'})")
+
+
+def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
+              default=None) -> list[AuditModel]:
     import transformers as tf
 
     model_type, cls = resolve(name)
-    try:
-        default = tf.AutoConfig.for_model(model_type)
-    except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
-        raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
+    if default is None:
+        try:
+            default = tf.AutoConfig.for_model(model_type)
+        except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
+            raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
+    native = without_timm_backbones(default)
     try:
         kind, cls = choose_class(model_type, default, cls)
+    except NeedsParent as need:
+        return _build_through_parent(spec, model_type, default, need, overrides, dtype, sdpa)
     except Unsupported:
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
+    default = config_for_class(cls, default)
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
         overrides = {"is_decoder": True, **(overrides or {})}
@@ -855,6 +1133,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
+        if native:
+            adapter.info["backbone"] = "; ".join(native)
         layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
@@ -866,6 +1146,28 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+
+
+def config_for_class(cls, config):
+    """The config ``cls`` is built from: ``config`` itself when it is an instance of the class's
+    ``config_class``, else the first nested config that is (breadth first: a composite
+    ``Llama4Config`` whose causal-LM class ``Llama4ForCausalLM`` takes the ``text_config``, a
+    ``Llama4TextConfig``); ``config`` when none is."""
+    from transformers import PretrainedConfig
+
+    want = getattr(cls, "config_class", None)
+    if not (isinstance(want, type) and issubclass(want, PretrainedConfig)) or isinstance(config, want):
+        return config
+    queue, seen = [config], set()
+    while queue:
+        c = queue.pop(0)
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        if isinstance(c, want):
+            return c
+        queue += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
+    return config
 
 
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
@@ -898,14 +1200,31 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
 def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Module:
     """A random-weight ``cls`` from a copy of ``config``: ``PreTrainedModel._from_config``, or
     ``cls(config)`` for a plain ``nn.Module`` tower (the attention implementation set on the
-    config, where transformers' attention modules read it)."""
+    config, where transformers' attention modules read it).  An attribute the model reads that
+    the config tree lacks (one a parent config writes into its sub-configs) is filled into
+    ``config`` (:func:`~attncheck.audit.shrink.fill_missing_attribute`) and the build retried."""
+    for _ in range(8):
+        try:
+            return _instantiate_once(cls, config, attn_implementation)
+        except AttributeError as exc:
+            if fill_missing_attribute(config, exc) is None:
+                raise
+    return _instantiate_once(cls, config, attn_implementation)
+
+
+def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.Module:
     config = copy.deepcopy(config)
     if hasattr(cls, "_from_config"):
         kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        return cls._from_config(config, **kw)
+        # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
+        # any batch size, and it runs in float64 (the audit's reference for dtype noise)
+        return cls._from_config(config, experts_implementation="eager", **kw)
     if attn_implementation:
         config._attn_implementation = attn_implementation
-    return cls(config)
+    module = cls(config)
+    if not hasattr(module, "config"):  # a plain tower that does not keep its config
+        module.config = config
+    return module
 
 
 def attention_bearer(model: torch.nn.Module, kind: str) -> tuple[torch.nn.Module, str]:
@@ -1002,7 +1321,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     g0 = torch.Generator().manual_seed(1234)
 
     if kind == "vision" and main not in accepts:
-        main = next((n for n in accepts if n.startswith("pixel_values")), None) or next(
+        main = next((n for n in accepts if n.startswith("pixel_values") or n == "flattened_patches"), None) or next(
             (n for n in _required_inputs(model) if not n.endswith(("grid_thw", "merge_sizes"))), "pixel_values")
     if kind == "audio" and main not in accepts:  # a main_input_name inherited from another tower
         main = next((n for n in ("input_values", "input_features") if n in accepts), main)
@@ -1031,6 +1350,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                           image_shape=image_shape(config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
+    if "input_ids" not in accepts and (feats := _feature_input(model, config)) is not None:
+        return _features_adapter(model, config, feats, facts, supports, input_layout, cast, info, common)
     if vocab is None:
         if "input_ids" not in accepts:
             need = ", ".join(_required_inputs(model)) or "no required tensor"
@@ -1096,7 +1417,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         supports.add("position_ids")
     layouts = _token_input_layouts(model, config, kind, accepts, g0)
     extra, per_token = layouts[input_layout % len(layouts)]
-    info["input_layout"] = "+".join(["input_ids", *extra, *per_token])
+    info["input_layout"] = "+".join(["input_ids", *(k if v.dim() != 5 else f"{k}(B,T,C,H,W)" for k, v in extra.items()),
+                                     *per_token])
 
     def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {}
@@ -1137,18 +1459,29 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         decode_tokens.kept_keys = None
         decode_fn = decode_tokens
 
+    def bidirectional_module(module):
+        # a module of a decoder that declares ``is_causal = False`` (a block-diffusion model's
+        # canvas decoder): bidirectional by its design, a band around each query where it has a
+        # window; the model's output causality is still checked by the causality check
+        return ("band", None) if module.get("sliding_window") else ("unknown", None)
+
     pattern_fn = None
     if kind == "decoder" and layer_types and isinstance(layer_types, (list, tuple)):
         types = [str(t) for t in layer_types]
         info["layer_types"] = types
 
         def per_layer(shape, ordinal=None, module=None):
+            if module is not None and module.get("is_causal") is False:
+                return bidirectional_module(module)
             if module is not None and module.get("layer_type"):
                 t = module["layer_type"]
             elif module is not None and module.get("layer") is not None:
                 t = types[module["layer"] % len(types)]
-            elif ordinal is not None:
-                t = types[ordinal % len(types)]
+            elif ordinal is not None and ordinal < len(types):
+                # a map no attention module claimed: the ordinal-th layer's type, while there are
+                # no more maps than layers (past that, other stacks — an encoder, a vision tower —
+                # make maps too and the ordinal no longer names a layer)
+                t = types[ordinal]
             else:
                 return ("unknown", None)
             if "sliding" in t or "local" in t or "chunk" in t:
@@ -1159,6 +1492,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         pattern_fn = per_layer
     if kind == "decoder" and pattern_fn is None:
         def per_module(shape, ordinal=None, module=None):
+            if module is not None and module.get("is_causal") is False:
+                return bidirectional_module(module)
             w = (module or {}).get("sliding_window")
             if w:
                 return ("sliding", int(w))
@@ -1171,6 +1506,97 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                       pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
                       sliding_window=window if kind == "decoder" else None,
                       expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
+
+
+#: forward arguments that take a sequence of feature vectors ``(B, L, D)`` (a tower fed by another
+#: model's hidden states, a vocoder fed spectrogram frames)
+_FEATURE_ARGS = re.compile(r"(^|_)(hidden_states|inputs_embeds|embeds|context|latents|spectrogram|features)$")
+_FEATURE_DIM_KEYS = re.compile(r"(^|_)(hidden_size|d_model|dim|embed_dim|input_dim|input_size|input_feat_per_channel|"
+                               r"num_mel_bins|mel_dim|feature_size|model_in_dim|latent_dim|hidden_dim|channels|"
+                               r"in_channels|num_channels)$")
+
+
+def _feature_input(model, config) -> str | None:
+    """The forward argument of a model fed feature vectors (:data:`_FEATURE_ARGS`): its first
+    required argument; every other required argument must be a mask (filled with ones)."""
+    req = _required_inputs(model)
+    if not req or not _FEATURE_ARGS.search(req[0]) or not all(n.endswith("mask") for n in req[1:]):
+        return None
+    return req[0]
+
+
+def _feature_dims(config) -> list[int]:
+    """Candidate feature widths ``D``: the config's width-like fields (hidden size, input dim, mel
+    bins …), in field order, without repeats."""
+    from attncheck.audit.shrink import _values_of
+
+    dims = [x for k, x in _values_of(config).items() if _FEATURE_DIM_KEYS.search(k)
+            and isinstance(x, int) and not isinstance(x, bool) and 0 < x <= 4096]
+    return list(dict.fromkeys(dims))[:8]
+
+
+def _builds_own_mask(model) -> bool:
+    """Whether the model's ``forward`` builds its attention mask (calls a mask maker such as
+    transformers' ``create_causal_mask`` / ``get_extended_attention_mask``) rather than passing
+    through a mask its parent model prepared."""
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return False
+    return re.search(r"\b(create_\w*mask|_?prepare_\w*mask\w*|get_extended_attention_mask|_?expand_mask|"
+                     r"_?make_\w*mask)\s*\(", src) is not None
+
+
+def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common) -> AuditModel:
+    """A model fed feature vectors ``x`` ``(B, L, D)`` through ``arg`` (layouts: the candidate
+    widths of :func:`_feature_dims`, then the same channels first ``(B, D, L)``, as convolutional
+    vocoders take spectrograms); other required arguments are masks of ones ``(B, L)``.  The
+    checked sequence is ``L`` when the output has one row per input position; otherwise (a
+    resampler to a fixed number of latents) the model is bidirectional by design over its input.
+
+    Raises:
+        Unsupported: the config declares no candidate width.
+    """
+    dims = _feature_dims(config)
+    if not dims:
+        raise Unsupported(f"{type(model).__name__}: its forward takes {arg} (B, L, D) and the config declares no width D")
+    layouts = [(d, channels_first) for channels_first in (False, True) for d in dims]
+    D, channels_first = layouts[input_layout % len(layouts)]
+    masks = [n for n in _required_inputs(model)[1:]]
+    accepts = _params(model)
+
+    def fwd_features(x, attention_mask=None, position_ids=None, output_attentions=False):
+        kw = {"output_attentions": True} if output_attentions else {}
+        for n in masks:
+            kw[n] = torch.ones(x.shape[:2], dtype=torch.long if n.endswith("attention_mask") else torch.bool)
+        if attention_mask is not None:
+            kw["attention_mask"] = attention_mask
+        o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
+        out = _find_seq(o, x.shape[0], x.shape[1])
+        if out is None:
+            out = _per_sample_output(o, x.shape[0], lambda t, B: t)
+        return Forward(out, _attentions(o) if output_attentions else None)
+
+    try:
+        probe = fwd_features(torch.randn(2, SEQ_LEN, D, generator=torch.Generator().manual_seed(0))).out
+    except Exception:  # noqa: BLE001 - not this width: the builder tries the next layout
+        probe = None
+    per_position = probe is not None and probe.dim() >= 2 and probe.shape[1] == SEQ_LEN
+    declared = {f["is_causal"] for f in facts}
+    causal = (True if declared == {True} else False if declared == {False} else None) if per_position else False
+    if not per_position and declared == {True}:
+        raise Unsupported(f"{type(model).__name__}: causal attention modules but no per-position output of {arg}")
+    own_mask = _builds_own_mask(model)
+    if declared == {True} and not own_mask:
+        raise Unsupported(f"{type(model).__name__}: its attention modules are causal but its forward builds no mask: "
+                          "the causal mask comes from its parent model")
+    sup = set(supports)
+    if "attention_mask" in masks or not per_position or "attention_mask" not in accepts or not own_mask:
+        sup.discard("attention_mask")
+    info["input"] = arg
+    info["input_layout"] = f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})"
+    return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_features,
+                      supports=frozenset(sup - {"cache", "position_ids"}), **common)
 
 
 def adapt_hf_model(spec: str, model: torch.nn.Module) -> AuditModel:

@@ -71,7 +71,7 @@ LEVELS = (0, 1, 2, 3)
 _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
                     r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
-                    r"d_latent|latent_dim|encoder_hidden_size|mm_hidden_size)$")
+                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
                          r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
@@ -89,11 +89,11 @@ _FFN = re.compile(r"(^|_)(intermediate_size|ffn_dim|n_inner|d_ff|d_inner|ffn_hid
 _SSM_STATE = re.compile(r"(^|_)(d_state|state_size|ssm_state_size)$")
 SSM_STATE = 16
 _LAYERS = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|layers|num_blocks|depth|"
-                     r"num_decoder_layers|num_encoder_layers)$")
+                     r"num_decoder_layers|num_encoder_layers|num_self_attends_per_block)$")
 _DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$")
 _EXPERTS = re.compile(r"(^|_)(num_experts|num_local_experts|n_routed_experts|moe_num_experts|"
                       r"num_routed_experts|n_experts|num_expert)$")
-_TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|"
+_TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|top_k_experts|"
                     r"experts_per_token|num_selected_experts|router_topk)$")
 _SHARED = re.compile(r"(^|_)(n_shared_experts|num_shared_experts|moe_num_shared_experts)$")
 _GROUPS = re.compile(r"(^|_)(n_group|topk_group|num_expert_groups?|topk_groups?)$")
@@ -101,7 +101,7 @@ _VOCAB = re.compile(r"(^|_)vocab_size($|_)|_vocab$|(^|_)vocab_size_per")
 _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
-                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size)$")
+                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size|canvas_length)$")
 #: learned object queries of DETR-style detectors (the top-k of as many image positions)
 _QUERIES = re.compile(r"(^|_)num_queries$")
 QUERIES = 8
@@ -218,6 +218,17 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     for k in per_layer:
         if not _source_layers(v[k]):
             n_new = max(n_new, min(_distinct(v[k]), 4))
+    # a backbone's output layers (``out_indices``, 1-based stages: stage 0 is the embeddings) keep
+    # their count: the neck that reads them has one entry per output (DPT's neck_hidden_sizes)
+    outs = v.get("out_indices")
+    backbone_outs = (_ints(outs) and orig_layers and len(set(outs)) == len(outs) <= 4
+                     and all(1 <= e <= max(orig_layers) for e in outs))
+    if backbone_outs:
+        n_new = max(n_new, len(outs))
+        ranks = sorted(outs)
+        out["out_indices"] = _same_type(outs, [n_new - (len(outs) - 1 - ranks.index(e)) for e in outs])
+        if isinstance(v.get("out_features"), (list, tuple)) and len(v["out_features"]) == len(outs):
+            out["out_features"] = [f"stage{e}" for e in out["out_indices"]]
     for k in layer_keys:
         out[k] = min(v[k], n_new)
     for k in per_layer:  # layer-index lists keep their first entries (each still names an earlier layer)
@@ -236,12 +247,15 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         # not indices into another list of the config (RT-DETR's ``encode_proj_layers`` pick
         # feature levels of ``encoder_in_channels``), which the layer count does not bound
         elif (_ints(x) and k not in per_layer and orig_layers and ("layer" in k or "idx" in k)
+              and not (backbone_outs and k == "out_indices")
               and all(0 <= e < max(orig_layers) for e in x) and not _DEPTHS.search(k)
               and not _indexes_other_list(k, x, v, orig_layers)):
             keep = [e for e in x if e < n_new]
             out[k] = _same_type(x, keep or [min(x[0], n_new - 1)])
         elif _DEPTHS.search(k) and _ints(x):
             out[k] = _same_type(x, [min(e, 2) for e in x])
+        elif _DEPTH_COEFFICIENT.search(k) and isinstance(x, float) and x > 1:
+            out[k] = 1.0
         # layer schedules ("attention every 8 layers from layer 4"): every kind within 2 layers
         elif _PERIOD.search(k) and _int(x) and x > n_new and "layer" in k:
             out[k] = n_new
@@ -284,6 +298,10 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     if vocab:
         fit_token_ids(v, out, vocab)
     if level >= 2:
+        if level == 2 and "image_size" in v and "patch_size" not in v:
+            # a convolutional stem has no position table tied to the image side: like the
+            # sequence positions, the image shrinks while the widths are kept
+            out["image_size"] = _image_side(v["image_size"], CNN_STRIDE)
         return out
     orig_heads = next((x for k, x in v.items() if _HEADS.search(k) and _int(x)), None)
     orig_head_dim = next((x for k, x in v.items() if _HEAD_DIM.search(k) and _int(x)), None)
@@ -323,6 +341,8 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
+        elif _BASE_CHANNELS.search(k) and _int(x):
+            out[k] = _base_channels(k, x, v)
     # MLA (DeepSeek-V3-style: separate no-rope and rope parts): a head dim equal to the rope
     # dim is the rotary embedding's width (LongCat-Flash's ``head_dim``), not the q·k width
     rope_key = next((k for k, x in v.items() if _ROPE_DIM.search(k) and _int(x)), None)
@@ -344,6 +364,31 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     return out
 
 
+_BASE_CHANNELS = re.compile(r"(^|_)(base_channels|num_filters|n_filters|upsample_initial_channel)$")
+#: compound-scaling factor of the depth (EfficientNet, Tan & Le 2019): 1 repeats each block as
+#: the base network does (the width factor stays: model code derives sizes such as the final
+#: ``hidden_dim`` from it)
+_DEPTH_COEFFICIENT = re.compile(r"(^|_)depth_coefficient$")
+_STAGE_RATIOS = re.compile(r"(sampling_ratios|_rates)$")
+#: the widest convolution stage a base channel count may give
+WIDEST_STAGE = 256
+
+
+def _base_channels(k: str, x: int, v: dict[str, Any]) -> int:
+    """A base channel count of a convolutional stack halved until its widest stage has at most
+    :data:`WIDEST_STAGE` channels: the stages multiply it by ``channel_multiplier`` entries
+    (VQGAN), or double it at each down-sampling ratio (SEANet-style codecs); an
+    ``upsample_initial_channel`` (HiFi-GAN) is the widest and is halved at each up-sampling rate,
+    so it stays divisible by ``2 ** len(upsample_rates)``."""
+    stages = max((len(e) for kk, e in v.items() if _ints(e) and _STAGE_RATIOS.search(kk)), default=0)
+    mult = [max(e) for kk, e in v.items() if _ints(e) and kk.endswith("multiplier")]
+    step = 2 ** stages if k.endswith("upsample_initial_channel") else 1
+    widest = x if step > 1 else x * (max(mult) if mult else 2 ** stages)
+    while widest > WIDEST_STAGE and x % 2 == 0 and (x // 2) % step == 0:
+        x, widest = x // 2, widest // 2
+    return x
+
+
 def _source_layers(x) -> bool:
     """Whether a per-layer list names, for each layer ``i``, a layer ``≤ i`` (the layer whose
     keys / values it reuses: ``kv_source_layers = [0, 1, 2, …]``), and not binary flags."""
@@ -360,7 +405,7 @@ def _indexes_other_list(k: str, x, v: dict[str, Any], layer_counts: set[int]) ->
 def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
     """Fields of a known role that the defaults leave ``None`` but the model code reads as
     numbers: the head dim (width / heads), KV heads (= heads), and the MoE sizes of a config that
-    declares experts (experts, experts per token, shared experts, expert groups)."""
+    declares experts (experts, experts per token, shared experts, expert groups, feed-forward sizes)."""
     heads = next((x for k, x in out.items() if _HEADS.search(k) and _int(x) and x > 0), None)
     width = next((x for k, x in out.items() if _WIDTH.search(k) and _int(x) and x > 0), None)
     moe = sum(1 for k in v if _EXPERTS.search(k) or _TOP_K.search(k)) >= 2
@@ -377,6 +422,8 @@ def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
             out[k] = TOP_K
         elif moe and (_SHARED.search(k) or _GROUPS.search(k)):
             out[k] = 1
+        elif moe and _FFN.search(k):  # the experts' feed-forward size (moe_intermediate_size)
+            out[k] = FFN
 
 
 def _role_prefix(k: str, rx: re.Pattern) -> str | None:
@@ -422,6 +469,7 @@ def _keep_head_products(v: dict[str, Any], out: dict[str, Any]) -> None:
 
 
 _SSM_GROUPS = re.compile(r"n_groups$")
+_POS_FEATS = re.compile(r"(^|_)num_pos_feats$")
 _DIM_NAME = re.compile(r"dim|size|hidden|channel|groups|width|features")
 _NOT_DIM = re.compile(r"image|patch|kernel|stride|length|rate|window|position|vocab|token|layer|seq|batch|chunk|"
                       r"codebook|bins")
@@ -458,7 +506,9 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
     scalar among scalars), this config's own sizes before ``ties`` (the whole config tree's); an
     original value mapped to two different sizes is left alone.  A per-stage list entry no list
     names is scaled by the factor all shrunk per-stage widths share (HGNet's ``stage_out_channels``
-    with its ``hidden_sizes``), so stage widths equal to each other stay equal."""
+    with its ``hidden_sizes``), so stage widths equal to each other stay equal.  Sine position
+    features per axis (``num_pos_feats``, half a width: the x and y halves are concatenated) take
+    half the tied width."""
     local = _size_map(v, out)
 
     def tie(x, in_list: bool):
@@ -476,6 +526,10 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
         return None
 
     for k, x in v.items():
+        # 2-D sine / Fourier position features: half the width per axis (x and y features concatenated)
+        if _POS_FEATS.search(k) and _int(x) and out.get(k) == x and tie(2 * x, False) is not None:
+            out[k] = tie(2 * x, False) // 2
+            continue
         if not (_DIM_NAME.search(k) and not _NOT_DIM.search(k) and not any(rx.search(k) for rx in _RULED)):
             continue
         if _int(x) and out.get(k) == x and tie(x, False) is not None:
@@ -556,6 +610,11 @@ def _values_of(config) -> dict[str, Any]:
     cls = type(config)
     vals = {}
     for name in config_fields(cls):
+        if name.startswith("_") and isinstance(getattr(cls, name[1:], None), property) and name[1:].startswith("out_"):
+            # a backbone's outputs (``out_indices`` / ``out_features``): stored privately, set by
+            # their public names (BackboneConfigMixin)
+            vals[name[1:]] = getattr(config, name[1:])
+            continue
         if name.startswith("_") or name in ("id2label", "label2id", "transformers_version"):
             continue
         try:  # some configs refuse global reads of per-layer attributes
@@ -729,6 +788,75 @@ def _construct(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[s
     return made
 
 
+_MISSING_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+
+
+def _config_tree(config) -> list[Any]:
+    """``config`` and its nested configs, breadth first."""
+    out, queue = [], [config]
+    while queue:
+        c = queue.pop(0)
+        if any(c is o for o in out):
+            continue
+        out.append(c)
+        queue += [x for x in vars(c).values() if _is_config(x)]
+    return out
+
+
+def fill_missing_attribute(config, exc: BaseException) -> str | None:
+    """Repair a config tree that a model reads an attribute from which the config lacks
+    (``AttributeError: 'T5Gemma2TextConfig' object has no attribute 'dropout_rate'``): a parent
+    config's ``__post_init__`` writes such attributes into its sub-configs, so a sub-config built
+    on its own, or a composite whose defaults skip it, lacks them.  The value is the one another
+    config of the tree holds (what the parent would have written), else the default of the
+    same-named field of another config class of the model's package (parents, which declare
+    ``sub_configs``, first), shrunk by the same rules (the parent class's ``dropout_rate``), else the entry of that name in a ``rope_parameters``
+    dict of the tree (DBRX's ``rope_theta``).  The attribute is set on every
+    config of the tree of the named class; returns ``"Class.attribute"``, or None when the error
+    is not a missing config attribute or no value is found."""
+    import importlib
+    import sys
+
+    m = _MISSING_ATTRIBUTE.search(str(exc))
+    if not isinstance(exc, AttributeError) or m is None:
+        return None
+    cname, attr = m.groups()
+    tree = _config_tree(config)
+    targets = [c for c in tree if type(c).__name__ == cname and not hasattr(c, attr)]
+    if not targets:
+        return None
+    value, found = None, False
+    for c in tree:  # the (shrunk) value another config of the tree holds
+        if type(c).__name__ != cname and attr in vars(c):
+            value, found = vars(c)[attr], True
+            break
+    mod_name = type(targets[0]).__module__
+    try:
+        mod = sys.modules.get(mod_name) or importlib.import_module(mod_name)
+    except Exception:  # noqa: BLE001
+        mod = None
+    classes = list(vars(mod).values()) if mod is not None and not found else []
+    classes.sort(key=lambda o: not getattr(o, "sub_configs", None))  # parent configs first
+    for obj in classes:
+        if (isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == mod_name
+                and obj is not type(targets[0])):
+            fld = next((f for f in dataclasses.fields(obj) if f.name == attr), None)
+            if fld is not None and fld.default is not dataclasses.MISSING:
+                value, found = shrink_values({attr: fld.default})[attr], True
+                break
+    if not found:
+        for c in tree:
+            rope = getattr(c, "rope_parameters", None)
+            if isinstance(rope, dict) and attr in rope:
+                value, found = rope[attr], True
+                break
+    if not found:
+        return None
+    for c in targets:
+        setattr(c, attr, value)
+    return f"{cname}.{attr}"
+
+
 def consistent(config) -> list[str]:
     """Problems of a (shrunk) config: query heads not dividing the width, KV heads not dividing
     the query heads, a rotary dim larger than the head dim.  Empty when consistent."""
@@ -751,5 +879,5 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "shrink_config",
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute", "shrink_config",
            "shrink_values"]

@@ -10,6 +10,13 @@ An entry holds one file's findings (and whether it was parsed) under a key that 
 - the file's *content* (its bytes), not its path or modification time: a renamed or touched file
   still hits; the reported path is filled in when the entry is read.
 
+An entry also holds what the file's analysis read of *other* linted files (helpers it imports,
+:mod:`attncheck.lint.project`): each module look-up with the file it found, each file read with
+its content hash, and the file's own real path (a file linted alone has entries of its own).  It
+is used only when every look-up finds the
+same file again, every such file has the same content, and the file is at the same path (a
+relative import depends on it); otherwise it is a miss and is rewritten.
+
 Layout: ``<cache-dir>/v1/<key[:2]>/<key>.json`` plus ``CACHEDIR.TAG`` and a ``.gitignore`` of
 ``*`` at the top (as ruff does).  Writes go to a temporary file in the same directory, then
 :func:`os.replace` (atomic on POSIX and Windows), so concurrent runs sharing a cache never see a
@@ -86,20 +93,30 @@ class Cache:
         self.misses = 0
 
     @staticmethod
-    def key(enabled: frozenset[str], data: bytes) -> str:
+    def key(enabled: frozenset[str], data: bytes, linked: bool = False) -> str:
+        """``linked``: the file is linted with other files whose helpers it may import (its
+        entries then record what it read of them); a file linted alone has other entries."""
         h = hashlib.sha256(fingerprint().encode())
-        h.update(b"\0" + ",".join(sorted(enabled)).encode() + b"\0")
+        h.update(b"\0" + ",".join(sorted(enabled)).encode() + (b"\0linked\0" if linked else b"\0"))
         h.update(data)
         return h.hexdigest()
 
     def _path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
 
-    def get(self, key: str, display: str) -> tuple[list[Finding], bool] | None:
-        """(findings with ``path = display``, parsed) or ``None`` on a miss."""
+    def get(self, key: str, display: str, project=None,
+            path: str | None = None) -> tuple[list[Finding], bool] | None:
+        """(findings with ``path = display``, parsed) or ``None`` on a miss.  ``project``, ``path``:
+        the linted files and this file's real path, against which the entry's record of other
+        files is checked (see the module doc)."""
+        from attncheck.lint.project import Dependencies
+
         try:
             with open(self._path(key), encoding="utf-8") as fh:
                 d = json.load(fh)
+            deps = d.get("deps")
+            if deps and (d.get("path") != path or not Dependencies.still_valid(project, deps)):
+                raise ValueError("stale: another linted file changed")
             out = [_finding_from_json(x, display) for x in d["findings"]], bool(d["parsed"])
         except (OSError, ValueError, KeyError, TypeError):
             self.misses += 1
@@ -117,12 +134,18 @@ class Cache:
                 atomic_write(p, text, durable=False)
         self._ready = True
 
-    def put(self, key: str, findings: list[Finding], parsed: bool) -> None:
+    def put(self, key: str, findings: list[Finding], parsed: bool, deps=None,
+            path: str | None = None) -> None:
+        """Store one file's result; ``deps``: the :class:`~attncheck.lint.project.Dependencies`
+        of its analysis, ``path`` its real path."""
         try:
             self._prepare()
             p = self._path(key)
             p.parent.mkdir(exist_ok=True)
             entry = {"parsed": parsed, "findings": [_finding_to_json(f) for f in findings]}
+            if deps:
+                entry["deps"] = deps.to_json()
+                entry["path"] = path
             atomic_write(p, json.dumps(entry), durable=False)
         except OSError:
             pass

@@ -12,14 +12,23 @@ import libcst as cst
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else ``None`` (calls, subscripts, ...)."""
+    # exact type tests: libcst's node classes are ABCs, whose ``isinstance`` runs Python code,
+    # and ``Name`` and ``Attribute`` have no subclasses
+    t = type(node)
+    if t is _NAME:
+        return node.value
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while t is _ATTRIBUTE:
         parts.append(node.attr.value)
         node = node.value
-    if isinstance(node, cst.Name):
+        t = type(node)
+    if t is _NAME:
         parts.append(node.value)
         return ".".join(reversed(parts))
     return None
+
+
+_NAME, _ATTRIBUTE = cst.Name, cst.Attribute
 
 
 class ImportTable:
@@ -30,13 +39,16 @@ class ImportTable:
     ``from torch.nn.functional import scaled_dot_product_attention as sdpa`` →
     ``sdpa`` ↦ ``torch.nn.functional.scaled_dot_product_attention``
     ``import torch`` → ``torch`` ↦ ``torch``
+
+    Relative imports are kept apart in ``relative`` (they name files of the linted tree, which
+    only :mod:`attncheck.lint.project` resolves): ``from .utils import f as g`` → ``g`` ↦
+    ``(1, "utils", "f")``, ``from .. import utils as U`` → ``U`` ↦ ``(2, "", "utils")``.
     """
 
     def __init__(self, module: cst.Module) -> None:
         self.aliases: dict[str, str] = {}
-        from attncheck.lint.walk import visit  # read-only: libcst's visit rebuilds the tree
-
-        visit(module, _ImportCollector(self.aliases))
+        self.relative: dict[str, tuple[int, str, str]] = {}
+        _ImportCollector(self.aliases, self.relative).collect(module)
 
     def resolve(self, node: cst.BaseExpression) -> str | None:
         """Fully qualified name of a Name/Attribute chain through the aliases, else its dotted
@@ -51,18 +63,49 @@ class ImportTable:
         return name
 
 
-class _ImportCollector(cst.CSTVisitor):
-    def __init__(self, aliases: dict[str, str]) -> None:
+class _ImportCollector:
+    """Reads the import statements of a module, in libcst's visiting order (a later alias of a
+    name replaces an earlier one); relative imports are kept apart in ``relative``."""
+
+    def __init__(self, aliases: dict[str, str],
+                 relative: dict[str, tuple[int, str, str]] | None = None) -> None:
         self.aliases = aliases
+        self.relative = {} if relative is None else relative
 
     # Imports are statements: do not descend into expressions (a ~10x cheaper walk).
     _DESCEND = (cst.Module, cst.BaseCompoundStatement, cst.BaseSuite, cst.SimpleStatementLine,
-                cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally, cst.Import, cst.ImportFrom)
+                cst.Else, cst.ExceptHandler, cst.ExceptStarHandler, cst.Finally)
+    #: node type → whether the walk enters it (libcst's node classes are ABCs: an
+    #: ``isinstance`` against them runs Python code, so it is asked once per type)
+    _ENTERS: dict[type, bool] = {}
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if not isinstance(node, self._DESCEND):
-            return False
-        return super().on_visit(node)
+    def collect(self, node: cst.CSTNode) -> None:
+        """Record the imports under ``node`` (the read-only order of
+        :func:`attncheck.lint.walk.visit`, entering statements only)."""
+        from attncheck.lint.walk import fields_in_visit_order
+
+        enters = self._ENTERS
+        t = type(node)
+        if t is cst.Import:
+            self.visit_Import(node)
+            return
+        if t is cst.ImportFrom:
+            self.visit_ImportFrom(node)
+            return
+        e = enters.get(t)
+        if e is None:
+            e = enters[t] = issubclass(t, self._DESCEND)
+        if not e:
+            return
+        collect = self.collect
+        for name in fields_in_visit_order(t):
+            v = getattr(node, name)
+            c = v.__class__
+            if c is tuple or c is list:
+                for x in v:
+                    collect(x)
+            elif v is not None and hasattr(c, "_visit_and_replace_children"):
+                collect(v)
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
@@ -76,10 +119,10 @@ class _ImportCollector(cst.CSTVisitor):
                 self.aliases.setdefault(head, head)
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if node.relative or node.module is None or isinstance(node.names, cst.ImportStar):
+        if isinstance(node.names, cst.ImportStar):
             return
-        base = dotted_name(node.module)
-        if base is None:
+        base = dotted_name(node.module) if node.module is not None else ""
+        if base is None or (not node.relative and not base):
             return
         for alias in node.names:
             name = dotted_name(alias.name)
@@ -88,7 +131,10 @@ class _ImportCollector(cst.CSTVisitor):
             local = name
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self.aliases[local] = f"{base}.{name}"
+            if node.relative:
+                self.relative[local] = (len(node.relative), base, name)
+            else:
+                self.aliases[local] = f"{base}.{name}"
 
 
 class FileContext:
@@ -100,12 +146,17 @@ class FileContext:
     """
 
     def __init__(self, module: cst.Module, source: str, display_path: str,
-                 line_offset: int = 0, settings: Any = None) -> None:
+                 line_offset: int = 0, settings: Any = None, project: Any = None,
+                 path: str | None = None) -> None:
         self.module = module
         self.source = source
         self.display_path = display_path
         self.line_offset = line_offset
         self.settings = settings
+        #: the linted files (:class:`attncheck.lint.project.Project`) and this file's real path:
+        #: helpers imported from those files are followed (``None``: this file alone)
+        self.project = project
+        self.path = path
 
     @cached_property
     def imports(self) -> ImportTable:
@@ -114,6 +165,23 @@ class FileContext:
     def qualname(self, node: cst.BaseExpression) -> str | None:
         """Resolve a callee / attribute through the import table (see :class:`ImportTable`)."""
         return self.imports.resolve(node)
+
+    def imported_function(self, func: cst.BaseExpression) -> Any:
+        """The function of another linted file that the callee expression ``func`` (``f``,
+        ``U.f``, ``pkg.utils.f``) names through this file's imports: ``(FileContext of that
+        file, FunctionInfo)``, or ``None`` (not imported, outside the linted files, not a
+        top-level function; always ``None`` without a :attr:`project`).  PyTorch and the
+        callables of the op catalog (:mod:`attncheck.lint.analysis.ops`) keep their catalog
+        meaning even when their source is among the linted files."""
+        if self.project is None:
+            return None
+        from attncheck.lint.analysis import ops
+        from attncheck.lint.project import imported_function
+
+        q = self.qualname(func)
+        if q is None or q.partition(".")[0] == "torch" or q in ops.FUNCTIONS or q in ops.MODULES:
+            return None
+        return imported_function(self, func)
 
     @cached_property
     def index(self) -> Any:

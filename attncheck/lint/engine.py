@@ -10,7 +10,9 @@ Pipeline for one file:
    (:mod:`attncheck.lint.regions`: the others are blanked, so lines and columns are unchanged;
    findings are the same as with a whole-file parse, ``regions=False``/``--no-regions``); a
    syntax error → ``ATT000`` (position and message from CPython's parser, which reports them
-   better).  Text that is not parsed is not syntax-checked.
+   better).  Text that is not parsed is not syntax-checked.  libcst sees only screened text and
+   builds it without its per-node validation; the cyclic garbage collector is off while a file
+   is linted (:func:`lint_text`).
 4. **One batched visit** of all remaining rules.  Positions (``PositionProvider``) are computed
    only when a rule asks for one (most files have no finding).  When a rule
    raises, the file is re-visited rule by rule; each failing rule yields an ``ATT001`` finding
@@ -26,7 +28,10 @@ and CLI flags are two layers applied in that order.  ``ATT000``/``ATT001`` are a
 ignored by a selector at least as specific as ``ATT0``.
 
 Across files: a process pool (``jobs``; output order does not depend on it) and a result cache
-keyed by engine fingerprint, enabled rules and file content (:mod:`attncheck.lint.cache`).  A run
+keyed by engine fingerprint, enabled rules and file content (:mod:`attncheck.lint.cache`), each
+entry checked against what the file's analysis read of the other linted files.  Those files are
+the project (:mod:`attncheck.lint.project`), fixed before any file is linted: the analyses follow
+a helper imported from one of them.  A run
 whose files are all cache hits imports neither libcst nor the rule modules.
 
 Nothing here imports torch or imports/executes the code being linted.
@@ -34,6 +39,7 @@ Nothing here imports torch or imports/executes the code being linted.
 from __future__ import annotations
 
 import ast
+import gc
 import io
 import os
 import signal
@@ -268,6 +274,28 @@ def _libcst_accepts(text: str) -> bool:
         return True
     except _parse_errors():
         return False
+
+
+def _parse_screened(text: str) -> cst.Module:
+    """``libcst.parse_module`` of text a syntax screen has accepted (the ``ast`` index, or
+    :func:`_syntax_check`), without re-validating each node as it is built.
+
+    libcst runs every node's ``_validate`` in ``__post_init__``, also for the nodes its own
+    parser builds from valid source (libcst's ``CSTNode.__post_init__`` notes that this could
+    move out of parsing): about a tenth of the parse of the transformers ``models`` tree.  The
+    checks guard nodes built by hand; a parse of screened source builds the same tree without
+    them.  Syntax errors are still raised by the parser itself."""
+    node = cst.CSTNode
+    saved = node.__dict__["__post_init__"]
+    node.__post_init__ = _no_validation
+    try:
+        return cst.parse_module(text)
+    finally:
+        node.__post_init__ = saved
+
+
+def _no_validation(self) -> None:
+    return None
 
 
 def _syntax_check(text: str, display: str) -> Finding | None:
@@ -505,7 +533,7 @@ def _parse_regions(text: str, active: list[type[Rule]], skip: set[int] | None = 
         return None
     _check_parse_size(len(sel.text) - sel.text.count("\n"))
     try:
-        module = cst.parse_module(sel.text)
+        module = _parse_screened(sel.text)
     except _parse_errors():
         return None
     if not _regions.structure_matches(module, sel):
@@ -536,11 +564,29 @@ def _check_parse_size(n: int) -> None:
 
 def lint_text(text: str, display: str, enabled: frozenset[str],
               registry: dict[str, type[Rule]] | None = None, settings=None,
-              regions: bool | None = None) -> FileOutcome:
+              regions: bool | None = None, project=None, path: str | None = None) -> FileOutcome:
     """Lint decoded source text with the rules whose codes are in ``enabled``.
 
     ``regions`` (default :data:`REGIONS`): parse only the top-level definitions the enabled
-    rules can need (findings are the same as with a whole-file parse)."""
+    rules can need (findings are the same as with a whole-file parse).  ``project``: the linted
+    files (:class:`attncheck.lint.project.Project`), whose helpers this file's imports reach;
+    ``path`` this file's real path among them."""
+    # Python's cyclic garbage collector traverses the young objects every 700 allocations
+    # (``gc.get_threshold()``); a parse allocates a node per token and a libcst tree holds no
+    # reference cycles (children only), so those passes find nothing: about a tenth of the
+    # time of a file.  What the analyses leave in cycles is collected after the file.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _lint_text(text, display, enabled, registry, settings, regions, project, path)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint_text(text: str, display: str, enabled: frozenset[str],
+               registry: dict[str, type[Rule]] | None, settings, regions: bool | None,
+               project=None, path: str | None = None) -> FileOutcome:
     registry = registry if registry is not None else all_rules()
     visitors = [registry[c] for c in sorted(enabled)
                 if c in registry and not getattr(registry[c], "engine_only", False)]
@@ -563,7 +609,8 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
     if limit < RECURSION_LIMIT:  # long ``a + b + …`` chains nest deep in the tree
         sys.setrecursionlimit(RECURSION_LIMIT)
     try:
-        return _lint_parsed(text, display, enabled, active, settings, use_regions, idx)
+        return _lint_parsed(text, display, enabled, active, settings, use_regions, idx, project,
+                            path)
     finally:
         sys.setrecursionlimit(limit)
 
@@ -574,7 +621,8 @@ RECURSION_LIMIT = 10_000
 
 
 def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[type[Rule]],
-                 settings, use_regions: bool, idx: _regions.Index | None = None) -> FileOutcome:
+                 settings, use_regions: bool, idx: _regions.Index | None = None, project=None,
+                 path: str | None = None) -> FileOutcome:
     skip: set[int] = set()
     try:
         module = _parse_regions(text, active, skip, idx) if use_regions else None
@@ -589,11 +637,12 @@ def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[
     if module is None:
         skip = set()
         try:
-            module = cst.parse_module(text)
+            module = _parse_screened(text)
         except _parse_errors() as exc:
             found = [_syntax_error(text, display, exc)]
             return FileOutcome([f for f in found if f.code in enabled], True, text)
-    ctx = FileContext(module, text, display, settings=settings)
+    ctx = FileContext(module, text, display, settings=settings,
+                      project=project if path is not None else None, path=path)
     findings = [f for f in _visit(module, ctx, active, skip) if f.code in enabled]
     findings = suppression.filter_findings(findings, text)
     return FileOutcome(sorted(set(findings), key=lambda f: f.sort_key), True, text)
@@ -601,14 +650,14 @@ def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[
 
 def lint_bytes(data: bytes, display: str, enabled: frozenset[str],
                registry: dict[str, type[Rule]] | None = None, settings=None,
-               regions: bool | None = None) -> FileOutcome:
+               regions: bool | None = None, project=None, path: str | None = None) -> FileOutcome:
     """Decode then :func:`lint_text`; undecodable input → ``ATT000``."""
     try:
         text, encoding = decode_source(data)
     except _Unreadable as u:
         f = _engine_finding(display, "ATT000", f"cannot read source: {u.message}", u.line, u.col)
         return FileOutcome([f] if "ATT000" in enabled else [], False, None)
-    out = lint_text(text, display, enabled, registry, settings, regions)
+    out = lint_text(text, display, enabled, registry, settings, regions, project, path)
     out.encoding = encoding
     return out
 
@@ -822,6 +871,9 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     for at least ``MIN_FILES_PER_JOB`` files per job); the result does not depend on it.
     ``max_file_size``: bytes; a larger file is reported as ATT000 and not read (``None``: no
     limit).
+    The ``.py`` files linted together form a project (:mod:`attncheck.lint.project`): a helper
+    one of them imports from another is followed by the analyses; the findings do not depend on
+    the order of ``paths``, on ``jobs`` or on the cache.
     ``force_exclude``: apply the exclude globs (and the default excluded directories) to paths
     named explicitly too, as ruff's ``--force-exclude`` does (pre-commit names every file).
     A file reached by several spellings (``a.py``, ``./a.py``, an absolute path, through a
@@ -831,6 +883,7 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     linted and files that cannot be read or written are reported in ``result.errors``; the
     other paths are still linted.
     """
+    paths = list(paths)
     registry = _selection_registry(cache_dir)
     cli_layer = Layer(_as_tuple(select, "--select"), _as_tuple(extend_select, "--extend-select")
                       or (), _as_tuple(ignore, "--ignore") or (), origin="--")
@@ -891,6 +944,7 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
                               None if cache_dir is None else str(cache_dir), add_noqa,
                               max_file_size))
 
+    _link_project(work, paths)
     jobs = default_jobs() if jobs <= 0 else jobs
     jobs = min(jobs, len(work) // MIN_FILES_PER_JOB)
     if jobs > 1:
@@ -940,6 +994,21 @@ def lint_paths(paths: Iterable[str | Path], *, select: Iterable[str] | None = No
     return result
 
 
+def _link_project(work: list[_Work], paths: Iterable[str | Path]) -> None:
+    """Hand every file the set of linted ``.py`` files and directories
+    (:class:`attncheck.lint.project.Project`), built before any file is linted: a helper
+    imported from a linted file is followed whatever the order and the number of jobs."""
+    files = [str(w.src.path) for w in work if w.src.path is not None and w.src.path.suffix == ".py"]
+    if len(files) < 2:
+        return
+    from attncheck.lint.project import Project
+
+    roots = [str(p) for p in paths if str(p) != STDIN and Path(p).is_dir()]
+    project = Project(files, roots)
+    for w in work:
+        w.project = project
+
+
 def _write_all(result: LintResult, fix: bool) -> None:
     """Write the files of ``result.writes`` (this process only; see :func:`atomic_write`)."""
     from attncheck.atomic import atomic_write
@@ -970,6 +1039,14 @@ class _Work:
     cache_dir: str | None = None
     add_noqa: bool = False
     max_file_size: int | None = DEFAULT_MAX_FILE_SIZE
+    #: the linted files (:class:`attncheck.lint.project.Project`): imported helpers are followed
+    project: object = None
+
+    def real_path(self) -> str | None:
+        """This file's real path in :attr:`project` (``None``: stdin, notebooks, no project)."""
+        if self.project is None or self.src.path is None or self.src.path.suffix != ".py":
+            return None
+        return os.path.realpath(self.src.path)
 
 
 _CACHES: dict[str, "Cache"] = {}
@@ -1044,8 +1121,8 @@ def _run_work(w: _Work, registry=None) -> LintResult:
     cache = _cache_for(w)
     key = None
     if cache is not None:
-        key = cache.key(file_enabled, data)
-        hit = cache.get(key, src.display)
+        key = cache.key(file_enabled, data, w.real_path() is not None)
+        hit = cache.get(key, src.display, w.project, w.real_path())
         if hit is not None:
             findings, parsed = hit
             rep.parsed += parsed
@@ -1057,6 +1134,10 @@ def _run_work(w: _Work, registry=None) -> LintResult:
             rep.findings.extend(findings)
             return rep
     registry = registry if registry is not None else all_rules()
+    from attncheck.lint import project as _project
+
+    deps = _project.Dependencies()
+    token = _project.recording(deps)
     try:
         if _is_notebook(src):
             _lint_notebook(w, data, registry, rep)
@@ -1070,14 +1151,17 @@ def _run_work(w: _Work, registry=None) -> LintResult:
             f"while linting this file (a bug in attncheck: please report it)"))
         rep.writes.clear()
         return rep
+    finally:
+        _project.stop_recording(token)
     if key is not None and not any(f.code == "ATT001" for f in rep.findings):
-        cache.put(key, rep.findings, bool(rep.parsed))
+        cache.put(key, rep.findings, bool(rep.parsed), deps, w.real_path())
     return rep
 
 
 def _lint_file(w: _Work, data: bytes, registry, rep: LintResult) -> None:
     src, file_enabled, cfg, unsafe = w.src, w.enabled, w.cfg, w.unsafe
-    out = lint_bytes(data, src.display, file_enabled, registry, cfg, w.regions)
+    out = lint_bytes(data, src.display, file_enabled, registry, cfg, w.regions, w.project,
+                     w.real_path())
     rep.parsed += out.parsed
     findings = out.findings
     if (w.fix or w.diff) and out.text is not None and any(applicable(f, unsafe) for f in findings):
@@ -1089,7 +1173,8 @@ def _lint_file(w: _Work, data: bytes, registry, rep: LintResult) -> None:
                 break
             text = new
             fixed += n
-            findings = lint_text(text, src.display, file_enabled, registry, cfg, w.regions).findings
+            findings = lint_text(text, src.display, file_enabled, registry, cfg, w.regions,
+                                 w.project, w.real_path()).findings
             if not any(applicable(f, unsafe) for f in findings):
                 break
         if text != out.text:

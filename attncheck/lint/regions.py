@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import operator
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -129,7 +130,8 @@ def trigger_of(rule) -> Trigger | None:
         req = getattr(rule, "requires", None)
         if isinstance(req, str):
             req = (req,)
-        trig = Trigger(tuple(re.compile(s) for s in src), frozenset(names) if names else None,
+        trig = Trigger(tuple(re.compile(s) if isinstance(s, str) else s for s in src),
+                       frozenset(names) if names else None,
                        tuple(re.compile(c) for c in ctx) if ctx else None,
                        getattr(rule, "context_scope", "class") == "unit",
                        bool(getattr(rule, "pattern_in_code", False)),
@@ -368,16 +370,44 @@ def _child_fields(t: type) -> tuple[str, ...]:
     return f
 
 
-def _walk(roots: Iterable[ast.AST]) -> Iterator[ast.AST]:
+#: node type → a function returning its :func:`_child_fields` values as a tuple
+_CHILD_GETTERS: dict[type, object] = {}
+
+
+def _no_children(node: ast.AST) -> tuple:
+    return ()
+
+
+def _children_getter(t: type):
+    g = _CHILD_GETTERS.get(t)
+    if g is None:
+        fields = _child_fields(t)
+        if not fields:
+            g = _no_children
+        elif len(fields) == 1:
+            one = operator.attrgetter(fields[0])
+            g = lambda n: (one(n),)  # noqa: E731 - a closure over the one getter
+        else:
+            g = operator.attrgetter(*fields)
+        _CHILD_GETTERS[t] = g
+    return g
+
+
+def _walk(roots: Iterable[ast.AST]) -> list[ast.AST]:
     """Every node under ``roots`` (in no particular order): :func:`ast.walk` without its
     per-node generators and without the expression-context leaves."""
+    out: list[ast.AST] = []
+    add = out.append
     stack = [r for r in roots if r is not None]
     pop, push = stack.pop, stack.append
+    getters = _CHILD_GETTERS
     while stack:
         node = pop()
-        yield node
-        for f in _child_fields(type(node)):
-            v = getattr(node, f)
+        add(node)
+        g = getters.get(type(node))
+        if g is None:
+            g = _children_getter(type(node))
+        for v in g(node):
             if v is None:
                 continue
             if type(v) is list:
@@ -386,6 +416,7 @@ def _walk(roots: Iterable[ast.AST]) -> Iterator[ast.AST]:
                         push(x)
             else:
                 push(v)
+    return out
 
 
 def _name_ids(nodes: Iterable[ast.AST]) -> set[str]:

@@ -12,6 +12,37 @@ from __future__ import annotations
 
 import re
 
+
+class _MatmulOperator:
+    """``@`` as an operator: after an operand (``q @ k``, ``q@k``, ``s @= k``: a word character,
+    ``)`` or ``]`` then spaces) or before a space or parenthesis — not a decorator, whose ``@``
+    opens its line.  Matches exactly as the regular expression :attr:`regex` does (the same match
+    objects), found from the ``@`` characters instead: an expression starting with a character
+    class cannot skip ahead and tries every word character of the file (about 15 ms per 100 kB of
+    transformers code, the costliest trigger there); ``@`` is rare.  Used like a compiled pattern."""
+
+    regex = re.compile(r"[\w)\]][ \t]*@|@(?=[ (])")
+    pattern = regex.pattern
+
+    def search(self, text: str, pos: int = 0):
+        match = self.regex.match
+        i = text.find("@", pos)
+        while i >= 0:
+            # a match ending at this ``@`` starts at the operand before the spaces, or at the
+            # ``@`` itself; one ending at a later ``@`` starts after this one
+            j = i
+            while j > pos and text[j - 1] in " \t":
+                j -= 1
+            if j > pos:
+                m = match(text, j - 1)
+                if m is not None:
+                    return m
+            m = match(text, i)
+            if m is not None:
+                return m
+            i = text.find("@", i + 1)
+        return None
+
 # Calls are matched with optional space before the parenthesis (``F.dropout (x)``); a function
 # that can be imported under another name also matches its ``import`` statement, whose bound
 # names then seed the units that use them (:mod:`attncheck.lint.regions`).
@@ -32,7 +63,7 @@ MHA = (r"MultiheadAttention|multi_head_attention_forward|TransformerEncoder|Tran
 #: a matrix product: ``matmul``/``bmm``/``baddbmm``/``einsum`` or an ``@`` after an operand (spaces
 #: between allowed: ``q @k``, ``s @= k``) or before a space or parenthesis (not a decorator, whose
 #: ``@`` opens its line)
-MATMUL = (r"matmul|bmm|einsum", r"[\w)\]][ \t]*@|@(?=[ (])")
+MATMUL = (r"matmul|bmm|einsum", _MatmulOperator())
 #: where attention scores or weights can exist in a function (mask uses need one of these in the
 #: function that applies the mask: the softmax it reaches, the q·kᵀ that tags the scores, or the
 #: fused consumer itself; :mod:`attncheck.lint.analysis.masks`)

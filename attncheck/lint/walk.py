@@ -62,6 +62,12 @@ def _fields(tp: type) -> tuple[str, ...]:
     return f
 
 
+def fields_in_visit_order(tp: type) -> tuple[str, ...]:
+    """The fields of node type ``tp`` that can hold nodes other than whitespace and
+    punctuation, in the order libcst's traversal visits them."""
+    return _fields(tp)
+
+
 def supports(method_names) -> bool:
     """Whether visitor methods with these names can run on :class:`Walker`."""
     for name in method_names:

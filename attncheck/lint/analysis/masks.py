@@ -43,6 +43,7 @@ from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
 from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
 from attncheck.lint.context import dotted_name
+from attncheck.lint.project import rehome
 
 Region = str | None  # "Z" | "P" | "N" | None
 Pattern = tuple[Region, Region, Region]  # (lower j<i, diagonal j=i, upper j>i)
@@ -691,6 +692,10 @@ def _flip(pol: str | None) -> str | None:
     return {"keep": "block", "block": "keep"}.get(pol or "", None)
 
 
+#: files whose module-level code an analyzer is evaluating (for another file's import of them)
+_LOADING: set[str] = set()
+
+
 class _Analyzer:
     def __init__(self, ctx) -> None:
         self.ctx = ctx
@@ -710,6 +715,8 @@ class _Analyzer:
         self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self.nodes = NodeCache()  # walks of this file's nodes, for this run only
+        #: analyzers of the other linted files whose functions this one runs, by file
+        self.imported_from: dict[str, _Analyzer] = {}
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
@@ -755,6 +762,35 @@ class _Analyzer:
     def method(self, cls: ClassInfo | None, name: str) -> FunctionInfo | None:
         return self.index.method(cls, name)
 
+    def imported(self, func: cst.BaseExpression, env: dict) -> tuple[_Analyzer, FunctionInfo] | None:
+        """The function of another linted file that the callee ``func`` names through an import
+        (:meth:`FileContext.imported_function`) with the analyzer of that file (its names
+        resolve through its own imports); ``None`` otherwise, and when a local name or a
+        same-file function shadows the import."""
+        head = func
+        while type(head) is cst.Attribute:
+            head = head.value
+        if type(head) is not cst.Name or head.value in env or head.value in self.functions:
+            return None
+        imports = self.ctx.imports
+        if head.value not in imports.aliases and head.value not in imports.relative:
+            return None
+        found = self.ctx.imported_function(func)
+        if found is None:
+            return None
+        callee, f = found
+        an = self.imported_from.get(callee.path)
+        if an is None or an.ctx is not callee:
+            if callee.path in _LOADING:  # module-level code of files importing each other
+                return None
+            _LOADING.add(callee.path)
+            try:
+                an = self.imported_from[callee.path] = _Analyzer(callee)
+            finally:
+                _LOADING.discard(callee.path)
+            an.collecting = False
+        return an, f
+
     #: nested helper calls evaluated for one return value (``a(b(c(d(m))))``); deeper is unknown
     MAX_RETURN_DEPTH = 4
 
@@ -766,8 +802,14 @@ class _Analyzer:
         keeps a kept function's helpers, not every caller of those helpers)."""
         if id(f) in self._busy or self._return_depth >= self.MAX_RETURN_DEPTH:
             return None  # recursion
+        return self.returns_with(f, self._call_args(f, call, env))
+
+    def returns_with(self, f: FunctionInfo, args: dict[int, Any]) -> Any:
+        """What ``f`` returns with the argument values ``args`` (by parameter index)."""
+        if id(f) in self._busy or self._return_depth >= self.MAX_RETURN_DEPTH:
+            return None  # recursion
         params = self._params(f)
-        penv = {params[i]: v for i, v in self._call_args(f, call, env).items() if i < len(params)}
+        penv = {params[i]: v for i, v in args.items() if i < len(params)}
         self._busy.add(id(f))
         self._return_depth += 1
         saved = (self.recording, self.current)
@@ -1705,6 +1747,13 @@ class _Analyzer:
         if q in self.functions and q not in ("float",):
             v = self.return_value(self.functions[q], node, env)
             return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
+        # --- functions of other linted files: run there, with this call's argument values
+        found = self.imported(func, env)
+        if found is not None:
+            an, f = found
+            an._return_depth = self._return_depth
+            v = an.returns_with(f, self._call_args(f, node, env))
+            return rehome(v, an.ctx, node) if isinstance(v, (MaskVal, Fill, IndexVal)) else None
         if q.startswith("self.") and q.count(".") == 1 and self.current is not None:
             v = self.class_attr(self.current.cls, q[5:])
             if isinstance(v, ModuleRef):

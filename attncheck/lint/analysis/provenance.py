@@ -32,6 +32,7 @@ from typing import Any
 import libcst as cst
 
 from attncheck.lint.analysis import ops
+from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
     arg_value,
     int_of,
@@ -348,6 +349,9 @@ class FuncRef:
     bound_self: Any = None
     fn: Any = field(default=None, compare=False, repr=False)
     closure: Any = field(default=None, compare=False, repr=False)
+    #: the :class:`Analyzer` of the linted file that defines a function imported from it
+    #: (:mod:`attncheck.lint.project`); ``None``: this file
+    owner: Any = field(default=None, repr=False)
 
 
 @dataclass
@@ -543,13 +547,42 @@ class Analyzer:
         self.stack: list[cst.FunctionDef] = []
         #: head counts found by structure in the scope being analysed (see _HEADS_BY_STRUCTURE)
         self.heads: set[str] = set()
+        #: analyzers of the other linted files whose functions this one inlines, by file
+        self.imported_from: dict[str, Analyzer] = {}
 
-    # ---- module walk
-    def run(self) -> Provenance:
+    def _load_index(self) -> None:
         index = self.ctx.index
         self.funcs = {n: f.node for n, f in index.functions.items()}
         self.classes = {n: c.node for n, c in index.classes.items()}
         self.methods = {n: {m: f.node for m, f in c.methods.items()} for n, c in index.classes.items()}
+
+    def imported(self, func: cst.BaseExpression, env: dict) -> FuncRef | None:
+        """The function of another linted file that the callee ``func`` names through an import
+        (:meth:`FileContext.imported_function`), to be inlined like a same-file helper by that
+        file's analyzer (its names resolve through its own imports); ``None`` otherwise, and
+        when a local name or a same-file function shadows the import."""
+        head = func
+        while type(head) is cst.Attribute:
+            head = head.value
+        if type(head) is not cst.Name or head.value in env or head.value in self.funcs:
+            return None
+        imports = self.ctx.imports
+        if head.value not in imports.aliases and head.value not in imports.relative:
+            return None
+        found = self.ctx.imported_function(func)
+        if found is None:
+            return None
+        callee, f = found
+        an = self.imported_from.get(callee.path)
+        if an is None or an.ctx is not callee:
+            an = self.imported_from[callee.path] = Analyzer(callee)
+            an._load_index()
+            an.heads = self.heads  # head counts by structure: the caller's scope, as inlined
+        return FuncRef(f.name, owner=an)
+
+    # ---- module walk
+    def run(self) -> Provenance:
+        self._load_index()
         self._collect_calls(self.ctx.module)
         init_heads: dict[str, frozenset[str]] = {}  # heads by structure in each class's __init__
         for cname, ms in self.methods.items():
@@ -1211,6 +1244,8 @@ class _Frame:
             if low == "repeat_kv" or len(ts) == 1:
                 return ts[0] if ts else UNK
             return Tup(tuple(ts)) if ts else UNK
+        if not isinstance(callee, FuncRef):  # a function of another linted file
+            callee = self.an.imported(func, self.env) or callee
         if isinstance(callee, FuncRef):
             return self.inline(callee, node, pos, kw)
         if name == "map" and len(pos) == 2 and not (type(func) is cst.Name and func.value in self.env):
@@ -1334,9 +1369,13 @@ class _Frame:
         return UNK
 
     def _is_import(self, node: cst.BaseExpression) -> bool:
+        """``node`` is a name bound by an import (a module, relative imports included) or an
+        attribute of one."""
         while type(node) is cst.Attribute:
             node = node.value
-        return type(node) is cst.Name and node.value not in self.env and node.value in self.ctx.imports.aliases
+        imports = self.ctx.imports
+        return type(node) is cst.Name and node.value not in self.env and (
+            node.value in imports.aliases or node.value in imports.relative)
 
     def method_call(self, recv: Any, meth: str, node: cst.Call, q: str) -> Any:
         if isinstance(recv, SelfVal):
@@ -1538,12 +1577,13 @@ class _Frame:
                 env[n] = pos[i] if i < len(pos) else kw.get(n, ("param", n))
             fe = _Frame(self.an, env, self.selfv, self.depth + 1, self.record)
             return fe.eval(ref.fn.body)
+        an = self.an if ref.owner is None else ref.owner
         if ref.fn is not None:
             fn = ref.fn
         elif ref.bound_self is not None:
             fn = self.an.methods.get(ref.bound_self.cls, {}).get(ref.name)
         else:
-            fn = self.an.funcs.get(ref.name)
+            fn = an.funcs.get(ref.name)
         if fn is None or self.depth >= Analyzer.MAX_DEPTH:
             return UNK
         params = fn.params
@@ -1577,6 +1617,10 @@ class _Frame:
             params_env = {p.name.value for p in plist + list(params.kwonly_params)}
             bound = {**{k: v for k, v in ref.closure.items() if k not in params_env}, **bound}
             selfv = self.selfv
+        if an is not self.an:  # another file's function: nothing of its body is recorded here,
+            # and what its value says about its own nodes moves to this call
+            return rehome(an._run_function(fn, selfv, bound, self.depth + 1, record=False), an.ctx,
+                          node, opaque=(FuncRef,), unknown=UNK)
         return self.an._run_function(fn, selfv, bound, self.depth + 1, record=self.record,
                                      closure=ref.fn is not None)
 

@@ -1,0 +1,347 @@
+"""Helpers imported from other files of the linted tree.
+
+Attention code often builds its causal mask, splits heads or computes its scale in a
+``utils.py`` that the layer imports (``from .utils import make_causal_mask``, ``from ..utils
+import split_heads as sh``, ``import utils as U; U.make_causal_mask(L)``).  The analyses
+(:mod:`attncheck.lint.analysis.provenance`, :mod:`attncheck.lint.analysis.masks`) follow such a
+call the way they follow a same-file helper: they run the callee's body, from its own parsed
+file, with the caller's argument values.
+
+- :class:`Project` is the set of linted files (real paths) and the linted roots, built by the
+  engine before any file is linted (so findings depend neither on file order nor on ``--jobs``).
+  A module name resolves to a linted file only: ``.utils`` from ``pkg/layer.py`` is
+  ``pkg/utils.py`` or ``pkg/utils/__init__.py``; an absolute ``a.b`` is looked up under the
+  parent of the importer's top package (the topmost directory above it whose ``__init__.py`` is
+  linted), the importer's own directory (a script's sibling import), each linted directory and
+  its parent, in that order.  A module outside the linted files is unknown (no finding from it).
+  Nothing is imported or executed.
+- :func:`imported_function` maps a callee expression through the caller's import table
+  (:class:`~attncheck.lint.context.ImportTable`, relative imports included) to a top-level
+  ``def`` of a linted file, following re-exports (``pkg/__init__.py``'s ``from .utils import
+  f``) up to :data:`MAX_REEXPORTS` files deep.
+- Every look-up a file's analysis makes — each module name with the file it resolved to (or
+  none), each file read with its content hash — is recorded in :class:`Dependencies` while the
+  engine lints that file; the result cache (:mod:`attncheck.lint.cache`) stores the record with
+  the findings and a later run reuses them only when every look-up still gives the same file
+  and every file read still has the same content (:func:`Dependencies.still_valid`).
+- :func:`rehome` moves the syntax nodes of another file that a helper's return value carries
+  (where a mask was built, where heads were split) to the call site: a finding is always
+  reported in the file being linted, at the call that brought the value in.
+
+Callee files are parsed whole with libcst (region selection is for the linted file itself), once
+per process and content (:data:`MAX_LOADED_BYTES` of them kept); a callee file larger than
+:data:`MAX_CALLEE_BYTES` is not followed.
+"""
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+#: re-exporting files followed from the importer to the defining file (``pkg/__init__.py``)
+MAX_REEXPORTS = 3
+#: bytes of source of the parsed callee files kept per process (libcst's tree takes several
+#: hundred bytes per byte of source; the least recently used file goes first)
+MAX_LOADED_BYTES = 500_000
+#: a larger callee file is not parsed (its helpers stay unknown)
+MAX_CALLEE_BYTES = 500_000
+
+
+class Project:
+    """The linted files (``files``: real paths of ``.py`` files) and the linted directories
+    (``roots``: real paths).  Immutable and picklable: the engine builds it once per run and
+    hands it to every worker."""
+
+    __slots__ = ("files", "roots", "_hash")
+
+    def __init__(self, files: Iterable[str], roots: Iterable[str] = ()) -> None:
+        self.files = frozenset(os.path.realpath(f) for f in files)
+        self.roots = tuple(sorted({os.path.realpath(r) for r in roots}))
+        self._hash = hash((self.files, self.roots))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, Project) and self.files == other.files
+                                 and self.roots == other.roots)
+
+    def __getstate__(self) -> tuple:
+        return self.files, self.roots
+
+    def __setstate__(self, state: tuple) -> None:
+        self.files, self.roots = state
+        self._hash = hash((self.files, self.roots))
+
+    def _module_in(self, base: str, parts: list[str]) -> str | None:
+        stem = os.path.join(base, *parts)
+        for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+            if cand in self.files:
+                return cand
+        return None
+
+    def _top_package_parent(self, directory: str) -> str:
+        d = directory
+        while os.path.join(d, "__init__.py") in self.files:
+            parent = os.path.dirname(d)
+            if parent == d:
+                break
+            d = parent
+        return d
+
+    def module_file(self, importer: str, level: int, module: str) -> str | None:
+        """The linted file of ``module`` imported from the file ``importer`` (``level``: the
+        leading dots of a relative import, 0 for an absolute one), or ``None``."""
+        parts = [p for p in module.split(".") if p]
+        here = os.path.dirname(importer)
+        if level > 0:
+            base = here
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            if not parts:
+                init = os.path.join(base, "__init__.py")
+                return init if init in self.files else None
+            return self._module_in(base, parts)
+        if not parts:
+            return None
+        bases = [self._top_package_parent(here), here]
+        for r in self.roots:
+            bases += [r, os.path.dirname(r)]
+        seen: set[str] = set()
+        for b in bases:
+            if b in seen:
+                continue
+            seen.add(b)
+            found = self._module_in(b, parts)
+            if found is not None:
+                return found
+        return None
+
+
+class Dependencies:
+    """What one linted file's analysis read of other files: module look-ups
+    ``(importer, level, module) → file or None`` and files read ``path → sha256 or None``."""
+
+    __slots__ = ("files", "memo", "modules")
+
+    def __init__(self) -> None:
+        self.modules: dict[tuple[str, int, str], str | None] = {}
+        self.files: dict[str, str | None] = {}
+        #: (id of a FileContext, callee name) → (that context, resolution), for this file only
+        self.memo: dict[tuple[int, str], tuple[Any, Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.modules or self.files)
+
+    def to_json(self) -> dict:
+        return {"modules": sorted([i, lv, m, p] for (i, lv, m), p in self.modules.items()),
+                "files": dict(sorted(self.files.items()))}
+
+    @staticmethod
+    def still_valid(project: Project | None, record: dict) -> bool:
+        """Whether a stored :meth:`to_json` record gives the same answers now: each module
+        look-up the same file, each file the same content."""
+        modules, files = record.get("modules", ()), record.get("files", {})
+        if (modules or files) and project is None:
+            return False
+        for importer, level, module, path in modules:
+            if project.module_file(importer, level, module) != path:
+                return False
+        return all(content_hash(p) == h for p, h in files.items())
+
+
+_RECORD: contextvars.ContextVar[Dependencies | None] = contextvars.ContextVar(
+    "cross_file_dependencies", default=None)
+
+
+def recording(deps: Dependencies) -> contextvars.Token:
+    """Record the look-ups of the file being linted in ``deps`` (until :func:`stop_recording`)."""
+    return _RECORD.set(deps)
+
+
+def stop_recording(token: contextvars.Token) -> None:
+    _RECORD.reset(token)
+
+
+def content_hash(path: str) -> str | None:
+    """sha256 of the file's bytes; ``None`` when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.sha256(fh.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _module_file(project: Project, importer: str, level: int, module: str) -> str | None:
+    found = project.module_file(importer, level, module)
+    rec = _RECORD.get()
+    if rec is not None:
+        rec.modules[(importer, level, module)] = found
+    return found
+
+
+_LOADED: OrderedDict[tuple[Project, str], tuple[str, Any, int]] = OrderedDict()
+
+
+def load(project: Project, path: str) -> Any:
+    """The :class:`~attncheck.lint.context.FileContext` of the linted file ``path`` (whole-file
+    libcst parse), or ``None`` when it cannot be read, decoded or parsed."""
+    rec = _RECORD.get()
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(MAX_CALLEE_BYTES + 1)
+    except OSError:
+        data = None
+    sha = hashlib.sha256(data).hexdigest() if data is not None else None
+    if rec is not None:
+        rec.files[path] = sha
+    if data is None or len(data) > MAX_CALLEE_BYTES:
+        return None
+    key = (project, path)
+    hit = _LOADED.pop(key, None)
+    if hit is not None and hit[0] == sha:
+        _LOADED[key] = hit
+        return hit[1]
+    ctx = _parse(project, path, data)
+    _LOADED[key] = (sha, ctx, len(data))
+    total = sum(n for _, _, n in _LOADED.values())
+    while total > MAX_LOADED_BYTES and len(_LOADED) > 1:
+        total -= _LOADED.popitem(last=False)[1][2]
+    return ctx
+
+
+def _parse(project: Project, path: str, data: bytes) -> Any:
+    import libcst as cst
+
+    from attncheck.lint.context import FileContext
+    from attncheck.lint.engine import _parse_errors, _Unreadable, decode_source
+
+    try:
+        text, _ = decode_source(data)
+        module = cst.parse_module(text)
+    except (_Unreadable, *_parse_errors()):
+        return None
+    return FileContext(module, text, path, project=project, path=path)
+
+
+def imported_function(ctx: Any, func: Any) -> tuple[Any, Any] | None:
+    """See :meth:`attncheck.lint.context.FileContext.imported_function`."""
+    from attncheck.lint.context import dotted_name
+
+    name = dotted_name(func)
+    if name is None or ctx.path is None:
+        return None
+    rec = _RECORD.get()
+    if rec is None:
+        return _resolve(ctx, name.split("."), 0)
+    key = (id(ctx), name)
+    hit = rec.memo.get(key)
+    if hit is None:  # the memo holds ``ctx``: its id is not reused while the record lives
+        hit = rec.memo[key] = (ctx, _resolve(ctx, name.split("."), 0))
+    return hit[1]
+
+
+def _resolve(ctx: Any, parts: list[str], depth: int) -> tuple[Any, Any] | None:
+    head, rest = parts[0], parts[1:]
+    imports = ctx.imports
+    targets: list[tuple[int, str, list[str]]]
+    if head in imports.relative:
+        level, module, name = imports.relative[head]
+        sub = f"{module}.{name}" if module else name
+        # ``from .pkg import utils`` names a module; ``from .utils import f`` an attribute
+        targets = [(level, sub, rest), (level, module, [name, *rest])]
+    elif head in imports.aliases:
+        full = imports.aliases[head].split(".") + rest
+        targets = [(0, ".".join(full[:i]), full[i:]) for i in range(len(full) - 1, 0, -1)]
+    else:
+        return None
+    for level, module, attrs in targets:
+        if not attrs:
+            continue
+        path = _module_file(ctx.project, ctx.path, level, module)
+        if path is None:
+            continue
+        callee = load(ctx.project, path)
+        if callee is None:
+            return None
+        if len(attrs) == 1:
+            f = callee.index.functions.get(attrs[0])
+            if f is not None:
+                return callee, f
+        if depth < MAX_REEXPORTS and attrs[0] not in callee.index.functions \
+                and attrs[0] not in callee.index.classes:
+            return _resolve(callee, attrs, depth + 1)
+        return None
+    return None
+
+
+def _node_ids(ctx: Any) -> frozenset[int]:
+    ids = ctx.__dict__.get("_node_ids")
+    if ids is None:
+        from attncheck.lint.analysis.syntax import child_nodes
+
+        out: set[int] = set()
+        stack = [ctx.module]
+        while stack:
+            n = stack.pop()
+            out.add(id(n))
+            stack.extend(child_nodes(n))
+        ids = ctx.__dict__["_node_ids"] = frozenset(out)
+    return ids
+
+
+#: nesting followed inside a returned value (tensors hold the tensors they came from)
+_REHOME_DEPTH = 12
+
+
+def rehome(value: Any, callee: Any, call: Any, opaque: tuple[type, ...] = (),
+           unknown: Any = None) -> Any:
+    """``value`` (returned by a helper of the file ``callee``) with every syntax node of that
+    file replaced by ``call``, the call site in the linted file.  Dataclass values are copied
+    (:func:`dataclasses.replace`), tuples, lists and dicts rebuilt; other values are returned
+    as they are.  A value of an ``opaque`` type (one whose nodes are code to run, not places:
+    a function value) becomes ``unknown``."""
+    import libcst as cst
+
+    foreign = _node_ids(callee)
+    memo: dict[int, Any] = {}
+
+    def walk(v: Any, depth: int) -> Any:
+        if isinstance(v, cst.CSTNode):
+            return call if id(v) in foreign else v
+        if opaque and isinstance(v, opaque):
+            return unknown
+        if depth > _REHOME_DEPTH or v is None or isinstance(v, (str, int, float, bool)):
+            return v
+        key = id(v)
+        if key in memo:
+            return memo[key]
+        out = v
+        t = type(v)
+        if t is tuple or t is list:
+            items = [walk(x, depth + 1) for x in v]
+            if any(a is not b for a, b in zip(items, v)):
+                out = t(items)
+        elif t is dict:
+            vals = {k: walk(x, depth + 1) for k, x in v.items()}
+            if any(vals[k] is not x for k, x in v.items()):
+                out = vals
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            changes = {}
+            for f in dataclasses.fields(v):
+                if not f.init:
+                    continue
+                x = getattr(v, f.name)
+                y = walk(x, depth + 1)
+                if y is not x:
+                    changes[f.name] = y
+            if changes:
+                out = dataclasses.replace(v, **changes)
+        memo[key] = out
+        return out
+
+    return walk(value, 0)

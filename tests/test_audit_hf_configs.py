@@ -1,0 +1,115 @@
+"""Configs of the transformers audit: the config a model class is built from (a composite's
+sub-config), attributes a parent config writes into its sub-configs, and inputs a forward needs
+beside the checked one.  A handful of tiny types."""
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+import transformers as tf  # noqa: E402
+
+from attncheck.audit.hf import build_hf, config_for_class  # noqa: E402
+
+
+def test_causal_lm_of_a_composite_is_built_from_its_text_config():
+    composite = tf.AutoConfig.for_model("llama4")
+    got = config_for_class(tf.Llama4ForCausalLM, composite)
+    assert type(got) is tf.Llama4TextConfig and got is composite.text_config
+    assert config_for_class(tf.Llama4ForConditionalGeneration, composite) is composite
+    (m,) = build_hf("hf:emu3", "emu3", sdpa=False)  # Emu3ForCausalLM takes the Emu3TextConfig
+    assert type(m.module).__name__ == "Emu3ForCausalLM" and type(m.module.config) is tf.Emu3TextConfig
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_attribute_a_parent_config_writes_is_filled_into_a_lone_sub_config():
+    from attncheck.audit.shrink import fill_missing_attribute
+
+    text = tf.T5Gemma2TextConfig()
+    assert not hasattr(text, "dropout_rate")  # T5Gemma2Config.__post_init__ writes it
+    err = AttributeError("'T5Gemma2TextConfig' object has no attribute 'dropout_rate'")
+    assert fill_missing_attribute(text, err) == "T5Gemma2TextConfig.dropout_rate"
+    assert text.dropout_rate == tf.T5Gemma2Config().dropout_rate
+    assert fill_missing_attribute(text, AttributeError("'int' object has no attribute 'x'")) is None
+    # a lone Pix2StructTextConfig lacks the initializer_range its parent writes: built and run
+    (m,) = build_hf("hf:pix2struct_text_model", "pix2struct_text_model", sdpa=False)
+    assert m.module.config.initializer_range == tf.Pix2StructConfig().initializer_range
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_video_text_model_gets_a_clip_of_its_num_frames_next_to_the_ids():
+    (m,) = build_hf("hf:xclip", "xclip", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+pixel_values(B,T,C,H,W)"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_audio_encoder_gets_its_feature_mask_and_whole_chunks():
+    (m,) = build_hf("hf:qwen3_asr_encoder", "qwen3_asr_encoder", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    window = m.module.config.n_window
+    assert x.shape[-1] % (2 * window) == 0  # (B, mels, frames): whole chunks of 2·n_window frames
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_backbone_keeps_one_output_per_neck_entry():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("depth_anything")  # Dinov2 backbone, stages 9..12 of 12
+    tiny = shrink_config(default, 0)
+    bb = tiny.backbone_config
+    assert len(bb.out_indices) == len(default.backbone_config.out_indices) == len(tiny.neck_hidden_sizes)
+    assert bb.out_indices == [1, 2, 3, 4] and bb.out_features == ["stage1", "stage2", "stage3", "stage4"]
+    assert bb.num_hidden_layers == 4
+
+
+def test_unset_moe_sizes_of_a_config_declaring_experts_are_filled():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("diffusion_gemma_text")
+    assert default.num_experts is None and default.moe_intermediate_size is None
+    tiny = shrink_config(default, 0)
+    assert (tiny.num_experts, tiny.top_k_experts, tiny.moe_intermediate_size) == (4, 2, 128)
+
+
+def test_forecaster_gets_a_per_sample_category_next_to_its_past_values():
+    from attncheck.audit.hf import _series_variants
+
+    (m,) = build_hf("hf:timesfm", "timesfm", sdpa=False)
+    _, make, kwargs, _ = _series_variants(m.module, m.module.config)[0]
+    x = make(3, torch.Generator().manual_seed(0))
+    kw = kwargs(x)
+    assert torch.equal(kw["freq"], torch.zeros(3, 1, dtype=torch.long))  # TimesFM's frequency bucket
+    assert torch.equal(kw["past_values_padding"], torch.zeros(x.shape[:2]))
+    assert m.forward(x).out.shape[0] == 3
+
+
+def test_text_tower_with_an_inherited_pixel_main_input_is_a_token_model():
+    from attncheck.audit.hf import choose_class
+
+    default = tf.AutoConfig.for_model("sam3_lite_text_text_model")
+    kind, cls = choose_class("sam3_lite_text_text_model", default)
+    assert cls.main_input_name == "pixel_values"  # inherited from the package's image model
+    assert (kind, cls.__name__) == ("text", "Sam3LiteTextTextModel")
+
+
+def test_block_diffusion_decoder_is_bidirectional_by_its_modules_design():
+    # DiffusionGemma: a causal encoder, then a canvas decoder whose attention modules declare
+    # is_causal = False; its canvas maps (256 queries) are not in the checked positions' order
+    import attncheck
+
+    rep = attncheck.audit("hf:diffusion_gemma", checks="mask-pattern,batch-independence")
+    for variant in ("eager", "sdpa"):
+        r = rep[f"mask-pattern[{variant}]"]
+        assert r.status == "pass", r.message
+        assert [lay["expected"] for lay in r.metrics["layers"]][:2] == ["sliding window 4", "causal"]
+        assert rep[f"batch-independence[{variant}]"].status == "pass"
+
+
+def test_model_without_a_forward_is_audited_through_its_encoder_tower():
+    from attncheck.audit.hf import choose_class
+
+    # Apertus1p5VisionTokenizerModel exposes encode() only; its encoder is built from the same config
+    kind, cls = choose_class("apertus1p5_vision_tokenizer", tf.AutoConfig.for_model("apertus1p5_vision_tokenizer"))
+    assert (kind, cls.__name__) == ("vision", "Apertus1p5VisionTokenizerEncoder")
