@@ -41,6 +41,7 @@ import libcst as cst
 
 from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
+from attncheck.lint.analysis.interpreter import MISSING, Frame, FuncRef, Interpreter
 from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
 from attncheck.lint.context import dotted_name
 from attncheck.lint.project import rehome
@@ -696,17 +697,15 @@ def _flip(pol: str | None) -> str | None:
 _LOADING: set[str] = set()
 
 
-class _Analyzer:
+class _Analyzer(Interpreter):
     def __init__(self, ctx) -> None:
-        self.ctx = ctx
+        super().__init__(ctx)
         self.result = MaskAnalysis()
         self.index = ctx.index
-        self.functions = self.index.functions
         self.classes = self.index.classes
         #: attributes ``self.X`` each class's ``__init__`` sets (run once, on first look-up)
         self.class_attrs: dict[int, dict[str, Any]] = {}  # by id of the ClassInfo
         self._inited: set[int] = set()  # classes whose ``__init__`` ran
-        self._busy: set[int] = set()  # functions being run for a return value (recursion)
         self.globals: dict[str, Any] = {}
         self.callsite_args: dict[int, dict[int, Any]] = {}  # id(function) -> parameter index -> value
         self.recording = False
@@ -717,6 +716,9 @@ class _Analyzer:
         self.nodes = NodeCache()  # walks of this file's nodes, for this run only
         #: analyzers of the other linted files whose functions this one runs, by file
         self.imported_from: dict[str, _Analyzer] = {}
+        #: the functions defined inside functions, by ``id`` of their node (kept alive by the
+        #: module): what a local ``def``'s :class:`FuncRef` runs
+        self.local_defs: dict[int, FunctionInfo] = {}
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
@@ -760,7 +762,7 @@ class _Analyzer:
         return None
 
     def method(self, cls: ClassInfo | None, name: str) -> FunctionInfo | None:
-        return self.index.method(cls, name)
+        return self.lookup_function(name, cls) if cls is not None else None
 
     def imported(self, func: cst.BaseExpression, env: dict) -> tuple[_Analyzer, FunctionInfo] | None:
         """The function of another linted file that the callee ``func`` names through an import
@@ -770,7 +772,7 @@ class _Analyzer:
         head = func
         while type(head) is cst.Attribute:
             head = head.value
-        if type(head) is not cst.Name or head.value in env or head.value in self.functions:
+        if type(head) is not cst.Name or head.value in env or head.value in self.index.functions:
             return None
         imports = self.ctx.imports
         if head.value not in imports.aliases and head.value not in imports.relative:
@@ -791,26 +793,32 @@ class _Analyzer:
             an.collecting = False
         return an, f
 
-    #: nested helper calls evaluated for one return value (``a(b(c(d(m))))``); deeper is unknown
-    MAX_RETURN_DEPTH = 4
+    def callee(self, q: str, env: dict[str, Any]) -> FunctionInfo | None:
+        """The same-file function a call of the qualified name ``q`` runs, by value: a local
+        ``def`` the name is bound to in ``env``, else ``f(...)`` or, in a method,
+        ``self.m(...)`` as the module index resolves them."""
+        if q.startswith("self.") and q.count(".") == 1:
+            return self.method(self.current.cls, q[5:]) if self.current is not None else None
+        v = env.get(q)
+        if isinstance(v, FuncRef):
+            return self.local_defs.get(id(v.fn))
+        return self.lookup_function(q) if q != "float" and v is None else None
 
     def return_value(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> Any:
         """What the same-file function ``f`` returns at ``call``: its body run with the call's
-        arguments (evaluated in the caller's ``env``) bound to its parameters.  Per call, not
+        arguments (evaluated in the caller's ``env``) bound to its parameters, at most
+        :data:`~attncheck.lint.analysis.interpreter.MAX_INLINE_DEPTH` calls deep.  Per call, not
         per function: the value at one call site never depends on the file's other calls of
         ``f``, their order, or whether a region parse kept them (:mod:`attncheck.lint.regions`
         keeps a kept function's helpers, not every caller of those helpers)."""
-        if id(f) in self._busy or self._return_depth >= self.MAX_RETURN_DEPTH:
-            return None  # recursion
         return self.returns_with(f, self._call_args(f, call, env))
 
     def returns_with(self, f: FunctionInfo, args: dict[int, Any]) -> Any:
         """What ``f`` returns with the argument values ``args`` (by parameter index)."""
-        if id(f) in self._busy or self._return_depth >= self.MAX_RETURN_DEPTH:
-            return None  # recursion
+        if not self.can_inline(f.node, self._return_depth + 1):
+            return None  # too deep, or recursion
         params = self._params(f)
         penv = {params[i]: v for i, v in args.items() if i < len(params)}
-        self._busy.add(id(f))
         self._return_depth += 1
         saved = (self.recording, self.current)
         self.recording, self.current = False, f
@@ -819,7 +827,6 @@ class _Analyzer:
         finally:
             self.recording, self.current = saved
             self._return_depth -= 1
-            self._busy.discard(id(f))
 
     @staticmethod
     def _params(f: FunctionInfo) -> list[str]:
@@ -856,100 +863,9 @@ class _Analyzer:
     # ---- statements -----------------------------------------------------------------------
     def _run_function(self, f: FunctionInfo, env: dict[str, Any], cls_env: ClassInfo | None = None) -> Any:
         """Run ``f``'s body in ``env``; return the join of what its ``return`` statements give."""
-        saved = getattr(self, "_returns", None)
-        self._returns: list[Any] = []
-        try:
-            state = _State(env, {})
-            self._block(f.node.body, state, cls_env)
-            rets = self._returns
-        finally:
-            self._returns = saved
-        val = None
-        for i, r in enumerate(rets):
-            val = r if i == 0 else _join(val, r)
-        return val
+        return self.run_body(_MaskFrame(self, env, cls_env), f.node)
 
-    def _block(self, body, state: _State, cls_env) -> None:
-        stmts = body.body if hasattr(body, "body") else body
-        if isinstance(stmts, cst.BaseSuite):
-            stmts = stmts.body
-        for stmt in stmts:
-            self._stmt(stmt, state, cls_env)
-
-    def _stmt(self, stmt: cst.CSTNode, state: _State, cls_env) -> None:
-        if type(stmt) is cst.SimpleStatementLine:
-            for small in stmt.body:
-                self._small(small, state, cls_env)
-        elif type(stmt) is cst.If:
-            self._scan(stmt.test, state)
-            a = state.copy()
-            self._block(stmt.body, a, cls_env)
-            b = state.copy()
-            if stmt.orelse is not None:
-                if type(stmt.orelse) is cst.If:
-                    self._stmt(stmt.orelse, b, cls_env)
-                else:
-                    self._block(stmt.orelse.body, b, cls_env)
-            state.assign_from(a.join(b))
-        elif type(stmt) in (cst.For, cst.While):
-            if type(stmt) is cst.For:
-                self._scan(stmt.iter, state)
-            else:
-                self._scan(stmt.test, state)
-            a = state.copy()
-            self._block(stmt.body, a, cls_env)
-            if stmt.orelse is not None:
-                self._block(stmt.orelse.body, a, cls_env)
-            state.assign_from(state.join(a))
-        elif type(stmt) is cst.With:
-            for item in stmt.items:
-                self._scan(item.item, state)
-            self._block(stmt.body, state, cls_env)
-        elif type(stmt) is cst.Try:
-            self._block(stmt.body, state, cls_env)
-            for h in stmt.handlers:
-                self._block(h.body, state, cls_env)
-            if stmt.orelse is not None:
-                self._block(stmt.orelse.body, state, cls_env)
-            if stmt.finalbody is not None:
-                self._block(stmt.finalbody.body, state, cls_env)
-        # nested FunctionDef / ClassDef: analysed on their own (see analyze)
-
-    def _small(self, small: cst.CSTNode, state: _State, cls_env) -> None:
-        if type(small) is cst.Assign:
-            self._scan(small.value, state, assign_targets=[t.target for t in small.targets])
-            val = self.ev(small.value, state.env)
-            tag = self.tag_of(small.value, state)
-            for t in small.targets:
-                self._bind(t.target, val, tag, state, cls_env, small.value)
-                if type(t.target) is cst.Subscript:
-                    self._index_assign(t.target, small.value, state)
-        elif type(small) is cst.AnnAssign and small.value is not None:
-            self._scan(small.value, state, assign_targets=[small.target])
-            self._bind(small.target, self.ev(small.value, state.env),
-                       self.tag_of(small.value, state), state, cls_env, small.value)
-        elif type(small) is cst.AugAssign:
-            self._scan(small.value, state)
-            if type(small.operator) is cst.AddAssign:
-                self._additive(small, small.target, small.value, state, [small.target])
-            if type(small.target) is cst.Name:
-                name = small.target.value
-                cur = state.env.get(name)
-                op = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply,
-                      cst.SubtractAssign: cst.Subtract, cst.BitAndAssign: cst.BitAnd,
-                      cst.BitOrAssign: cst.BitOr}.get(type(small.operator))
-                if op is not None and isinstance(cur, MaskVal):
-                    state.env[name] = self._binop(cur, op(), self.ev(small.value, state.env), small)
-                elif isinstance(cur, MaskVal):
-                    state.env.pop(name, None)
-        elif type(small) is cst.Expr:
-            self._scan(small.value, state)
-            self._inplace(small.value, state)
-        elif type(small) is cst.Return and small.value is not None:
-            self._scan(small.value, state, returned=True)
-            self._returns.append(self.ev(small.value, state.env))
-
-    def _bind(self, target, val, tag, state: _State, cls_env, value_node) -> None:
+    def _bind(self, target, val, tag, state: _MaskFrame, cls_env, value_node) -> None:
         if type(target) is cst.Name:
             name = target.value
             if isinstance(val, MaskVal) and val.polarity is None and (
@@ -987,7 +903,7 @@ class _Analyzer:
             if d is not None and tag is not None:
                 state.tags[d] = tag
 
-    def _inplace(self, expr: cst.BaseExpression, state: _State) -> None:
+    def _inplace(self, expr: cst.BaseExpression, state: _MaskFrame) -> None:
         """``m.tril_()``, ``m.masked_fill_(...)``, ``self.register_buffer("bias", ...)``."""
         if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
             return
@@ -1012,7 +928,7 @@ class _Analyzer:
                 state.env[recv.value] = v
 
     # ---- tags (scores / probs) --------------------------------------------------------------
-    def is_softmax_call(self, node: cst.CSTNode, state: _State | None = None) -> bool:
+    def is_softmax_call(self, node: cst.CSTNode, state: _MaskFrame | None = None) -> bool:
         if type(node) is not _Call:
             return False
         func = node.func
@@ -1048,7 +964,7 @@ class _Analyzer:
             w = self._qn[id(node)] = (node, self.ctx.qualname(node))
         return w[1]
 
-    def tag_of(self, expr: cst.BaseExpression, state: _State) -> str | None:
+    def tag_of(self, expr: cst.BaseExpression, state: _MaskFrame) -> str | None:
         has_softmax = has_mm = False
         names = set()
         for n in self.nodes.ops(expr):  # only calls / binary operations can be either
@@ -1071,7 +987,7 @@ class _Analyzer:
         return None
 
     # ---- consumers ------------------------------------------------------------------------
-    def _scan(self, expr: cst.CSTNode, state: _State, assign_targets=None,
+    def _scan(self, expr: cst.CSTNode, state: _MaskFrame, assign_targets=None,
               returned: bool = False) -> None:
         """Find consumers inside one statement's expression."""
         self._targets = assign_targets
@@ -1098,13 +1014,9 @@ class _Analyzer:
             elif type(n) is _BinaryOperation and type(n.operator) is cst.Multiply:
                 self._multiplicative(n, state)
 
-    def _callsite(self, call: cst.Call, state: _State) -> None:
+    def _callsite(self, call: cst.Call, state: _MaskFrame) -> None:
         q = self.qualname(call.func)
-        f = None
-        if q in self.functions:
-            f = self.functions[q]
-        elif q is not None and q.startswith("self.") and q.count(".") == 1 and self.current:
-            f = self.method(self.current.cls, q[5:])
+        f = self.callee(q, state.env) if q is not None else None
         if f is None:
             return
         slots = self.callsite_args.setdefault(id(f), {})
@@ -1744,8 +1656,8 @@ class _Analyzer:
             return replace(inner, wide=True) if self._wide_dtype(kwarg(node, "dtype"), env) \
                 else inner
         # --- same-file functions
-        if q in self.functions and q not in ("float",):
-            v = self.return_value(self.functions[q], node, env)
+        if "." not in q and (f := self.callee(q, env)) is not None:
+            v = self.return_value(f, node, env)
             return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
         # --- functions of other linted files: run there, with this call's argument values
         found = self.imported(func, env)
@@ -2135,34 +2047,88 @@ def _join(a: Any, b: Any) -> Any:
     return None
 
 
-class _State:
-    __slots__ = ("env", "tags")
+class _MaskFrame(Frame):
+    """One function body run over the mask domain: ``env`` (name → :class:`MaskVal`, :class:`Fill`,
+    ... ; an unknown value is not bound, so the name falls back to what it says) and ``tags``
+    (name → ``"scores"`` / ``"probs"`` / ``"out"``: what a name holds on some path)."""
 
-    def __init__(self, env: dict, tags: dict) -> None:
-        self.env = env
-        self.tags = tags
+    UNKNOWN = None
+    STORES_UNKNOWN = False
 
-    def copy(self) -> _State:
-        return _State(dict(self.env), dict(self.tags))
+    def __init__(self, an: _Analyzer, env: dict, cls_env: ClassInfo | None) -> None:
+        super().__init__(env)
+        self.an = an
+        self.tags: dict[str, str] = {}
+        self.cls_env = cls_env
+        self._tag: str | None = None  # the tag of the assignment being run
 
-    def join(self, other: _State) -> _State:
-        env = {}
-        for k in set(self.env) | set(other.env):
-            if k in self.env and k in other.env:
-                v = _join(self.env[k], other.env[k])
-                if v is not None:
-                    env[k] = v
-            else:
-                v = self.env.get(k, other.env.get(k))
-                if not isinstance(v, Dtype):  # cast on one path only: the other keeps its dtype
-                    env[k] = v
-        tags = dict(self.tags)
-        tags.update(other.tags)
-        return _State(env, tags)
+    # ---- the lattice
+    def join(self, a: Any, b: Any) -> Any:
+        return _join(a, b)
 
-    def assign_from(self, other: _State) -> None:
-        self.env = other.env
-        self.tags = other.tags
+    def join_absent(self, v: Any) -> Any:
+        # a cast on one path only: the other keeps its dtype, so the dtype is unknown
+        return MISSING if isinstance(v, Dtype) else v
+
+    def snapshot(self) -> Any:
+        return dict(self.env), dict(self.tags)
+
+    def restore(self, state: Any) -> None:
+        super().restore(state[0])
+        self.tags = dict(state[1])
+
+    def join_states(self, a: Any, b: Any) -> Any:
+        tags = dict(a[1])
+        tags.update(b[1])  # a tag holds if it holds on some path
+        return self.join_envs(a[0], b[0]), tags
+
+    # ---- transfer functions
+    def eval(self, node: cst.BaseExpression) -> Any:
+        return self.an.ev(node, self.env)
+
+    def read(self, expr: cst.BaseExpression) -> None:
+        self.an._scan(expr, self)
+
+    def assigned(self, value: cst.BaseExpression, targets: list) -> Any:
+        self.an._scan(value, self, assign_targets=targets)
+        v = self.an.ev(value, self.env)
+        self._tag = self.an.tag_of(value, self)
+        return v
+
+    def assign(self, target: cst.BaseExpression, value: Any, value_node: Any = None) -> None:
+        self.an._bind(target, value, self._tag if value_node is not None else None, self,
+                      self.cls_env, value_node)
+        if type(target) is cst.Subscript and value_node is not None:
+            self.an._index_assign(target, value_node, self)
+
+    def aug_assign(self, s: cst.AugAssign) -> None:
+        an = self.an
+        an._scan(s.value, self)
+        if type(s.operator) is cst.AddAssign:
+            an._additive(s, s.target, s.value, self, [s.target])
+        if type(s.target) is cst.Name:
+            name = s.target.value
+            cur = self.env.get(name)
+            op = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply,
+                  cst.SubtractAssign: cst.Subtract, cst.BitAndAssign: cst.BitAnd,
+                  cst.BitOrAssign: cst.BitOr}.get(type(s.operator))
+            if op is not None and isinstance(cur, MaskVal):
+                self.env[name] = an._binop(cur, op(), an.ev(s.value, self.env), s)
+            elif isinstance(cur, MaskVal):
+                self.env.pop(name, None)
+
+    def expr_stmt(self, s: cst.Expr) -> None:
+        self.an._scan(s.value, self)
+        self.an._inplace(s.value, self)
+
+    def define(self, s: cst.FunctionDef) -> None:
+        self.env[s.name.value] = FuncRef(s.name.value, fn=s)
+
+    def returned(self, value: cst.BaseExpression | None) -> Any:
+        if value is None:
+            return MISSING  # a bare ``return`` passes no mask: it adds nothing to the join
+        self.an._scan(value, self, returned=True)
+        return self.an.ev(value, self.env)
 
 
 def analyze(ctx) -> MaskAnalysis:
@@ -2181,6 +2147,7 @@ def _analyze(ctx) -> MaskAnalysis:
     for f in an.index.defs:
         nested.extend(an.index.nested(f))
     everything = an.index.defs + nested
+    an.local_defs = {id(f.node): f for f in nested}
     names = {id(f): an.nodes.identifiers(f.node.body) for f in everything}
     mask_globals = an.globals.keys()  # module-level masks and fills (``CAUSAL = torch.tril(…)``)
     relevant = {id(f) for f in everything
