@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from idioms.check_oracle import FAULT_CHECKS, NOT_DYNAMIC, run  # noqa: E402
+from idioms.check_oracle import FAULT_CHECKS, excluded as excluded_why, run  # noqa: E402
 from idioms.generator import generate  # noqa: E402
 
 
@@ -47,8 +47,9 @@ def main(argv=None) -> int:
     force = {None: True, "none": False}.get(args.fault, args.fault)
     for seed in range(args.start, args.start + args.n):
         v = generate(seed, force)
-        if v.fault in NOT_DYNAMIC:
-            excluded[v.fault] += 1
+        why = excluded_why(v)
+        if why:
+            excluded[(v.fault or "correct", why)] += 1
             continue
         o = run(v, max_examples=args.max_examples)
         if o.verdict.truth == "error":
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
           + (f" {dict(by_check)}" if by_check else ""))
     if excluded:
         print("excluded (invisible to dynamic checks): "
-              + "; ".join(f"{c} x{n}: {NOT_DYNAMIC[c]}" for c, n in excluded.items()))
+              + "; ".join(f"{c} x{n}: {why}" for (c, why), n in excluded.items()))
     for o in errors[: max(args.show_misses, 3)]:
         print(f"\n--- ERROR {o.variant.describe()}\n{o.verdict.why}")
     if args.show_misses:

@@ -221,3 +221,50 @@ def test_mask_that_widens_the_model_pattern_is_not_the_expectation():
     res = check_mask_pattern(m, AuditContext())
     (layer,) = res.metrics["layers"]
     assert res.status == "fail" and layer["expected"] == "causal" and "expected_from" not in layer
+
+
+def test_float32_operators_of_a_float64_model_set_the_tolerance():
+    # CodeGen's eager attention casts q and k to float32 for q·kᵀ: decoding with the cache differs
+    # from the full forward by ~5e-10 in a float64 model — float32 rounding, not a cache defect;
+    # its SDPA path stays in float64 and keeps float64's tolerance
+    rep = attncheck.audit("hf:codegen", dtype="float64", checks="kv-cache")
+    kv = rep["kv-cache[eager]"]
+    assert kv.status == "pass", kv.message
+    assert kv.metrics["atol"] == 1e-5
+    assert 1e-12 < kv.metrics["prefill_1"]["max_abs_diff"] < 1e-6
+    note = rep["compute-dtype[eager]"]
+    assert note.status == "warn"
+    assert note.metrics["compute_dtype"] == "float32" and "bmm" in note.metrics["ops"]
+    assert rep["kv-cache[sdpa]"].metrics["atol"] == 1e-10
+    assert not [r.check for r in rep.results if r.check == "compute-dtype[sdpa]"]
+
+
+def test_backends_are_compared_on_the_same_random_draws():
+    # ViT-MAE masks a random subset of patches in forward (torch.rand noise): both dispatch
+    # paths must draw the same noise, or they see different inputs (|Δ| ~ 4 before)
+    # (float64: the run that drew different noise per path before)
+    res = attncheck.audit("hf:vit_mae", dtype="float64", checks="backend-agreement")["backend-agreement"]
+    assert res.status == "pass", res.message
+    assert max(res.metrics["pairs"].values()) < 1e-4
+
+
+def test_scores_cast_before_the_softmax_of_a_float64_model_are_the_softmax_dtype():
+    # MPT calls softmax(scores.float()): the cast comes before the call, so the float64 mask
+    # value is already −inf when the softmax sees it; the left-padded NaN is that design
+    rep = attncheck.audit("hf:mpt", dtype="float64", checks="causality")
+    res = rep["causality[eager]"]
+    assert res.status == "pass", res.message
+    assert "left-pad" in res.metrics["paths_left_out"]
+    note = rep["softmax-dtype[eager]"]
+    assert set(note.metrics["left_out"]) == {"causality left-pad"}
+    assert "reach softmax cast to float32" in note.message
+
+
+def test_model_code_raising_on_the_softmax_dtype_nan_is_left_out_not_an_error():
+    # BLT's patcher takes the entropy of a Categorical over its logits, which validates them: the
+    # left-padded NaN of the float32 softmax (float64 model) makes the forward raise
+    rep = attncheck.audit("hf:blt_patcher", dtype="float64", checks="padding")
+    res = rep["padding[eager]"]
+    assert res.status == "pass", res.message
+    assert res.metrics["left"].startswith("left out")
+    assert "padding left" in rep["softmax-dtype[eager]"].metrics["left_out"]

@@ -170,9 +170,14 @@ def test_att301_nn_softmax_without_dim_and_ambiguous_attribute():
 
 
 def test_att501_no_fix_without_a_training_flag():
-    # a free function without a `module` parameter: nothing to read the flag from
+    # a free function without a `module` parameter: nothing to read the flag from, and
+    # training=True written out there is deliberate (not reported)
     src = _HEAD + ("def attn(q, k, p):\n    w = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, -1)\n"
                    "    return F.dropout(w, p=p, training=True)\n")
+    assert lint_source(src, "t.py", select=["ATT501"]) == []
+    # its probability defaults to a constant and nothing passes a training flag: no fix either
+    src = _HEAD + ("def attn(q, k, p=0.1):\n    w = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, -1)\n"
+                   "    return F.dropout(w, p)\n")
     fs = lint_source(src, "t.py", select=["ATT501"])
     assert len(fs) == 1 and fs[0].fix is None
     # a literal probability is gated as written

@@ -313,9 +313,9 @@ def test_files_importing_each_other_at_module_level(tmp_path, monkeypatch):
     built: list[str] = []
     init = masks._Analyzer.__init__
 
-    def counting_init(self, ctx):
+    def counting_init(self, ctx, *args):
         built.append(Path(ctx.display_path).name)
-        init(self, ctx)
+        init(self, ctx, *args)
 
     monkeypatch.setattr(masks._Analyzer, "__init__", counting_init)
     _write(tmp_path, {

@@ -683,3 +683,126 @@ def test_head_dim_read_inline_off_q_or_k(read, expr, expected):
     src = (f"import math\n\n\ndef attend({names[0]}, {names[1]}, v):\n    {body}\n"
            f"    return s.softmax(dim=-1) @ v\n")
     assert only_codes(src) == expected
+
+
+KERNEL_DROPOUT = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def attention(q, k, v, {params}):
+    w = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1)
+    w = {drop}
+    return w @ v
+
+
+class Attention(nn.Module):
+    def __init__(self, p=0.1):
+        super().__init__()
+        self.p = p
+
+    def forward(self, q, k, v):
+        return {call}
+'''
+KERNEL_DROPOUT_CASES = [
+    # (kernel parameters, dropout call, caller, ATT501 expected)
+    ("p=0.1", "F.dropout(w, p)", "attention(q, k, v)", True),          # the default drops in eval()
+    ("p=0.1", "F.dropout(w, 0.1)", "attention(q, k, v)", True),        # a constant
+    ("dropout_p=0.0", "F.dropout(w, dropout_p)", "attention(q, k, v, self.p)", True),  # ungated by the caller
+    ("dropout_p=0.0", "F.dropout(w, p=dropout_p)", "attention(q, k, v, dropout_p=self.p)", True),
+    ("dropout_p=0.0", "F.dropout(w, dropout_p)", "attention(q, k, v, self.p if self.training else 0.0)", False),
+    ("dropout_p=0.0", "F.dropout(w, dropout_p)", "attention(q, k, v)", False),  # 0.0 by default
+    ("p=0.1", "F.dropout(w, p)", "attention(q, k, v, 0.0 if not self.training else self.p)", False),
+    ("p=0.1, training=False", "F.dropout(w, p, training=training)", "attention(q, k, v, training=self.training)", False),
+    ("p=0.1", "F.dropout(w, p, training=True)", "attention(q, k, v)", False),  # written out: deliberate
+    ("dropout_p", "F.dropout(w, dropout_p)", "self.p", False),  # no caller here: the callers' business
+]
+
+
+@pytest.mark.parametrize("params,drop,call,fires", KERNEL_DROPOUT_CASES, ids=range(len(KERNEL_DROPOUT_CASES)))
+def test_dropout_in_an_attention_kernel_function(params, drop, call, fires):
+    """F.dropout defaults to training=True: in a kernel function outside any module the
+    probability must be zero in eval() (gated by its callers), or a training flag passed in."""
+    src = KERNEL_DROPOUT.format(params=params, drop=drop, call=call)
+    assert (only_codes(src) == {"ATT501"}) is fires, codes(src)
+
+
+def test_dropout_in_a_kernel_message_names_the_call():
+    src = KERNEL_DROPOUT.format(params="dropout_p=0.0", drop="F.dropout(w, dropout_p)",
+                                call="attention(q, k, v, dropout_p=self.p)")
+    (f,) = [f for f in lint_source(src, "t.py") if f.code == "ATT501"]
+    assert "the call on line 19 passes dropout_p=self.p" in f.message and f.line == 9
+
+
+HEAD_DIM_NAMED = '''
+import torch
+import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.{hd} = dim // heads
+        self.to_qkv = nn.Linear(dim, dim * 3)
+
+    def forward(self, x):
+        b, n, _ = x.shape
+        q, k, v = self.to_qkv(x).chunk(3, dim=-1)
+        q, k, v = (t.view(b, n, self.heads, self.{hd}).transpose(1, 2) for t in (q, k, v))
+        s = {scores}
+        return s.softmax(-1) @ v
+'''
+
+
+@pytest.mark.parametrize("hd", ["dim_head", "d_k", "head_size", "head_dim"])
+@pytest.mark.parametrize("scores,code", [
+    ("q @ k.transpose(-2, -1)", "ATT101"),
+    ("(q * self.{hd} ** -0.5) @ k.transpose(-2, -1) * self.{hd} ** -0.5", "ATT104"),
+    ("q @ k.transpose(-2, -1) * self.{hd} ** 0.5", "ATT105"),
+])
+def test_scale_messages_use_the_code_s_own_head_dim_name(hd, scores, code):
+    src = HEAD_DIM_NAMED.format(hd=hd, scores=scores.format(hd=hd))
+    (f,) = [f for f in lint_source(src, "t.py") if f.code.startswith("ATT1")]
+    assert f.code == code
+    assert f"self.{hd} ** -0.5" in f.message or f"√self.{hd}" in f.message
+    if hd != "head_dim":
+        assert "head_dim" not in f.message
+
+
+UNFLATTEN_SPLIT = '''
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, num_heads):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.qkv = nn.Linear(dim, dim * 3)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        {split}
+        x = F.scaled_dot_product_attention(q, k, v)
+        return {merge}
+'''
+
+
+@pytest.mark.parametrize("split", [
+    "q, k, v = [t.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2) for t in (q, k, v)]",
+    "q, k, v = map(lambda t: t.unflatten(-1, (self.num_heads, -1)).transpose(1, 2), (q, k, v))",
+])
+@pytest.mark.parametrize("merge,code", [
+    ("x.reshape(B, N, -1)", {"ATT402"}),
+    ("x.reshape(B, N, C)", {"ATT402"}),
+    ("x.transpose(1, 2).reshape(B, N, -1)", set()),
+    ("x.transpose(1, 2).flatten(2)", set()),
+])
+def test_head_merge_after_an_unflatten_split_of_the_projection(split, merge, code):
+    """``t.unflatten(-1, (H, d))`` of a (B, L, H·d) projection is (B, L, H, d): after
+    ``transpose(1, 2)`` the heads come before the tokens, and a merge must move them back."""
+    assert only_codes(UNFLATTEN_SPLIT.format(split=split, merge=merge)) == code

@@ -168,6 +168,28 @@ def test_gqa_repeat_fires_only_on_the_heads_axis_with_a_group_factor(rank, pos, 
     assert fired == ({(5, "ATT403")} if want else set())
 
 
+_CAT_TMPL = '''import torch
+import torch.nn.functional as F
+
+
+def f(q, k, v, n_rep):
+    k = {expand}
+    return F.scaled_dot_product_attention(q, k, v)
+'''
+
+
+@pytest.mark.parametrize("expand,tiled", [
+    ("torch.cat([k] * n_rep, dim=1)", True),        # [k0, k1, k0, k1]: like .repeat
+    ("torch.cat([k for _ in range(n_rep)], dim=1)", True),
+    ("torch.cat((k,) * n_rep, 1)", True),
+    ("torch.cat([k] * n_rep, dim=2)", False),       # the sequence axis: not a head mapping
+    ("k.repeat_interleave(n_rep, dim=1)", False),   # [k0, k0, k1, k1]: grouped-query order
+])
+def test_gqa_heads_tiled_with_cat(expand, tiled):
+    fired = _pairs(lint_source(_CAT_TMPL.format(expand=expand), "g.py", select=["ATT403"]))
+    assert fired == ({(6, "ATT403")} if tiled else set())
+
+
 _EXPAND_TMPL = '''def repeat_kv(x, n_rep):
     b, h, s, d = x.shape
     x = x[{index}].expand({sizes})

@@ -629,3 +629,100 @@ def test_inverted_mask_message_describes_the_mask_as_used():
     [f] = lint_source(src, select=["ATT201"])
     assert "this ~m (from torch.ones(L, S, dtype=torch.bool).triu(1)) mask is True on and below" \
         in f.message
+
+
+# a tokenizer's attention_mask (B, L): 1 = token, 0 = padding (Hugging Face glossary)
+TOKENIZER_MASK = '''
+import torch
+import torch.nn.functional as F
+
+
+def attend(q, k, v, attention_mask):
+    scores = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5
+    {pre}
+    {use}
+    return {ret}
+'''
+_SCORES_RET = "scores.softmax(-1) @ v"
+TOKENIZER_MASK_CASES = [
+    # (pre, use, return, ATT208 expected)
+    ("", "scores = scores.masked_fill(attention_mask[:, None, None, :] == 1, float('-inf'))", _SCORES_RET, True),
+    ("", "scores = scores.masked_fill(attention_mask[:, None, None, :] == 0, float('-inf'))", _SCORES_RET, False),
+    ("", "scores = scores.masked_fill(attention_mask[:, None, None, :].bool(), -1e4)", _SCORES_RET, True),
+    ("", "scores = scores.masked_fill(~attention_mask[:, None, None, :].bool(), -1e4)", _SCORES_RET, False),
+    ("", "scores = scores.masked_fill(attention_mask.unsqueeze(1).unsqueeze(2).ne(0), -1e4)", _SCORES_RET, True),
+    ("", "scores = torch.where(attention_mask[:, None, None, :] == 0, scores, -1e4)", _SCORES_RET, True),
+    ("", "scores = torch.where(attention_mask[:, None, None, :].bool(), scores, -1e4)", _SCORES_RET, False),
+    ("", "scores = scores + attention_mask[:, None, None, :] * -1e4", _SCORES_RET, True),
+    ("", "scores = scores + (1 - attention_mask[:, None, None, :]) * -1e4", _SCORES_RET, False),
+    ("ext = attention_mask[:, None, None, :].to(q.dtype)",
+     "ext = ext * torch.finfo(q.dtype).min", "F.scaled_dot_product_attention(q, k, v, attn_mask=ext)", True),
+    ("ext = attention_mask[:, None, None, :].to(q.dtype)",
+     "ext = (1.0 - ext) * torch.finfo(q.dtype).min", "F.scaled_dot_product_attention(q, k, v, attn_mask=ext)", False),
+    ("", "pass", "F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask[:, None, None, :] == 0)", True),
+    ("", "pass", "F.scaled_dot_product_attention(q, k, v, attn_mask=attention_mask[:, None, None, :] == 1)", False),
+    # used as booleans only: the name alone does not say which way (MPT passes True = blocked)
+    ("", "scores = scores.masked_fill(attention_mask, float('-inf'))", _SCORES_RET, False),
+    ("", "scores = scores.masked_fill(attention_mask.to(q.device), float('-inf'))", _SCORES_RET, False),
+    # an already additive 4-D mask (0 / -inf) handed to the layer: added as is, or turned into
+    # booleans (True = blocked) and filled (LayoutLMv2); not laid out here, so not the 0/1 mask
+    ("", "scores = scores + attention_mask", _SCORES_RET, False),
+    ("", "scores = scores.masked_fill(attention_mask.to(torch.bool), torch.finfo(scores.dtype).min)",
+     _SCORES_RET, False),
+    ("", "scores = scores.masked_fill(attention_mask != 0, float('-inf'))", _SCORES_RET, False),
+    # an additive bias built from a keep mask: 0 where it is True, -1e9 elsewhere (diffusers)
+    ("bias = torch.where(attention_mask.bool().view(q.size(0), 1, 1, -1), 0.0, -1e4)", "pass",
+     "F.scaled_dot_product_attention(q, k, v, attn_mask=bias)", False),
+    ("bias = torch.where(attention_mask[:, None, None, :] == 1, -1e4, 0.0)", "pass",
+     "F.scaled_dot_product_attention(q, k, v, attn_mask=bias)", True),
+]
+
+
+@pytest.mark.parametrize("pre,use,ret,inverted", TOKENIZER_MASK_CASES, ids=range(len(TOKENIZER_MASK_CASES)))
+def test_att208_tokenizer_attention_mask_used_as_numbers(pre, use, ret, inverted):
+    """A 0/1 ``attention_mask`` is 1 = token once the code treats it as numbers (compares it
+    with 0/1, computes ``1 - m`` or ``m * c``, casts it): filling or adding a large negative
+    where it is 1 masks the real tokens."""
+    src = TOKENIZER_MASK.format(pre=pre, use=use, ret=ret)
+    assert {c for _, c in pairs(src)} == ({"ATT208"} if inverted else set())
+
+
+def test_att208_additive_message_names_the_remedy():
+    src = TOKENIZER_MASK.format(pre="", use="scores = scores + attention_mask[:, None, None, :] * -1e4",
+                                ret=_SCORES_RET)
+    (f,) = mask_findings(src)
+    assert f.code == "ATT208" and "large negative where the mask is 1" in f.message
+    assert "(1 - mask)" in f.message
+
+
+PROBS_ZEROED = '''
+import torch
+
+
+def attend(q, k, v, keep):
+    {pre}
+    w = (q @ k.transpose(-2, -1) * q.size(-1) ** -0.5).softmax(-1)
+    {use}
+    return w @ v
+'''
+PROBS_ZEROED_CASES = [
+    # (pre, use, ATT206 expected): a key padding mask laid out over the query axis selects keys
+    ("", "w = w.masked_fill(keep[:, None, None, :] == 0, 0.0)", True),
+    ("", "w = w * keep[:, None, None, :]", True),
+    ("m = keep.unsqueeze(1).unsqueeze(2).bool()", "w = w.masked_fill(~m, 0)", True),
+    ("", "w = w * keep.view(keep.size(0), 1, 1, -1).to(w.dtype)", True),
+    ("", "w = w * keep.unsqueeze(-2)", True),
+    # padded query rows zeroed (B, 1, L_q, 1): the kept keys still sum to 1 per row
+    ("", "w = w * keep[:, None, :, None]", False),
+    ("", "w = w * keep.unsqueeze(-1)", False),
+    # the scores were masked before the softmax: zeroing again changes nothing
+    ("q = q", "w = w.masked_fill(keep[:, None, None, :] == 0, 0.0)\n"
+              "    s = q @ k.transpose(-2, -1)\n    s = s.masked_fill(keep[:, None, None, :] == 0, -1e4)\n"
+              "    w = s.softmax(-1)", False),
+]
+
+
+@pytest.mark.parametrize("pre,use,zeroed", PROBS_ZEROED_CASES, ids=range(len(PROBS_ZEROED_CASES)))
+def test_att206_probabilities_zeroed_at_padded_keys(pre, use, zeroed):
+    src = PROBS_ZEROED.format(pre=pre, use=use)
+    assert ({c for _, c in pairs(src)} == {"ATT206"}) is zeroed, pairs(src)

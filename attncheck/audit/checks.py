@@ -142,6 +142,22 @@ def ref_out(m64: AuditModel | None, x: torch.Tensor, **kw) -> torch.Tensor | Non
         return None
 
 
+def same_draws(seed: int):
+    """A context in which the global RNG starts from ``seed`` and is restored after: forwards that
+    draw random numbers themselves (MAE's random patch masking: ``torch.rand`` noise in
+    ``forward``) get the same draws in every run compared, so two dispatch paths see the same
+    inputs."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def _ctx():
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            yield
+
+    return _ctx()
+
+
 def judge(ctx: AuditContext, got: torch.Tensor, ref: torch.Tensor,
           ref64: torch.Tensor | None = None, dtype: torch.dtype | None = None
           ) -> tuple[bool, float, float]:
@@ -174,15 +190,56 @@ def softmax_dtype(m: AuditModel, ctx: AuditContext) -> torch.dtype:
     return d
 
 
+def low_precision_ops(m: AuditModel, ctx: AuditContext) -> tuple[torch.dtype, list[str]]:
+    """``(dtype, ops)``: the least precise floating dtype that an operator of the model's forward
+    returned from tensor inputs, and the ATen operators that returned it, when less precise than
+    the model's dtype; else ``(m.dtype, [])``.  Observed, not assumed: one forward of the
+    variant's inputs ``(2, seq_len, ...)`` under a ``TorchDispatchMode`` that reads every
+    operator's output dtype (a rotary table built with ``.float()``, an SSM scan or a router run
+    in float32 inside a float64 model: their rounding is float32's, whatever the model's dtype).
+    Operators with no tensor input (factories: ``arange``, ``zeros``) are not counted.  Cached
+    per variant; a forward that raises leaves ``(m.dtype, [])`` (the checks report it)."""
+    key = ("low_precision_ops", m.label)
+    if key in ctx.probe_cache:
+        return ctx.probe_cache[key]
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    seen: dict[torch.dtype, dict[str, None]] = {}
+    model_dtype = m.dtype
+
+    class _OutputDtypes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if any(isinstance(a, torch.Tensor) for a in tree_leaves((args, kwargs or {}))):
+                for t in tree_leaves(out):
+                    if (isinstance(t, torch.Tensor) and _less_precise(t.dtype, model_dtype)):
+                        seen.setdefault(t.dtype, {})[str(func.overloadpacket.__name__)] = None
+            return out
+
+    result: tuple[torch.dtype, list[str]] = (model_dtype, [])
+    try:
+        x = m.make_inputs(2, m.seq_len, ctx.generator(6), ctx.device)
+        with torch.no_grad(), _OutputDtypes():
+            m.forward(x)
+    except Exception:  # noqa: BLE001 - a forward that raises is reported by the checks
+        seen.clear()
+    if seen:
+        low = max(seen, key=lambda d: torch.finfo(d).eps)
+        result = (low, list(seen[low]))
+    ctx.probe_cache[key] = result
+    return result
+
+
 def compute_dtype(models: AuditModel | list[AuditModel], ctx: AuditContext) -> torch.dtype:
-    """The least precise of the run's dtype and :func:`softmax_dtype` of ``models``: the dtype
-    whose tolerance applies to their outputs (a float64 model whose softmax runs in float32 is
-    compared with float32 tolerances)."""
+    """The least precise of the run's dtype, :func:`softmax_dtype` and :func:`low_precision_ops`
+    of ``models``: the dtype whose tolerance applies to their outputs (a float64 model whose
+    softmax, rotary table or SSM scan runs in float32 is compared with float32 tolerances)."""
     d = ctx.dtype
     for m in models if isinstance(models, list) else [models]:
-        s = softmax_dtype(m, ctx)
-        if _less_precise(s, d):
-            d = s
+        for s in (softmax_dtype(m, ctx), low_precision_ops(m, ctx)[0]):
+            if _less_precise(s, d):
+                d = s
     return d
 
 
@@ -204,15 +261,26 @@ def masked_softmax_nan(m: AuditModel, x: torch.Tensor, mask: torch.Tensor | None
     try:
         with p:
             m.forward(x, attention_mask=mask, position_ids=position_ids)
-    except Exception:  # noqa: BLE001 - no explanation
-        return None
+    except Exception:  # noqa: BLE001 - the attention calls recorded before the raise still tell
+        pass
     for r in p.attention_records():
         if r.kind != "softmax" or r.probs is None or r.logits is None:
             continue
         low = r.probs.dtype
+        logits, probs = r.row_logits().double(), r.rows()
+        if _less_precise(r.logits.dtype, m.dtype):
+            # the scores were cast before the call (``softmax(scores.float())``): the overflow
+            # already happened, the row arrives as all −inf
+            rows = torch.isneginf(logits).all(-1) & torch.isnan(probs).any(-1)
+            if bool(rows.any()):
+                lo, hi = (str(d).replace("torch.", "") for d in (r.logits.dtype, m.dtype))
+                return (f"the scores reach {r.op.rsplit('.', 1)[-1]} cast to {lo}: the additive "
+                        f"mask value of the {hi} model (finfo({hi}).min = −1.8e308) overflows to "
+                        f"−inf in {lo}, a fully masked padding query row becomes NaN, and the next "
+                        f"layer carries the NaN into real positions (0 × NaN in weights · V)")
+            continue
         if not _less_precise(low, r.logits.dtype):
             continue
-        logits, probs = r.row_logits().double(), r.rows()
         below = (logits < -torch.finfo(low).max) & torch.isfinite(logits)
         rows = below.all(-1) & torch.isnan(probs).any(-1)
         if bool(rows.any()):
@@ -389,6 +457,12 @@ def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
         except TargetOutputError:
             raise
         except Exception as exc:  # a dispatch path that crashes is an error of that path
+            # ... unless the NaN of the softmax's dtype made the model's own code raise
+            # (a torch.distributions.Categorical validating NaN logits)
+            why = masked_softmax_nan(m, x, mask, _positions_for(m, mask)) if mask is not None else None
+            if why is not None:
+                ctx.softmax_nan.setdefault(m.label, {})[f"causality {name}"] = why
+                continue
             errors[name] = f"{type(exc).__name__}: {exc}"
             continue
         future = causal_blocked(L, L, "top_left")
@@ -529,11 +603,13 @@ def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     for side in list(sides):
         xp, am = _pad_inputs(m, x, side, g)
         pids = _positions_for(m, am)
-        out = m.forward(xp, attention_mask=am, position_ids=pids).out
-        real = out[:, :L] if side == "right" else out[:, PAD:]
         try:
+            out = m.forward(xp, attention_mask=am, position_ids=pids).out
+            real = out[:, :L] if side == "right" else out[:, PAD:]
             require_finite(real, f"the {side}-padded output")
-        except NonFiniteOutput:
+        except Exception:
+            # NaN at real positions, or the model's own code raising on them (a
+            # torch.distributions.Categorical validating NaN logits): the softmax's dtype?
             why = masked_softmax_nan(m, xp, am, pids)
             if why is None:
                 raise
@@ -679,11 +755,14 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
     m64 = reference64(base, ctx)
     for pname, am in paths.items():
         pids = _positions_for(base, am)
-        ref = base.forward(x, attention_mask=am, position_ids=pids).out
-        ref64 = ref_out(m64, x, attention_mask=am, position_ids=pids)
+        with same_draws(ctx.seed):
+            ref = base.forward(x, attention_mask=am, position_ids=pids).out
+        with same_draws(ctx.seed):
+            ref64 = ref_out(m64, x, attention_mask=am, position_ids=pids)
         require_finite(ref, f"the {base.variant} output ({pname})", am)
         for other in models[1:]:
-            out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
+            with same_draws(ctx.seed):
+                out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
             require_finite(out, f"the {other.variant} output ({pname})", am)
             r64 = ref64
             if am is not None:
@@ -1104,7 +1183,10 @@ def check_normalization(m: AuditModel, ctx: AuditContext) -> CheckResult:
         return _result(m, "normalization", "fail", f"{nan_rows} attention rows are NaN", **metrics)
     if negative:
         return _result(m, "normalization", "fail", f"{negative} negative attention weights", **metrics)
-    row_tol = SUM_TOL.get(compute_dtype(m, ctx), SUM_TOL[torch.float32])
+    # the rows are the softmax's own output: its dtype, not that of other operators, bounds the error
+    softmax_d = softmax_dtype(m, ctx)
+    row_tol = SUM_TOL.get(softmax_d if _less_precise(softmax_d, ctx.dtype) else ctx.dtype,
+                          SUM_TOL[torch.float32])
     metrics["tolerance"] = row_tol
     if worst > row_tol:
         sinks = sorted({lm.module["class"] for lm in maps if lm.module and lm.module.get("sinks")})
@@ -1326,13 +1408,29 @@ def softmax_dtype_result(m: AuditModel, ctx: AuditContext) -> CheckResult | None
     turned fully masked rows into NaN (:func:`masked_softmax_nan`); None when the softmax runs in
     the model's dtype."""
     low = softmax_dtype(m, ctx)
-    if not _less_precise(low, m.dtype):
+    ops_dtype, ops = low_precision_ops(m, ctx)
+    if not (_less_precise(low, m.dtype) or ops):
         return None
-    lo, hi = (str(d).replace("torch.", "") for d in (low, m.dtype))
-    metrics: dict[str, Any] = {"softmax_dtype": lo, "model_dtype": hi,
-                               "atol": tolerances(low)[0], "rtol": tolerances(low)[1]}
+    hi = str(m.dtype).replace("torch.", "")
+    lo_ops = str(ops_dtype).replace("torch.", "")
+    shown = ", ".join(ops[:8]) + (f" and {len(ops) - 8} more" if len(ops) > 8 else "")
+    if not _less_precise(low, m.dtype):  # the softmax keeps the model's dtype; other operators don't
+        metrics: dict[str, Any] = {"compute_dtype": lo_ops, "model_dtype": hi, "ops": ops,
+                                   "atol": tolerances(ops_dtype)[0], "rtol": tolerances(ops_dtype)[1]}
+        return _result(m, "compute-dtype", "warn",
+                       f"by the model's design: operators of the forward return {lo_ops} in this {hi} "
+                       f"model ({shown}), so outputs are compared with {lo_ops} tolerances", **metrics)
+    lo = str(low).replace("torch.", "")
+    tol_dtype = ops_dtype if _less_precise(ops_dtype, low) else low
+    metrics = {"softmax_dtype": lo, "model_dtype": hi,
+               "atol": tolerances(tol_dtype)[0], "rtol": tolerances(tol_dtype)[1]}
+    if ops:
+        metrics["ops"] = ops
     msg = (f"by the model's design: the attention softmax runs in {lo} in this {hi} model (its "
-           f"weights carry {lo} rounding), so outputs are compared with {lo} tolerances")
+           f"weights carry {lo} rounding), so outputs are compared with "
+           f"{str(tol_dtype).replace('torch.', '')} tolerances")
+    if ops:
+        msg += f"; other operators returning {lo_ops}: {shown}"
     nan = ctx.softmax_nan.get(m.label, {})
     if nan:
         metrics["left_out"] = dict(nan)

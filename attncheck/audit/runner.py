@@ -282,8 +282,9 @@ def _run_checks(models, selected, ctx, report: AuditReport, step, timeout: float
                 res = _designed(res, name, m, ctx, timeout)
             report.results.append(res)
             report.timings[res.check] = time.perf_counter() - t
-        if m.label in ctx.probe_cache or ctx.softmax_nan.get(m.label):
-            # the checks that ran saw the attention calls: name a softmax dtype below the model's
+        if (m.label in ctx.probe_cache or ("low_precision_ops", m.label) in ctx.probe_cache
+                or ctx.softmax_nan.get(m.label)):
+            # the checks that ran saw the forward: name a softmax / operator dtype below the model's
             try:
                 note = _guarded(lambda m=m: C.softmax_dtype_result(m, ctx), timeout)
             except (Exception, CheckTimeout):  # noqa: BLE001 - informative only

@@ -90,9 +90,9 @@ SELF_ASSIGN = (r"self\.\w+[ \t]*(?:[-+*/%@&|^]|\*\*|//|<<|>>)?=(?!=)|self\.\w+[ 
 #: can be recognised by structure inside the view itself (``view(B, L, X, -1)``), whatever the
 #: names (:mod:`attncheck.lint.analysis.provenance`)
 VIEW = (r"\.view\s*\(|reshape\s*\(",)
-#: tiling KV heads (also ``torch.cat([k] * n_rep, dim=1)``)
+#: tiling KV heads (also ``torch.cat([k] * n_rep, dim=1)``, ``torch.cat((k,) * n_rep)``)
 REPEAT = (r"\.repeat\s*\(|tile\s*\(|\.expand\s*\(", r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)\btile\b",
-          r"cat(?:enate)?\s*\(\s*\[")
+          r"cat(?:enate)?\s*\(\s*[\[(]")
 #: ``exp`` (a hand-written softmax)
 EXP = (r"exp_?\s*\(", r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)\bexp_?\b")
 #: a GQA group factor in the function that repeats: a group-like name (``n_rep``,

@@ -19,7 +19,11 @@ path (manual softmax or SDPA), scores op (``@``, ``matmul``, ``einsum`` incl. he
 einops incl. a ``three`` axis, ``map`` over a lambda / local ``def`` / helper method, a
 comprehension, ``qkv[0], qkv[1], qkv[2]``, ``unbind``), head-dim source, scale form and
 placement, softmax form and dim, causal-mask construction / polarity change / consumer / fill,
-dropout form, GQA key/value expansion.
+key padding mask (a ``forward(x, attention_mask=None)`` argument of shape ``(B, L)``, 1 = token,
+0 = padding, laid out as ``(B, 1, 1, L)`` and used as a fill, ``torch.where``, an additive
+``(1 - m) * c`` or SDPA's ``attn_mask``), dropout form (in the Hugging Face shape also a
+probability the caller gates, leaves at its default or passes ungated, or a ``training``
+argument), GQA key/value expansion.
 """
 from __future__ import annotations
 
@@ -28,12 +32,14 @@ import textwrap
 from dataclasses import dataclass, field
 
 FAULTS = ("ATT101", "ATT102", "ATT103", "ATT104", "ATT105", "ATT201", "ATT202", "ATT204",
-          "ATT205", "ATT206", "ATT207", "ATT301", "ATT401", "ATT402", "ATT403", "ATT501")
+          "ATT205", "ATT206", "ATT207", "ATT208", "ATT301", "ATT401", "ATT402", "ATT403", "ATT501")
 SHAPES = ("nanogpt", "hf", "lucid", "timm", "fairseq")
 
 #: faults that need a manual (non-SDPA) attention path
 _MANUAL_ONLY = {"ATT101", "ATT204", "ATT205", "ATT206", "ATT207", "ATT301"}
 _MASK_FAULTS = {"ATT201", "ATT202", "ATT204", "ATT205", "ATT206", "ATT207"}
+#: shapes whose forward may take a key padding mask ``attention_mask`` (B, L): 1 = token, 0 = pad
+_PADDING_SHAPES = ("nanogpt", "timm", "lucid")
 
 
 @dataclass
@@ -48,6 +54,7 @@ class Variant:
     head_dim: int
     causal: bool
     seq_first: bool
+    padding: bool  # forward takes attention_mask (B, L) of 1 = token, 0 = padding (Hugging Face)
     projections: tuple[str, ...]  # ("qkv",) fused q|k|v Linear, or (q, k, v) Linear names
     out_proj: str
     dropout: float
@@ -91,6 +98,7 @@ class _Gen:
         self.rng = random.Random(seed)
         self.axes: dict[str, str] = {}
         self.o = _Out()
+        self.padding = False
 
     def pick(self, axis: str, options):
         """Draw one option; options are labels or (label, value) pairs; returns the value."""
@@ -404,6 +412,8 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
                 body.append(f"bias = torch.zeros({size}, {size}, dtype={q}.dtype).masked_fill({blocked}, "
                             f"{_fill(g, None, q)})")
                 args.append("attn_mask=bias")
+        if g.padding:
+            args.append(f"attn_mask={_padding_sdpa(g, fault, q)}")
         if fault == "ATT501":
             args.append(f"dropout_p={n.mod}.dropout")
         elif g.chance(0.5):
@@ -490,6 +500,8 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
             else:
                 body.append(f"bias = torch.zeros({size}, {size}, dtype={q}.dtype).masked_fill({blocked}, {fill})")
                 body.append(f"{att} = {att} + bias" if form == "additive" else f"{att} += bias")
+    if g.padding:
+        _padding_scores(g, fault, att, body, after)
     _softmax(g, fault, att, ndim, body, n.mod == "module")
     if after and g.chance(0.5):
         _dropout(g, None if fault != "ATT501" else fault, att, n.mod, body)
@@ -505,6 +517,65 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
     else:
         body.append(g.pick("pv_op", [f"{y} = {att} @ {v}", f"{y} = torch.matmul({att}, {v})",
                                      f"{y} = torch.einsum('bhij,bhjd->bhid', {att}, {v})"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# key padding mask: ``attention_mask`` (B, L), 1 = token, 0 = padding (the Hugging Face tokenizer
+# convention), laid out as (B, 1, 1, L) over (B, H, L_q, L_k) scores
+
+_PAD_LAYOUTS = [("index", "attention_mask[:, None, None, :]"),
+                ("unsqueeze", "attention_mask.unsqueeze(1).unsqueeze(2)"),
+                ("view", "attention_mask.view(attention_mask.size(0), 1, 1, -1)")]
+
+
+def _pad_layout(g: _Gen) -> str:
+    return g.pick("pad_layout", _PAD_LAYOUTS)
+
+
+def _padding_scores(g: _Gen, fault: str | None, att: str, body: list[str], after: list[str]) -> None:
+    """Mask padded keys in the scores (ATT208: with the polarity inverted), or, for ATT206, zero
+    them in the probabilities after the softmax."""
+    m = _pad_layout(g)
+    if fault == "ATT206":
+        form = g.pick("pad_use", ["masked_fill_eq0_after", "multiply_after", "keep_local_after",
+                                  "multiply_cast_after"])
+        lines = {"masked_fill_eq0_after": [f"{att} = {att}.masked_fill({m} == 0, 0.0)"],
+                 "multiply_after": [f"{att} = {att} * {m}"],
+                 "keep_local_after": [f"keep = {m}.bool()", f"{att} = {att}.masked_fill(~keep, 0)"],
+                 "multiply_cast_after": [f"{att} = {att} * {m}.to({att}.dtype)"]}[form]
+        after += ["if attention_mask is not None:"] + ["    " + line for line in lines]
+        return
+    fill = _fill(g, None, att)
+    neg = g.pick("pad_neg", ["-1e4", "-10000.0", f"torch.finfo({att}.dtype).min"])
+    if fault == "ATT208":
+        forms = {"masked_fill_eq1": f"{att} = {att}.masked_fill({m} == 1, {fill})",
+                 "masked_fill_bool": f"{att} = {att}.masked_fill({m}.bool(), {fill})",
+                 "masked_fill_ne0": f"{att} = {att}.masked_fill({m} != 0, {fill})",
+                 "where_eq0_keep": f"{att} = torch.where({m} == 0, {att}, {fill})",
+                 "where_bool_fill": f"{att} = torch.where({m}.bool(), {fill}, {att})",
+                 "additive_no_one_minus": f"{att} = {att} + {m}.to({att}.dtype) * {neg}"}
+    else:
+        forms = {"masked_fill_eq0": f"{att} = {att}.masked_fill({m} == 0, {fill})",
+                 "masked_fill_not_bool": f"{att} = {att}.masked_fill(~{m}.bool(), {fill})",
+                 "masked_fill_eq0_method": f"{att} = {att}.masked_fill({m}.eq(0), {fill})",
+                 "where_bool_keep": f"{att} = torch.where({m}.bool(), {att}, {fill})",
+                 "where_eq0_fill": f"{att} = torch.where({m} == 0, {fill}, {att})",
+                 "additive_one_minus": f"{att} = {att} + (1.0 - {m}.to({att}.dtype)) * {neg}"}
+    line = forms[g.pick("pad_use", list(forms))]
+    body += ["if attention_mask is not None:", "    " + line]
+
+
+def _padding_sdpa(g: _Gen, fault: str | None, q: str) -> str:
+    """SDPA's ``attn_mask`` from the padding mask: boolean True = attend, or additive."""
+    m = _pad_layout(g)
+    if fault == "ATT208":
+        forms = {"bool_eq0": f"({m} == 0)", "bool_not": f"~{m}.bool()",
+                 "additive_no_one_minus": f"{m}.to({q}.dtype) * torch.finfo({q}.dtype).min"}
+    else:
+        forms = {"bool": f"{m}.bool()", "bool_eq1": f"({m} == 1)",
+                 "additive_one_minus": f"(1.0 - {m}.to({q}.dtype)) * torch.finfo({q}.dtype).min"}
+    e = forms[g.pick("pad_use", list(forms))]
+    return f"{e} if attention_mask is not None else None"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -729,10 +800,11 @@ def _shape_hf(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
     if gqa:
         g.axes["gqa"] = "yes"
         if fault == "ATT403":
-            form = g.pick("gqa_expand", ["repeat", "tile", "cat"])
+            form = g.pick("gqa_expand", ["repeat", "tile", "cat", "cat_comprehension"])
             rep_body = {"repeat": ["return hidden_states.repeat(1, n_rep, 1, 1)"],
                         "tile": ["return hidden_states.tile((1, n_rep, 1, 1))"],
-                        "cat": ["return torch.cat([hidden_states] * n_rep, dim=1)"]}[form]
+                        "cat": ["return torch.cat([hidden_states] * n_rep, dim=1)"],
+                        "cat_comprehension": ["return torch.cat([hidden_states for _ in range(n_rep)], dim=1)"]}[form]
         else:
             form = g.pick("gqa_expand", ["expand_reshape", "repeat_interleave", "torch_repeat_interleave"])
             rep_body = {"expand_reshape": [
@@ -772,6 +844,11 @@ def _shape_hf(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
         else:
             fn_body.append("attn_output = attn_output.transpose(1, 2).contiguous()")
         fn_body.append("return attn_output, attn_weights")
+        drop = g.axes["dropout"]
+        if drop == "default_p":
+            fn_params[-1] = "dropout=0.1"
+        elif drop == "training_param":
+            fn_params.append("training=False")
         g.o.funcs.append(f"def eager_attention_forward({', '.join(fn_params)}):\n"
                          + textwrap.indent("\n".join(fn_body), "    ") + "\n")
         if ext:
@@ -783,11 +860,17 @@ def _shape_hf(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
             c_body.insert(0, "bsz, q_len, _ = hidden_states.shape")
         else:
             c_body.append("attention_mask = None")
+        if drop == "default_p":
+            passed = ""
+        elif drop == "caller_ungated":
+            passed = ", dropout=self.attention_dropout"
+        elif drop == "training_param":
+            passed = ", dropout=self.attention_dropout, training=self.training"
+        else:
+            passed = ", " + g.pick("hf_dropout", ["dropout=0.0 if not self.training else self.attention_dropout",
+                                                  "dropout=self.attention_dropout if self.training else 0.0"])
         c_body.append("attn_output, attn_weights = eager_attention_forward(self, query_states, key_states, "
-                      "value_states, attention_mask, scaling=self.scaling, "
-                      + g.pick("hf_dropout", ["dropout=0.0 if not self.training else self.attention_dropout",
-                                              "dropout=self.attention_dropout if self.training else 0.0"])
-                      + ")")
+                      "value_states, attention_mask, scaling=self.scaling" + passed + ")")
     else:
         n_cls.L = "q_len"
         c_body.insert(0, "bsz, q_len, _ = hidden_states.shape")
@@ -869,14 +952,22 @@ def _core_hf(g: _Gen, n: _Names, fault, fn_body: list[str], causal: bool, ext: s
 
 
 def _hf_dropout(g: _Gen, fault, fn_body: list[str]) -> None:
+    """Dropout inside the attention function; ``g.axes["dropout"]`` tells :func:`_shape_hf` what
+    its signature and its caller pass (``default_p``: ``dropout=0.1`` left to its default;
+    ``caller_ungated``: ``dropout=self.attention_dropout``; ``training_param``: a ``training``
+    argument the caller sets to ``self.training``)."""
     if fault == "ATT501":
-        # the class passes the dropout probability ungated and the function drops unconditionally
-        fn_body.append("attn_weights = nn.functional.dropout(attn_weights, p=module.attention_dropout)")
-        g.axes["dropout"] = "ungated_module_attr"
+        # F.dropout's training defaults to True: whatever p reaches it in eval() is dropped
+        fn_body.append(g.pick("dropout", [
+            ("ungated_module_attr", "attn_weights = nn.functional.dropout(attn_weights, p=module.attention_dropout)"),
+            ("caller_ungated", "attn_weights = F.dropout(attn_weights, p=dropout)"),
+            ("default_p", "attn_weights = F.dropout(attn_weights, dropout)")]))
     else:
         fn_body.append(g.pick("dropout", [
-            "attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)",
-            "attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)"]))
+            ("module_training", "attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)"),
+            ("F_module_training", "attn_weights = F.dropout(attn_weights, p=dropout, training=module.training)"),
+            ("caller_gated", "attn_weights = F.dropout(attn_weights, p=dropout)"),
+            ("training_param", "attn_weights = F.dropout(attn_weights, p=dropout, training=training)")]))
 
 
 _SHAPES = {"nanogpt": _shape_nanogpt, "timm": _shape_timm, "lucid": _shape_lucid,
@@ -887,6 +978,8 @@ def _faults_for(shape: str) -> tuple[str, ...]:
     out = list(FAULTS)
     if shape != "hf":
         out.remove("ATT403")
+    if shape not in _PADDING_SHAPES:
+        out.remove("ATT208")
     return tuple(out)
 
 
@@ -901,7 +994,16 @@ def generate(seed: int, fault: str | None | bool = True) -> Variant:
         fault = None
     elif fault == "ATT403":
         shape = g.axes["shape"] = "hf"
-    causal = fault in _MASK_FAULTS or g.chance(0.6)
+    elif fault == "ATT208" and shape not in _PADDING_SHAPES:
+        shape = g.axes["shape"] = g.rng.choice(_PADDING_SHAPES)
+    # a key padding mask (not with a causal mask): ATT208 always, ATT206 on it half the time
+    g.padding = shape in _PADDING_SHAPES and (
+        fault == "ATT208" or fault == "ATT206" and g.chance(0.5)
+        or fault not in _MASK_FAULTS and g.chance(0.25))
+    if g.padding:
+        g.axes["padding"] = "attention_mask"
+        g.o.fwd_params.append("attention_mask=None")
+    causal = not g.padding and (fault in _MASK_FAULTS or g.chance(0.6))
     sdpa_ok = shape in ("nanogpt", "timm", "hf", "lucid") and fault not in _MANUAL_ONLY
     sdpa = sdpa_ok and g.chance(0.3)
     g.axes["path"] = "sdpa" if sdpa else "manual"
@@ -925,7 +1027,7 @@ def generate(seed: int, fault: str | None | bool = True) -> Variant:
     return Variant(seed=seed, source=src, fault=fault, shape=shape, axes=dict(g.axes),
                    n_heads=4 if g.axes.get("gqa") == "yes" else 3,
                    n_kv_heads=2 if g.axes.get("gqa") == "yes" else 3,
-                   head_dim=4, causal=causal, seq_first=meta.get("seq_first", False),
+                   head_dim=4, causal=causal, seq_first=meta.get("seq_first", False), padding=g.padding,
                    projections=meta["projections"], out_proj=meta["out_proj"],
                    dropout=0.25 if (fault == "ATT501" or g.axes.get("dropout", "none") != "none"
                                     or "sdpa_dropout" in g.axes or shape == "hf") else 0.0,

@@ -3,7 +3,9 @@
 ``verify(variant)`` runs the module (the test executes generated code; the linter never does)
 and compares it with ``F.scaled_dot_product_attention`` computed on the module's own projection
 weights: float64, scale ``D ** -0.5``, ``is_causal`` for causal modules; two eval-mode forwards
-must agree (dropout); one forward and backward under autograd must run (an in-place op on a view
+must agree (dropout); a module that takes a key padding mask gets ``attention_mask`` of shape
+``(B, L)``, 1 = token and 0 = padding (the last two keys of the second sample), and the reference
+masks those keys; one forward and backward under autograd must run (an in-place op on a view
 that autograd forbids, e.g. ``q *= scale`` on an ``unbind`` output, makes the module untrainable);
 modules with a literal mask fill also run in float16, where an overflowing fill raises or yields
 non-finite values.  The verdict is ``"correct"``, ``"buggy"`` or
@@ -23,6 +25,13 @@ from .generator import Variant
 B, L = 2, 5
 
 
+def padding_mask() -> torch.Tensor:
+    """``(B, L)`` int64, 1 = token, 0 = padding: the second sample's last two positions are pads."""
+    am = torch.ones(B, L, dtype=torch.long)
+    am[1, -2:] = 0
+    return am
+
+
 def _reference(v: Variant, m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     if v.seq_first:
         x = x.transpose(0, 1)
@@ -35,7 +44,11 @@ def _reference(v: Variant, m: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     q = q.view(b, n, H, D).transpose(1, 2)
     k = k.view(b, n, Hkv, D).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
     val = val.view(b, n, Hkv, D).transpose(1, 2).repeat_interleave(H // Hkv, dim=1)
-    y = F.scaled_dot_product_attention(q, k, val, is_causal=v.causal)
+    if v.padding:
+        keep = padding_mask().bool()[:, None, None, :]
+        y = F.scaled_dot_product_attention(q, k, val, attn_mask=keep)
+    else:
+        y = F.scaled_dot_product_attention(q, k, val, is_causal=v.causal)
     y = getattr(m, v.out_proj)(y.transpose(1, 2).reshape(b, n, H * D))
     return y.transpose(0, 1) if v.seq_first else y
 
@@ -60,10 +73,11 @@ def verify(v: Variant) -> Verdict:
             gen = torch.Generator().manual_seed(v.seed)
             shape = (L, B, v.d_model) if v.seq_first else (B, L, v.d_model)
             x = torch.randn(shape, dtype=torch.float64, generator=gen)
+            kw = {"attention_mask": padding_mask()} if v.padding else {}
             with torch.no_grad():
                 ref = _reference(v, m, x)
-                y1 = m(x)
-                y2 = m(x)
+                y1 = m(x, **kw)
+                y2 = m(x, **kw)
     except Exception as exc:  # noqa: BLE001 - a generator defect, reported by the caller
         return Verdict("error", f"{type(exc).__name__}: {exc}")
     if y1.shape != ref.shape:
@@ -75,7 +89,7 @@ def verify(v: Variant) -> Verdict:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            m(x.clone().requires_grad_()).sum().backward()
+            m(x.clone().requires_grad_(), **kw).sum().backward()
     except RuntimeError as exc:  # autograd refuses the forward: the module cannot be trained
         return Verdict("buggy", f"forward under autograd: {type(exc).__name__}: {exc}")
     if v.fp16:
@@ -83,7 +97,7 @@ def verify(v: Variant) -> Verdict:
             with warnings.catch_warnings(), torch.no_grad():
                 warnings.simplefilter("ignore")
                 m16 = copy.deepcopy(m).half()
-                y16 = m16(x.half()).double()
+                y16 = m16(x.half(), **kw).double()
         except Exception as exc:  # noqa: BLE001 - float16 overflow raises in masked_fill
             return Verdict("buggy", f"float16: {type(exc).__name__}: {exc}")
         if not torch.isfinite(y16).all() or not torch.allclose(y16, ref, rtol=5e-2, atol=5e-2):

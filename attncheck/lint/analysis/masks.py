@@ -41,6 +41,7 @@ import libcst as cst
 
 from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
+from attncheck.lint.analysis.interpreter import MISSING, Frame, FuncRef, Interpreter
 from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
 from attncheck.lint.context import dotted_name
 from attncheck.lint.project import rehome
@@ -151,9 +152,35 @@ class MaskVal:
     #: a fill written into a float mask that blocks nothing (``zeros(L, L).masked_fill(m, 0)``,
     #: ``+inf``, ``-1e-9``): the additive mask it builds is ineffective
     weak_fill: Fill | None = field(default=None, compare=False)
+    #: the polarity this padding mask has if it holds 0/1 numbers (a tokenizer's
+    #: ``attention_mask``: 1 = attend, 0 = padding); it becomes :attr:`polarity` once the code
+    #: treats the mask as numbers (compares it with 0 or 1, computes ``1 - m`` or ``m * c``, casts
+    #: it), and is dropped when the code treats it as booleans (``~m``: already a bool mask)
+    numeric_polarity: str | None = None
+    #: a key padding mask laid out to broadcast over the query axis (``m[:, None, None, :]``,
+    #: ``m.unsqueeze(1).unsqueeze(2)``, ``m.view(B, 1, 1, L)``): it selects keys (columns), the
+    #: same for every query, never whole query rows
+    key_only: bool = False
 
     def with_pattern(self, p: Pattern | None, **kw: Any) -> MaskVal:
         return replace(self, pattern=p, **kw)
+
+    def as_numbers(self) -> MaskVal:
+        """This mask read as 0/1 numbers: its numeric polarity, if any, now holds.  Callers
+        invoke it on evidence that only a 0/1 mask fits (``m == 1``, ``1 - m``, ``m * c``, a
+        float cast) or, for a test that an additive 0 / -inf mask passes too (``m == 0``,
+        ``m != 0``, ``m.bool()``), when the code itself laid the mask out as a key padding
+        mask (:attr:`key_only`): a layer handed an already additive mask does not."""
+        if self.polarity is None and self.numeric_polarity is not None:
+            return replace(self, polarity=self.numeric_polarity)
+        return self
+
+
+def _same_axes(new: Any, old: MaskVal) -> Any:
+    """``new`` (computed elementwise from ``old``) with ``old``'s key-only layout."""
+    if isinstance(new, MaskVal) and old.key_only and not new.key_only:
+        return replace(new, key_only=True)
+    return new
 
 
 @dataclass(frozen=True)
@@ -685,6 +712,11 @@ def _named_mask_uncached(name: str) -> MaskVal | None:
     pol = _polarity_of_name(low)
     if pol is None and "mask" not in low:
         return None
+    if pol is None and low.endswith("attention_mask"):
+        # the tokenizer's ``attention_mask`` (Hugging Face glossary: "1 for tokens that are not
+        # masked, 0 for tokens that are masked") when it is used as numbers; as a boolean the
+        # name is used both ways (MPT's bool-cast 4-D mask is True = blocked)
+        return MaskVal(numeric_polarity="keep")
     return MaskVal(polarity=pol)
 
 
@@ -692,21 +724,15 @@ def _flip(pol: str | None) -> str | None:
     return {"keep": "block", "block": "keep"}.get(pol or "", None)
 
 
-#: files whose module-level code an analyzer is evaluating (for another file's import of them)
-_LOADING: set[str] = set()
-
-
-class _Analyzer:
-    def __init__(self, ctx) -> None:
-        self.ctx = ctx
+class _Analyzer(Interpreter):
+    def __init__(self, ctx, loading: set[str] | None = None) -> None:
+        super().__init__(ctx, loading)
         self.result = MaskAnalysis()
         self.index = ctx.index
-        self.functions = self.index.functions
         self.classes = self.index.classes
         #: attributes ``self.X`` each class's ``__init__`` sets (run once, on first look-up)
         self.class_attrs: dict[int, dict[str, Any]] = {}  # by id of the ClassInfo
         self._inited: set[int] = set()  # classes whose ``__init__`` ran
-        self._busy: set[int] = set()  # functions being run for a return value (recursion)
         self.globals: dict[str, Any] = {}
         self.callsite_args: dict[int, dict[int, Any]] = {}  # id(function) -> parameter index -> value
         self.recording = False
@@ -715,8 +741,9 @@ class _Analyzer:
         self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self.nodes = NodeCache()  # walks of this file's nodes, for this run only
-        #: analyzers of the other linted files whose functions this one runs, by file
-        self.imported_from: dict[str, _Analyzer] = {}
+        #: the functions defined inside functions, by ``id`` of their node (kept alive by the
+        #: module): what a local ``def``'s :class:`FuncRef` runs
+        self.local_defs: dict[int, FunctionInfo] = {}
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
@@ -760,57 +787,37 @@ class _Analyzer:
         return None
 
     def method(self, cls: ClassInfo | None, name: str) -> FunctionInfo | None:
-        return self.index.method(cls, name)
+        return self.lookup_function(name, cls) if cls is not None else None
 
-    def imported(self, func: cst.BaseExpression, env: dict) -> tuple[_Analyzer, FunctionInfo] | None:
-        """The function of another linted file that the callee ``func`` names through an import
-        (:meth:`FileContext.imported_function`) with the analyzer of that file (its names
-        resolve through its own imports); ``None`` otherwise, and when a local name or a
-        same-file function shadows the import."""
-        head = func
-        while type(head) is cst.Attribute:
-            head = head.value
-        if type(head) is not cst.Name or head.value in env or head.value in self.functions:
-            return None
-        imports = self.ctx.imports
-        if head.value not in imports.aliases and head.value not in imports.relative:
-            return None
-        found = self.ctx.imported_function(func)
-        if found is None:
-            return None
-        callee, f = found
-        an = self.imported_from.get(callee.path)
-        if an is None or an.ctx is not callee:
-            if callee.path in _LOADING:  # module-level code of files importing each other
-                return None
-            _LOADING.add(callee.path)
-            try:
-                an = self.imported_from[callee.path] = _Analyzer(callee)
-            finally:
-                _LOADING.discard(callee.path)
-            an.collecting = False
-        return an, f
+    def adopt_imported(self, an: Interpreter) -> None:
+        an.collecting = False  # its call-site arguments are this file's, per call
 
-    #: nested helper calls evaluated for one return value (``a(b(c(d(m))))``); deeper is unknown
-    MAX_RETURN_DEPTH = 4
+    def callee(self, q: str, env: dict[str, Any]) -> FunctionInfo | None:
+        """The same-file function a call of the qualified name ``q`` runs, by value: a local
+        ``def`` the name is bound to in ``env``, else ``f(...)`` or, in a method,
+        ``self.m(...)`` as the module index resolves them."""
+        if q.startswith("self.") and q.count(".") == 1:
+            return self.method(self.current.cls, q[5:]) if self.current is not None else None
+        v = env.get(q)
+        if isinstance(v, FuncRef):
+            return self.local_defs.get(id(v.fn))
+        return self.lookup_function(q) if q != "float" and v is None else None
 
     def return_value(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> Any:
         """What the same-file function ``f`` returns at ``call``: its body run with the call's
-        arguments (evaluated in the caller's ``env``) bound to its parameters.  Per call, not
+        arguments (evaluated in the caller's ``env``) bound to its parameters, at most
+        :data:`~attncheck.lint.analysis.interpreter.MAX_INLINE_DEPTH` calls deep.  Per call, not
         per function: the value at one call site never depends on the file's other calls of
         ``f``, their order, or whether a region parse kept them (:mod:`attncheck.lint.regions`
         keeps a kept function's helpers, not every caller of those helpers)."""
-        if id(f) in self._busy or self._return_depth >= self.MAX_RETURN_DEPTH:
-            return None  # recursion
         return self.returns_with(f, self._call_args(f, call, env))
 
     def returns_with(self, f: FunctionInfo, args: dict[int, Any]) -> Any:
         """What ``f`` returns with the argument values ``args`` (by parameter index)."""
-        if id(f) in self._busy or self._return_depth >= self.MAX_RETURN_DEPTH:
-            return None  # recursion
+        if not self.can_inline(f.node, self._return_depth + 1):
+            return None  # too deep, or recursion
         params = self._params(f)
         penv = {params[i]: v for i, v in args.items() if i < len(params)}
-        self._busy.add(id(f))
         self._return_depth += 1
         saved = (self.recording, self.current)
         self.recording, self.current = False, f
@@ -819,7 +826,6 @@ class _Analyzer:
         finally:
             self.recording, self.current = saved
             self._return_depth -= 1
-            self._busy.discard(id(f))
 
     @staticmethod
     def _params(f: FunctionInfo) -> list[str]:
@@ -856,100 +862,9 @@ class _Analyzer:
     # ---- statements -----------------------------------------------------------------------
     def _run_function(self, f: FunctionInfo, env: dict[str, Any], cls_env: ClassInfo | None = None) -> Any:
         """Run ``f``'s body in ``env``; return the join of what its ``return`` statements give."""
-        saved = getattr(self, "_returns", None)
-        self._returns: list[Any] = []
-        try:
-            state = _State(env, {})
-            self._block(f.node.body, state, cls_env)
-            rets = self._returns
-        finally:
-            self._returns = saved
-        val = None
-        for i, r in enumerate(rets):
-            val = r if i == 0 else _join(val, r)
-        return val
+        return self.run_body(_MaskFrame(self, env, cls_env), f.node)
 
-    def _block(self, body, state: _State, cls_env) -> None:
-        stmts = body.body if hasattr(body, "body") else body
-        if isinstance(stmts, cst.BaseSuite):
-            stmts = stmts.body
-        for stmt in stmts:
-            self._stmt(stmt, state, cls_env)
-
-    def _stmt(self, stmt: cst.CSTNode, state: _State, cls_env) -> None:
-        if type(stmt) is cst.SimpleStatementLine:
-            for small in stmt.body:
-                self._small(small, state, cls_env)
-        elif type(stmt) is cst.If:
-            self._scan(stmt.test, state)
-            a = state.copy()
-            self._block(stmt.body, a, cls_env)
-            b = state.copy()
-            if stmt.orelse is not None:
-                if type(stmt.orelse) is cst.If:
-                    self._stmt(stmt.orelse, b, cls_env)
-                else:
-                    self._block(stmt.orelse.body, b, cls_env)
-            state.assign_from(a.join(b))
-        elif type(stmt) in (cst.For, cst.While):
-            if type(stmt) is cst.For:
-                self._scan(stmt.iter, state)
-            else:
-                self._scan(stmt.test, state)
-            a = state.copy()
-            self._block(stmt.body, a, cls_env)
-            if stmt.orelse is not None:
-                self._block(stmt.orelse.body, a, cls_env)
-            state.assign_from(state.join(a))
-        elif type(stmt) is cst.With:
-            for item in stmt.items:
-                self._scan(item.item, state)
-            self._block(stmt.body, state, cls_env)
-        elif type(stmt) is cst.Try:
-            self._block(stmt.body, state, cls_env)
-            for h in stmt.handlers:
-                self._block(h.body, state, cls_env)
-            if stmt.orelse is not None:
-                self._block(stmt.orelse.body, state, cls_env)
-            if stmt.finalbody is not None:
-                self._block(stmt.finalbody.body, state, cls_env)
-        # nested FunctionDef / ClassDef: analysed on their own (see analyze)
-
-    def _small(self, small: cst.CSTNode, state: _State, cls_env) -> None:
-        if type(small) is cst.Assign:
-            self._scan(small.value, state, assign_targets=[t.target for t in small.targets])
-            val = self.ev(small.value, state.env)
-            tag = self.tag_of(small.value, state)
-            for t in small.targets:
-                self._bind(t.target, val, tag, state, cls_env, small.value)
-                if type(t.target) is cst.Subscript:
-                    self._index_assign(t.target, small.value, state)
-        elif type(small) is cst.AnnAssign and small.value is not None:
-            self._scan(small.value, state, assign_targets=[small.target])
-            self._bind(small.target, self.ev(small.value, state.env),
-                       self.tag_of(small.value, state), state, cls_env, small.value)
-        elif type(small) is cst.AugAssign:
-            self._scan(small.value, state)
-            if type(small.operator) is cst.AddAssign:
-                self._additive(small, small.target, small.value, state, [small.target])
-            if type(small.target) is cst.Name:
-                name = small.target.value
-                cur = state.env.get(name)
-                op = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply,
-                      cst.SubtractAssign: cst.Subtract, cst.BitAndAssign: cst.BitAnd,
-                      cst.BitOrAssign: cst.BitOr}.get(type(small.operator))
-                if op is not None and isinstance(cur, MaskVal):
-                    state.env[name] = self._binop(cur, op(), self.ev(small.value, state.env), small)
-                elif isinstance(cur, MaskVal):
-                    state.env.pop(name, None)
-        elif type(small) is cst.Expr:
-            self._scan(small.value, state)
-            self._inplace(small.value, state)
-        elif type(small) is cst.Return and small.value is not None:
-            self._scan(small.value, state, returned=True)
-            self._returns.append(self.ev(small.value, state.env))
-
-    def _bind(self, target, val, tag, state: _State, cls_env, value_node) -> None:
+    def _bind(self, target, val, tag, state: _MaskFrame, cls_env, value_node) -> None:
         if type(target) is cst.Name:
             name = target.value
             if isinstance(val, MaskVal) and val.polarity is None and (
@@ -987,7 +902,7 @@ class _Analyzer:
             if d is not None and tag is not None:
                 state.tags[d] = tag
 
-    def _inplace(self, expr: cst.BaseExpression, state: _State) -> None:
+    def _inplace(self, expr: cst.BaseExpression, state: _MaskFrame) -> None:
         """``m.tril_()``, ``m.masked_fill_(...)``, ``self.register_buffer("bias", ...)``."""
         if type(expr) is not cst.Call or type(expr.func) is not cst.Attribute:
             return
@@ -1012,7 +927,7 @@ class _Analyzer:
                 state.env[recv.value] = v
 
     # ---- tags (scores / probs) --------------------------------------------------------------
-    def is_softmax_call(self, node: cst.CSTNode, state: _State | None = None) -> bool:
+    def is_softmax_call(self, node: cst.CSTNode, state: _MaskFrame | None = None) -> bool:
         if type(node) is not _Call:
             return False
         func = node.func
@@ -1048,7 +963,7 @@ class _Analyzer:
             w = self._qn[id(node)] = (node, self.ctx.qualname(node))
         return w[1]
 
-    def tag_of(self, expr: cst.BaseExpression, state: _State) -> str | None:
+    def tag_of(self, expr: cst.BaseExpression, state: _MaskFrame) -> str | None:
         has_softmax = has_mm = False
         names = set()
         for n in self.nodes.ops(expr):  # only calls / binary operations can be either
@@ -1071,7 +986,7 @@ class _Analyzer:
         return None
 
     # ---- consumers ------------------------------------------------------------------------
-    def _scan(self, expr: cst.CSTNode, state: _State, assign_targets=None,
+    def _scan(self, expr: cst.CSTNode, state: _MaskFrame, assign_targets=None,
               returned: bool = False) -> None:
         """Find consumers inside one statement's expression."""
         self._targets = assign_targets
@@ -1098,13 +1013,9 @@ class _Analyzer:
             elif type(n) is _BinaryOperation and type(n.operator) is cst.Multiply:
                 self._multiplicative(n, state)
 
-    def _callsite(self, call: cst.Call, state: _State) -> None:
+    def _callsite(self, call: cst.Call, state: _MaskFrame) -> None:
         q = self.qualname(call.func)
-        f = None
-        if q in self.functions:
-            f = self.functions[q]
-        elif q is not None and q.startswith("self.") and q.count(".") == 1 and self.current:
-            f = self.method(self.current.cls, q[5:])
+        f = self.callee(q, state.env) if q is not None else None
         if f is None:
             return
         slots = self.callsite_args.setdefault(id(f), {})
@@ -1572,8 +1483,8 @@ class _Analyzer:
                     return inner.with_pattern(p_scale(inner.pattern, -1.0))
                 return None
             if top is cst.BitInvert and isinstance(inner, MaskVal):
-                return MaskVal(p_not(inner.pattern), "bool", None, _flip(inner.polarity),
-                               inner.origin, inner.repeated)
+                return _same_axes(MaskVal(p_not(inner.pattern), "bool", None, _flip(inner.polarity),
+                                          inner.origin, inner.repeated), inner)
             if top is cst.Not:
                 return None
             return inner if top is cst.Plus else None
@@ -1705,6 +1616,10 @@ class _Analyzer:
                 if type(v) is cst.Ellipsis or (type(v) is cst.Name and v.value == "None"):
                     continue
                 plain = False
+            if plain and len(elems) >= 2 and type(elems[-1]) is cst.Slice \
+                    and type(elems[-2]) is cst.Index and type(elems[-2].value) is cst.Name \
+                    and elems[-2].value.value == "None":
+                return replace(base, key_only=True)  # m[:, None, None, :]: (B, 1, 1, L_k)
             if plain or (len(elems) >= 2 and all(type(e) is cst.Slice for e in elems[-2:])):
                 return base
             return base.with_pattern(None)
@@ -1744,8 +1659,8 @@ class _Analyzer:
             return replace(inner, wide=True) if self._wide_dtype(kwarg(node, "dtype"), env) \
                 else inner
         # --- same-file functions
-        if q in self.functions and q not in ("float",):
-            v = self.return_value(self.functions[q], node, env)
+        if "." not in q and (f := self.callee(q, env)) is not None:
+            v = self.return_value(f, node, env)
             return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
         # --- functions of other linted files: run there, with this call's argument values
         found = self.imported(func, env)
@@ -1817,8 +1732,8 @@ class _Analyzer:
         if fop is not None and fop.family == "logical" and fop.kind == "not":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal):
-                return MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
-                               src.origin, src.repeated)
+                return _same_axes(MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
+                                          src.origin, src.repeated), src)
             return None
         if fop is not None and fop.family in ("logical", "pointwise") and fop.other is not None:
             if len(node.args) < 2:
@@ -1846,8 +1761,12 @@ class _Analyzer:
                                                            escapes=self.escapes(node)))
                 dt = "bool" if fa.is_bool and fb.is_bool else "float"
                 unit = all(x.region != "P" or x.value == 1.0 for x in (fa, fb))
-                return MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
-                               c.polarity, c.origin or origin, c.repeated, unit=unit)
+                # polarity says what the non-zero entries are: torch.where(keep, 0, -1e9) is
+                # non-zero (blocking) where keep is False
+                pol = _flip(c.polarity) if fa.region == "Z" and fb.region not in ("Z", None) \
+                    else c.polarity
+                return _same_axes(MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
+                                          pol, c.origin or origin, c.repeated, unit=unit), c)
             return None
         if q.endswith("functional.pad") or q == "torch.nn.functional.pad":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
@@ -1893,12 +1812,17 @@ class _Analyzer:
         if meth in _PRESERVE_METHODS:
             if meth == "repeat" and node.args and int_of(node.args[0].value) != 1:
                 return replace(m, repeated=True)
+            if self._query_axis_added(node, meth):
+                return replace(m, key_only=True)
             return m
         if meth in ("transpose", "swapaxes") and len(node.args) == 2:
             dims = {int_of(node.args[0].value), int_of(node.args[1].value)}
             return m.with_pattern(p_transpose(m.pattern)) if dims == {-1, -2} else m.with_pattern(None)
         if meth in ("t", "mT"):
             return m.with_pattern(p_transpose(m.pattern))
+        if meth in ops.FLOAT_CASTS or meth in ops.INT_CASTS or meth == "type_as" \
+                or meth == "bool" and m.key_only:
+            m = m.as_numbers()  # a cast: the mask held numbers (or is about to)
         if meth == "bool":
             return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
         if meth in ops.FLOAT_CASTS:
@@ -1912,16 +1836,17 @@ class _Analyzer:
             if meth == "type_as":
                 return replace(m, dtype="float")
             if dt == "bool":
-                return replace(m, pattern=p_truthy(m.pattern), dtype="bool")
+                return replace(m.as_numbers() if m.key_only else m, pattern=p_truthy(m.pattern), dtype="bool")
             if dt is not None:
-                return replace(m, dtype=dt)
+                return replace(m.as_numbers(), dtype=dt)
             if "device" in text or a is None:
                 return m
             if "dtype" in text:
-                return replace(m, dtype="float")
+                return replace(m.as_numbers(), dtype="float")
             return m
         if meth == "logical_not":
-            return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin, m.repeated)
+            return _same_axes(MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin,
+                                      m.repeated), m)
         mop = ops.METHODS.get(meth)
         if mop is not None and mop.family in ("logical", "pointwise") and mop.other is not None \
                 and not mop.inplace and mop.kind in _BINARY:
@@ -1953,6 +1878,22 @@ class _Analyzer:
         if meth in ("flip", "roll", "sum", "cumsum", "any", "all", "nonzero", "float_power"):
             return None
         return None
+
+    @staticmethod
+    def _query_axis_added(node: cst.Call, meth: str) -> bool:
+        """Whether ``m.<meth>(...)`` lays a key padding mask out as ``(…, 1, L_k)``:
+        ``unsqueeze(-2)``, ``unsqueeze(1).unsqueeze(2)`` (a ``(B, L)`` mask), or a ``view`` /
+        ``reshape`` whose second-to-last size is 1 and last is not."""
+        if meth == "unsqueeze":
+            d = int_of(arg_value(node, 0, "dim"))
+            if d == -2:
+                return True
+            inner = node.func.value
+            return d == 2 and type(inner) is _Call and type(inner.func) is _Attribute \
+                and inner.func.attr.value == "unsqueeze" and int_of(arg_value(inner, 0, "dim")) == 1
+        if meth in ("view", "reshape") and len(node.args) >= 3 and not any(a.star for a in node.args):
+            return int_of(node.args[-2].value) == 1 and int_of(node.args[-1].value) != 1
+        return False
 
     def _binop(self, a, op, b, node) -> Any:
         if isinstance(a, Fill) and isinstance(b, Fill):
@@ -2006,38 +1947,46 @@ class _Analyzer:
                                unit=False)
             return None
         if isinstance(a, MaskVal) and isinstance(b, Fill) or isinstance(b, MaskVal) and isinstance(a, Fill):
-            m, f, mask_left = (a, b, True) if isinstance(a, MaskVal) else (b, a, False)
-            if type(op) is cst.Multiply:
-                if f.kind == "literal" and f.value is not None:
-                    scaled_fill = m.fill.scaled(f.value) if m.fill else None
-                    pat = p_scale(m.pattern, f.value)
-                    if f.value < 0 and m.pattern is not None and "P" in m.pattern:
-                        scaled_fill = f
-                    if f.overflows_fp16 and self.recording:
-                        self.result.fill_sites.append(FillSite(f, f.node or node, "additive",
-                                                               escapes=self.escapes(node)))
-                    unit = (m.unit and f.value == 1.0) or not (pat and "P" in pat)
-                    return MaskVal(pat, "float", scaled_fill, m.polarity, m.origin, m.repeated,
-                                   unit=unit)
-                if f.kind in ("neg_inf", "finfo_min", "pos_inf", "finfo_max"):
-                    sign = -1.0 if f.region == "N" else 1.0
-                    pat = p_scale(m.pattern, sign)
-                    return MaskVal(pat, "float", f if sign < 0 else None,
-                                   m.polarity, m.origin, m.repeated, unit=not (pat and "P" in pat))
-                return None
-            if type(op) is cst.Subtract and f.kind == "literal":
-                unit = m.unit or m.dtype == "bool"
-                if not mask_left and f.value == 1.0:
-                    p = p_one_minus(m.pattern, unit)
-                    return MaskVal(p, "float", None, _flip(m.polarity), m.origin, m.repeated,
-                                   unit=not (m.pattern and "N" in m.pattern))
-                if mask_left and f.value == 1.0:
-                    return MaskVal(p_minus_one(m.pattern, unit), "float", Fill("literal", -1.0),
-                                   _flip(m.polarity), m.origin, m.repeated, unit=True)
-                return None
-            if type(op) is cst.BitXor and f.is_bool and f.value == 1.0:
-                return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin)
+            m = a if isinstance(a, MaskVal) else b
+            return _same_axes(self._binop_fill(a, op, b, node), m)
+        return None
+
+    def _binop_fill(self, a, op, b, node) -> Any:
+        """A mask combined with a constant (``m * -1e9``, ``1 - m``, ``m ^ True``)."""
+        m, f, mask_left = (a, b, True) if isinstance(a, MaskVal) else (b, a, False)
+        if type(op) in (cst.Multiply, cst.Subtract):
+            m = m.as_numbers()
+        if type(op) is cst.Multiply:
+            if f.kind == "literal" and f.value is not None:
+                scaled_fill = m.fill.scaled(f.value) if m.fill else None
+                pat = p_scale(m.pattern, f.value)
+                if f.value < 0 and (m.pattern is None and m.fill is None and m.polarity is not None
+                                    or m.pattern is not None and "P" in m.pattern):
+                    scaled_fill = f  # the non-zero entries (a padding mask's 1s) hold f
+                if f.overflows_fp16 and self.recording:
+                    self.result.fill_sites.append(FillSite(f, f.node or node, "additive",
+                                                           escapes=self.escapes(node)))
+                unit = (m.unit and f.value == 1.0) or not (pat and "P" in pat)
+                return MaskVal(pat, "float", scaled_fill, m.polarity, m.origin, m.repeated,
+                               unit=unit)
+            if f.kind in ("neg_inf", "finfo_min", "pos_inf", "finfo_max"):
+                sign = -1.0 if f.region == "N" else 1.0
+                pat = p_scale(m.pattern, sign)
+                return MaskVal(pat, "float", f if sign < 0 else None,
+                               m.polarity, m.origin, m.repeated, unit=not (pat and "P" in pat))
             return None
+        if type(op) is cst.Subtract and f.kind == "literal":
+            unit = m.unit or m.dtype == "bool"
+            if not mask_left and f.value == 1.0:
+                p = p_one_minus(m.pattern, unit)
+                return MaskVal(p, "float", None, _flip(m.polarity), m.origin, m.repeated,
+                               unit=not (m.pattern and "N" in m.pattern))
+            if mask_left and f.value == 1.0:
+                return MaskVal(p_minus_one(m.pattern, unit), "float", Fill("literal", -1.0),
+                               _flip(m.polarity), m.origin, m.repeated, unit=True)
+            return None
+        if type(op) is cst.BitXor and f.is_bool and f.value == 1.0:
+            return MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin)
         return None
 
     def _compare(self, node: cst.Comparison, env) -> Any:
@@ -2053,6 +2002,11 @@ class _Analyzer:
         return self._compare_vals(a, op, b, node, comp.comparator)
 
     def _compare_vals(self, a, op: str, b, node, comparator) -> Any:
+        m = a if isinstance(a, MaskVal) else b if isinstance(b, MaskVal) else None
+        r = self._compare_vals_of(a, op, b, node, comparator)
+        return _same_axes(r, m) if m is not None else r
+
+    def _compare_vals_of(self, a, op: str, b, node, comparator) -> Any:
         if isinstance(a, IndexVal) and isinstance(b, IndexVal):
             axes = {a.axis, b.axis}
             if a.offset is None or b.offset is None or "row" not in axes or axes == {"row"}:
@@ -2065,6 +2019,8 @@ class _Analyzer:
             a, b = b, a
             op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
         if isinstance(a, MaskVal) and isinstance(b, Fill):
+            if b.kind == "literal" and not b.is_bool and (b.value == 1.0 or b.value == 0.0 and a.key_only):
+                a = a.as_numbers()
             r = b.region
             p = a.pattern
             if op == "==" and r == "Z":
@@ -2135,34 +2091,88 @@ def _join(a: Any, b: Any) -> Any:
     return None
 
 
-class _State:
-    __slots__ = ("env", "tags")
+class _MaskFrame(Frame):
+    """One function body run over the mask domain: ``env`` (name → :class:`MaskVal`, :class:`Fill`,
+    ... ; an unknown value is not bound, so the name falls back to what it says) and ``tags``
+    (name → ``"scores"`` / ``"probs"`` / ``"out"``: what a name holds on some path)."""
 
-    def __init__(self, env: dict, tags: dict) -> None:
-        self.env = env
-        self.tags = tags
+    UNKNOWN = None
+    STORES_UNKNOWN = False
 
-    def copy(self) -> _State:
-        return _State(dict(self.env), dict(self.tags))
+    def __init__(self, an: _Analyzer, env: dict, cls_env: ClassInfo | None) -> None:
+        super().__init__(env)
+        self.an = an
+        self.tags: dict[str, str] = {}
+        self.cls_env = cls_env
+        self._tag: str | None = None  # the tag of the assignment being run
 
-    def join(self, other: _State) -> _State:
-        env = {}
-        for k in set(self.env) | set(other.env):
-            if k in self.env and k in other.env:
-                v = _join(self.env[k], other.env[k])
-                if v is not None:
-                    env[k] = v
-            else:
-                v = self.env.get(k, other.env.get(k))
-                if not isinstance(v, Dtype):  # cast on one path only: the other keeps its dtype
-                    env[k] = v
-        tags = dict(self.tags)
-        tags.update(other.tags)
-        return _State(env, tags)
+    # ---- the lattice
+    def join(self, a: Any, b: Any) -> Any:
+        return _join(a, b)
 
-    def assign_from(self, other: _State) -> None:
-        self.env = other.env
-        self.tags = other.tags
+    def join_absent(self, v: Any) -> Any:
+        # a cast on one path only: the other keeps its dtype, so the dtype is unknown
+        return MISSING if isinstance(v, Dtype) else v
+
+    def snapshot(self) -> Any:
+        return dict(self.env), dict(self.tags)
+
+    def restore(self, state: Any) -> None:
+        super().restore(state[0])
+        self.tags = dict(state[1])
+
+    def join_states(self, a: Any, b: Any) -> Any:
+        tags = dict(a[1])
+        tags.update(b[1])  # a tag holds if it holds on some path
+        return self.join_envs(a[0], b[0]), tags
+
+    # ---- transfer functions
+    def eval(self, node: cst.BaseExpression) -> Any:
+        return self.an.ev(node, self.env)
+
+    def read(self, expr: cst.BaseExpression) -> None:
+        self.an._scan(expr, self)
+
+    def assigned(self, value: cst.BaseExpression, targets: list) -> Any:
+        self.an._scan(value, self, assign_targets=targets)
+        v = self.an.ev(value, self.env)
+        self._tag = self.an.tag_of(value, self)
+        return v
+
+    def assign(self, target: cst.BaseExpression, value: Any, value_node: Any = None) -> None:
+        self.an._bind(target, value, self._tag if value_node is not None else None, self,
+                      self.cls_env, value_node)
+        if type(target) is cst.Subscript and value_node is not None:
+            self.an._index_assign(target, value_node, self)
+
+    def aug_assign(self, s: cst.AugAssign) -> None:
+        an = self.an
+        an._scan(s.value, self)
+        if type(s.operator) is cst.AddAssign:
+            an._additive(s, s.target, s.value, self, [s.target])
+        if type(s.target) is cst.Name:
+            name = s.target.value
+            cur = self.env.get(name)
+            op = {cst.AddAssign: cst.Add, cst.MultiplyAssign: cst.Multiply,
+                  cst.SubtractAssign: cst.Subtract, cst.BitAndAssign: cst.BitAnd,
+                  cst.BitOrAssign: cst.BitOr}.get(type(s.operator))
+            if op is not None and isinstance(cur, MaskVal):
+                self.env[name] = an._binop(cur, op(), an.ev(s.value, self.env), s)
+            elif isinstance(cur, MaskVal):
+                self.env.pop(name, None)
+
+    def expr_stmt(self, s: cst.Expr) -> None:
+        self.an._scan(s.value, self)
+        self.an._inplace(s.value, self)
+
+    def define(self, s: cst.FunctionDef) -> None:
+        self.env[s.name.value] = FuncRef(s.name.value, fn=s)
+
+    def returned(self, value: cst.BaseExpression | None) -> Any:
+        if value is None:
+            return MISSING  # a bare ``return`` passes no mask: it adds nothing to the join
+        self.an._scan(value, self, returned=True)
+        return self.an.ev(value, self.env)
 
 
 def analyze(ctx) -> MaskAnalysis:
@@ -2181,6 +2191,7 @@ def _analyze(ctx) -> MaskAnalysis:
     for f in an.index.defs:
         nested.extend(an.index.nested(f))
     everything = an.index.defs + nested
+    an.local_defs = {id(f.node): f for f in nested}
     names = {id(f): an.nodes.identifiers(f.node.body) for f in everything}
     mask_globals = an.globals.keys()  # module-level masks and fills (``CAUSAL = torch.tril(…)``)
     relevant = {id(f) for f in everything

@@ -32,6 +32,14 @@ from typing import Any
 import libcst as cst
 
 from attncheck.lint.analysis import ops
+from attncheck.lint.analysis.interpreter import (
+    MAX_INLINE_DEPTH,
+    PARTIAL,
+    Frame,
+    FuncRef,
+    Interpreter,
+    positional_params,
+)
 from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
     arg_value,
@@ -339,21 +347,6 @@ class ModVal:
     has_dim: bool = False
 
 
-@dataclass(frozen=True)
-class FuncRef:
-    """A callable resolved by value: a module-level function (by ``name``), a method
-    (``bound_self``), or a local ``def`` / ``lambda`` (``fn``, evaluated in the enclosing
-    frame's environment ``closure``, looked up when called: Python closures bind late)."""
-
-    name: str
-    bound_self: Any = None
-    fn: Any = field(default=None, compare=False, repr=False)
-    closure: Any = field(default=None, compare=False, repr=False)
-    #: the :class:`Analyzer` of the linted file that defines a function imported from it
-    #: (:mod:`attncheck.lint.project`); ``None``: this file
-    owner: Any = field(default=None, repr=False)
-
-
 @dataclass
 class SelfVal:
     cls: str
@@ -529,26 +522,17 @@ def _referenced(text: str, nm: str) -> bool:
     return False
 
 
-class _Return(Exception):
-    pass
-
-
-class Analyzer:
-    MAX_DEPTH = 3
-
-    def __init__(self, ctx: Any) -> None:
-        self.ctx = ctx
+class Analyzer(Interpreter):
+    def __init__(self, ctx: Any, loading: set[str] | None = None) -> None:
+        super().__init__(ctx, loading)
         self.result = Provenance()
         self.funcs: dict[str, cst.FunctionDef] = {}
         self.classes: dict[str, cst.ClassDef] = {}
         self.methods: dict[str, dict[str, cst.FunctionDef]] = {}
         self.selfs: dict[str, SelfVal] = {}
         self.called: set[str] = set()
-        self.stack: list[cst.FunctionDef] = []
         #: head counts found by structure in the scope being analysed (see _HEADS_BY_STRUCTURE)
         self.heads: set[str] = set()
-        #: analyzers of the other linted files whose functions this one inlines, by file
-        self.imported_from: dict[str, Analyzer] = {}
 
     def _load_index(self) -> None:
         index = self.ctx.index
@@ -556,29 +540,14 @@ class Analyzer:
         self.classes = {n: c.node for n, c in index.classes.items()}
         self.methods = {n: {m: f.node for m, f in c.methods.items()} for n, c in index.classes.items()}
 
-    def imported(self, func: cst.BaseExpression, env: dict) -> FuncRef | None:
-        """The function of another linted file that the callee ``func`` names through an import
-        (:meth:`FileContext.imported_function`), to be inlined like a same-file helper by that
-        file's analyzer (its names resolve through its own imports); ``None`` otherwise, and
-        when a local name or a same-file function shadows the import."""
-        head = func
-        while type(head) is cst.Attribute:
-            head = head.value
-        if type(head) is not cst.Name or head.value in env or head.value in self.funcs:
-            return None
-        imports = self.ctx.imports
-        if head.value not in imports.aliases and head.value not in imports.relative:
-            return None
-        found = self.ctx.imported_function(func)
-        if found is None:
-            return None
-        callee, f = found
-        an = self.imported_from.get(callee.path)
-        if an is None or an.ctx is not callee:
-            an = self.imported_from[callee.path] = Analyzer(callee)
-            an._load_index()
-            an.heads = self.heads  # head counts by structure: the caller's scope, as inlined
-        return FuncRef(f.name, owner=an)
+    def imported_ref(self, func: cst.BaseExpression, env: dict) -> FuncRef | None:
+        """:meth:`Interpreter.imported` as a :class:`FuncRef` to inline like a same-file helper."""
+        found = self.imported(func, env)
+        return FuncRef(found[1].name, owner=found[0]) if found is not None else None
+
+    def adopt_imported(self, an: Interpreter) -> None:
+        an._load_index()
+        an.heads = self.heads  # head counts by structure: the caller's scope, as inlined
 
     # ---- module walk
     def run(self) -> Provenance:
@@ -642,7 +611,7 @@ class Analyzer:
     def _run_function(self, fn: cst.FunctionDef, selfv: SelfVal | None, bound: dict | None,
                       depth: int, record: bool = True, call_kw: set | None = None,
                       closure: bool = False) -> Any:
-        if fn in self.stack or depth > self.MAX_DEPTH:
+        if fn in self.stack or depth > MAX_INLINE_DEPTH:
             return UNK
         env: dict[str, Any] = {}
         if closure and bound:
@@ -671,17 +640,11 @@ class Analyzer:
             env[params.star_arg.name.value] = UNK
         if params.star_kwarg is not None:
             env[params.star_kwarg.name.value] = UNK
-        fe = _Frame(self, env, selfv, depth, record)
-        self.stack.append(fn)
-        try:
-            fe.exec_block(fn.body)
-        except _Return:
-            pass
-        except RecursionError:  # pragma: no cover
-            pass
-        finally:
-            self.stack.pop()
-        return fe.ret if fe.ret is not None else UNK
+        return self.run_body(_Frame(self, env, selfv, depth, record), fn)
+
+    def method_of(self, selfv: SelfVal, name: str) -> Any:
+        """The method ``name`` of the instance ``selfv`` (its class or a same-file base)."""
+        return self.lookup_function(name, self.index.classes.get(selfv.cls))
 
     def _param_default(self, name: str, default: cst.BaseExpression, fn: cst.FunctionDef,
                        passed_somewhere: bool, init: bool = False, bound_call: bool = False) -> Any:
@@ -695,56 +658,50 @@ class Analyzer:
         return ("param", name)
 
 
-class _Frame:
-    """Evaluation of one function body."""
+class _Frame(Frame):
+    """Evaluation of one function body: the score-provenance domain on the shared executor."""
+
+    UNKNOWN = UNK
 
     def __init__(self, an: Analyzer, env: dict, selfv: SelfVal | None, depth: int, record: bool) -> None:
+        super().__init__(env, depth)
         self.an = an
         self.ctx = an.ctx
-        self.env = env
         self.selfv = selfv
-        self.depth = depth
         self.record = record
-        self.ret: Any = None
 
-    # ---- statements
-    def exec_block(self, block: Any) -> None:
-        body = block.body if type(block) is cst.IndentedBlock else None
-        if body is None:
-            body = block.body if hasattr(block, "body") else []
-        if isinstance(body, (list, tuple)):
-            for s in body:
-                self.exec_stmt(s)
-        else:
-            self.exec_stmt(body)
+    # ---- the domain's hooks on the executor
+    def join(self, a: Any, b: Any) -> Any:
+        return _join(a, b)
 
-    def exec_stmt(self, s: cst.CSTNode) -> None:
-        if type(s) is cst.SimpleStatementLine:
-            for small in s.body:
-                self.exec_small(small)
-        elif type(s) is cst.If:
-            self._exec_if(s)
-        elif type(s) in (cst.For, cst.While):
-            if type(s) is cst.For:
-                self.assign(s.target, UNK)
-            self.exec_block(s.body)
-            if s.orelse is not None:
-                self.exec_block(s.orelse.body)
-        elif type(s) is cst.With:
-            self.exec_block(s.body)
-        elif type(s) is cst.Try:
-            self.exec_block(s.body)
-            for h in s.handlers:
-                self.exec_block(h.body)
-            if s.orelse is not None:
-                self.exec_block(s.orelse.body)
-            if s.finalbody is not None:
-                self.exec_block(s.finalbody.body)
-        elif type(s) is cst.FunctionDef:
-            # a local def: called by value (directly, through map, a comprehension ...)
-            self.env[s.name.value] = FuncRef(s.name.value, None, fn=s, closure=self.env)
-        elif type(s) is cst.IndentedBlock:
-            self.exec_block(s)
+    def define(self, s: cst.FunctionDef) -> None:
+        # a local def: called by value (directly, through map, a comprehension ...)
+        self.env[s.name.value] = FuncRef(s.name.value, None, fn=s, closure=self.env)
+
+    def read(self, expr: cst.BaseExpression) -> None:
+        pass  # loop iterables and ``with`` items hold no score facts
+
+    def decide(self, test: cst.BaseExpression) -> bool | None:
+        decided = self._none_test(test)
+        if decided is None:
+            self.eval(test)
+        return decided
+
+    def fallback_name(self, s: cst.If) -> str | None:
+        return self._none_fallback(s)
+
+    def aug_assign(self, s: cst.AugAssign) -> None:
+        cur = self.eval(s.target)
+        rhs = self.eval(s.value)
+        op = type(s.operator).__name__.replace("Assign", "")
+        self.assign(s.target, self.binop(op, cur, rhs, s, s.target, s.value))
+
+    def expr_stmt(self, s: cst.Expr) -> None:
+        v = self.eval(s.value)
+        receiver = _inplace_receiver(s.value)
+        if receiver is not None and isinstance(v, Tensor):
+            # ``s.div_(math.sqrt(d))`` as a statement rebinds ``s`` like ``s /= math.sqrt(d)``
+            self.assign(receiver, v)
 
     def _none_test(self, test: cst.BaseExpression) -> bool | None:
         """``x is None`` / ``x is not None`` with ``x`` known: True/False; else None."""
@@ -762,39 +719,6 @@ class _Frame:
                 return known if type(c.operator) is cst.Is else not known
         return None
 
-    def _exec_if(self, s: cst.If) -> None:
-        decided = self._none_test(s.test)
-        if decided is True:
-            self.exec_block(s.body)
-            return
-        if decided is False:
-            if s.orelse is not None:
-                if type(s.orelse) is cst.If:
-                    self._exec_if(s.orelse)
-                else:
-                    self.exec_block(s.orelse.body)
-            return
-        self.eval(s.test)
-        fallback = self._none_fallback(s)
-        before = dict(self.env)
-        self.exec_block(s.body)
-        after_then = self.env
-        self.env = dict(before)
-        if s.orelse is not None:
-            if type(s.orelse) is cst.If:
-                self._exec_if(s.orelse)
-            else:
-                self.exec_block(s.orelse.body)
-        after_else = self.env
-        merged = {}
-        for k in set(after_then) | set(after_else):
-            a = after_then.get(k, before.get(k, UNK))
-            b = after_else.get(k, before.get(k, UNK))
-            merged[k] = _join(a, b)
-        if fallback in after_then:
-            merged[fallback] = after_then[fallback]  # the fallback is the default
-        self.env = merged
-
     def _none_fallback(self, s: cst.If) -> str | None:
         """``if scale is None: scale = d ** -0.5`` (no else) on a parameter that defaults to
         ``None``: the name whose value after the ``if`` is the fallback, as with
@@ -808,30 +732,7 @@ class _Frame:
             return None
         return t.left.value if self._defaults_to_none(self.eval(t.left)) else None
 
-    def exec_small(self, s: cst.CSTNode) -> None:
-        if type(s) is cst.Assign:
-            v = self.eval(s.value)
-            for t in s.targets:
-                self.assign(t.target, v)
-        elif type(s) is cst.AnnAssign:
-            if s.value is not None:
-                self.assign(s.target, self.eval(s.value))
-        elif type(s) is cst.AugAssign:
-            cur = self.eval(s.target)
-            rhs = self.eval(s.value)
-            op = type(s.operator).__name__.replace("Assign", "")
-            self.assign(s.target, self.binop(op, cur, rhs, s, s.target, s.value))
-        elif type(s) is cst.Return:
-            v = self.eval(s.value) if s.value is not None else UNK
-            self.ret = v if self.ret is None else _join(self.ret, v)
-        elif type(s) is cst.Expr:
-            v = self.eval(s.value)
-            receiver = _inplace_receiver(s.value)
-            if receiver is not None and isinstance(v, Tensor):
-                # ``s.div_(math.sqrt(d))`` as a statement rebinds ``s`` like ``s /= math.sqrt(d)``
-                self.assign(receiver, v)
-
-    def assign(self, target: cst.BaseExpression, v: Any) -> None:
+    def assign(self, target: cst.BaseExpression, v: Any, value_node: Any = None) -> None:
         if type(target) is cst.Name:
             v = _named(v, target.value)
             self.env[target.value] = v
@@ -932,7 +833,7 @@ class _Frame:
                 if isinstance(v, tuple) and v and v[0] == "param":
                     return _ParamRef(v[1])
                 return v
-            if node.value in self.an.funcs:
+            if self.an.lookup_function(node.value) is not None:
                 return FuncRef(node.value)
             if node.value == "None":
                 return NONE
@@ -1008,39 +909,32 @@ class _Frame:
                    for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params))
 
     def eval_comp(self, node: Any) -> Any:
+        """A list comprehension or generator expression with one ``for``: over a tuple, item by
+        item (a :class:`Tup`); over like values (:class:`_Many`: parts of a split, a ``map``, a
+        ``zip`` of those), one element for all.  The target (a name or a tuple pattern) is bound
+        in the comprehension's own scope."""
         comp = node.for_in
-        if comp.inner_for_in is not None or type(comp.target) is not cst.Name:
+        if comp.inner_for_in is not None:
             return UNK
         it = self.eval(comp.iter)
         if isinstance(it, Tensor) and it.parts:
             it = _Many(replace(it, parts=False))
-        if isinstance(it, _Many):
-            saved = self.env.get(comp.target.value, None)
-            self.env[comp.target.value] = it.t
-            elt = self.eval(node.elt)
-            if saved is None:
-                self.env.pop(comp.target.value, None)
-            else:
-                self.env[comp.target.value] = saved
-            return _Many(elt) if not isinstance(elt, Unknown) else UNK
-        if isinstance(it, Tup) and not it.star_unknown:
-            out = []
-            saved = self.env.get(comp.target.value, None)
-            for item in it.items:
+        saved = self.env
+
+        def element(item: Any) -> Any:
+            self.env = dict(saved)
+            if type(comp.target) is cst.Name:
                 self.env[comp.target.value] = item
-                out.append(self.eval(node.elt))
-            if saved is None:
-                self.env.pop(comp.target.value, None)
             else:
-                self.env[comp.target.value] = saved
-            return Tup(tuple(out))
-        saved = self.env.get(comp.target.value, None)
-        self.env[comp.target.value] = UNK
-        elt = self.eval(node.elt)
-        if saved is None:
-            self.env.pop(comp.target.value, None)
-        else:
-            self.env[comp.target.value] = saved
+                self.assign(comp.target, item)
+            return self.eval(node.elt)
+
+        try:
+            if isinstance(it, Tup) and not it.star_unknown:
+                return Tup(tuple(element(item) for item in it.items))
+            elt = element(it.t if isinstance(it, _Many) else UNK)
+        finally:
+            self.env = saved
         return _Many(elt) if not isinstance(elt, Unknown) else UNK
 
     # attributes: self.x, t.shape, t.T, t.mT, module.attr
@@ -1050,8 +944,7 @@ class _Frame:
         if isinstance(base, SelfVal):
             if attr in base.attrs:
                 return base.attrs[attr]
-            ms = self.an.methods.get(base.cls, {})
-            if attr in ms:
+            if self.an.method_of(base, attr) is not None:
                 return FuncRef(attr, bound_self=base)
             if attr == "training":
                 return UNK
@@ -1232,8 +1125,8 @@ class _Frame:
                     return r
         args = [self.eval(a.value) for a in node.args]
         kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
-        pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
-        callee = self.eval(func) if type(func) is cst.Name else None
+        pos = _positional(node, args)
+        callee = self.an.resolve_callee(self, func) if type(func) in _CALLEE_EXPRS else None
         name = q
         leaf = name.rsplit(".", 1)[-1]
         low = leaf.lower()
@@ -1245,11 +1138,18 @@ class _Frame:
                 return ts[0] if ts else UNK
             return Tup(tuple(ts)) if ts else UNK
         if not isinstance(callee, FuncRef):  # a function of another linted file
-            callee = self.an.imported(func, self.env) or callee
+            callee = self.an.imported_ref(func, self.env) or callee
         if isinstance(callee, FuncRef):
             return self.inline(callee, node, pos, kw)
-        if name == "map" and len(pos) == 2 and not (type(func) is cst.Name and func.value in self.env):
+        if name in PARTIAL and pos and isinstance(pos[0], FuncRef):
+            return pos[0].partial(pos[1:], kw)
+        builtin = not (type(func) is cst.Name and func.value in self.env)
+        if name == "map" and len(pos) == 2 and builtin:
             return self.map_values(args[0], pos[1], node)
+        if name == "zip" and pos and builtin and len(pos) == len(node.args):
+            return _zip(pos)
+        if name in ("tuple", "list") and len(pos) == 1 and builtin and isinstance(pos[0], (Tup, _Many)):
+            return pos[0]
         if leaf in ("get_interface", "get") and any(isinstance(v, FuncRef) for v in args):
             # ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward): the fallback
             return next(v for v in args if isinstance(v, FuncRef))
@@ -1386,12 +1286,10 @@ class _Frame:
                 if isinstance(mv, ModVal):
                     return self.module_call(mv, node, pos)
                 return UNK
-            ms = self.an.methods.get(recv.cls, {})
-            if meth in ms:
+            if self.an.method_of(recv, meth) is not None:
                 args = [self.eval(a.value) for a in node.args]
                 kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
-                pos = [v for a, v in zip(node.args, args) if a.keyword is None and not a.star]
-                return self.inline(FuncRef(meth, bound_self=recv), node, pos, kw)
+                return self.inline(FuncRef(meth, bound_self=recv), node, _positional(node, args), kw)
             if meth == "register_buffer" and len(node.args) >= 2:
                 nm = node.args[0].value
                 if type(nm) is cst.SimpleString:
@@ -1567,25 +1465,19 @@ class _Frame:
         return UNK
 
     def inline(self, ref: FuncRef, node: cst.Call, pos: list, kw: dict) -> Any:
-        if type(ref.fn) is cst.Lambda:
-            if self.depth >= Analyzer.MAX_DEPTH:
-                return UNK
-            env = dict(ref.closure or {})
-            lp = ref.fn.params
-            names = [p.name.value for p in list(lp.posonly_params) + list(lp.params)]
-            for i, n in enumerate(names):
-                env[n] = pos[i] if i < len(pos) else kw.get(n, ("param", n))
-            fe = _Frame(self.an, env, self.selfv, self.depth + 1, self.record)
-            return fe.eval(ref.fn.body)
-        an = self.an if ref.owner is None else ref.owner
-        if ref.fn is not None:
-            fn = ref.fn
-        elif ref.bound_self is not None:
-            fn = self.an.methods.get(ref.bound_self.cls, {}).get(ref.name)
-        else:
-            fn = an.funcs.get(ref.name)
-        if fn is None or self.depth >= Analyzer.MAX_DEPTH:
+        """The value of calling ``ref`` with ``pos`` / ``kw``: its body inlined (see
+        :class:`~attncheck.lint.analysis.interpreter.Interpreter`)."""
+        pos, kw = ref.call_args(pos, kw)
+        cls = self.an.index.classes.get(ref.bound_self.cls) if ref.bound_self is not None else None
+        fn = self.an.function_of(ref, cls)
+        an = self.an if ref.owner is None else ref.owner  # the file that defines it
+        if not self.an.can_inline(fn, self.depth + 1):
             return UNK
+        if type(fn) is cst.Lambda:
+            env = dict(ref.closure or {})
+            for i, n in enumerate(positional_params(fn)):
+                env[n] = pos[i] if i < len(pos) else kw.get(n, ("param", n))
+            return self.an.run_body(_Frame(self.an, env, self.selfv, self.depth + 1, self.record), fn)
         params = fn.params
         plist = list(params.posonly_params) + list(params.params)
         bound: dict[str, Any] = {}
@@ -2086,6 +1978,39 @@ class _Many:
     t: Any
 
 
+#: call targets whose value is the callee (``f(x)``, ``functools.partial(f, a)(x)``,
+#: ``(lambda a: ...)(x)``, ``fns[0](x)``); attribute targets are methods on their receiver
+_CALLEE_EXPRS = frozenset({cst.Name, cst.Call, cst.Lambda, cst.Subscript})
+
+
+def _positional(node: cst.Call, args: list) -> list:
+    """The positional argument values of a call (``args``: the value of each argument): a
+    starred tuple of known length (``f(*qkv)`` with ``qkv = (q, k, v)``) spreads its items; any
+    other starred argument leaves the positions after it unknown, so they are dropped."""
+    pos: list = []
+    for a, v in zip(node.args, args):
+        if a.keyword is not None or a.star == "**":
+            continue
+        if a.star:
+            if not isinstance(v, Tup) or v.star_unknown:
+                break
+            pos.extend(v.items)
+        else:
+            pos.append(v)
+    return pos
+
+
+def _zip(pos: list) -> Any:
+    """``zip(a, b, ...)``: tuples of known length pair item by item (to the shortest); like values
+    (:class:`_Many`, the parts of a split) give like tuples."""
+    seqs = [_Many(replace(p, parts=False)) if isinstance(p, Tensor) and p.parts else p for p in pos]
+    if all(isinstance(p, Tup) and not p.star_unknown for p in seqs):
+        return Tup(tuple(Tup(items) for items in zip(*(p.items for p in seqs))))
+    if all(isinstance(p, (Tup, _Many)) for p in seqs):
+        return _Many(Tup(tuple(p.t if isinstance(p, _Many) else UNK for p in seqs)))
+    return UNK
+
+
 def _qk_factors(ta: Tensor, tb: Tensor) -> tuple:
     """Factors of q·kᵀ.  A factor applied once to a tensor that later yields both q and k (feature
     matching: ``f = f / f.shape[-1] ** 0.5; f0 @ f1.T``) is a similarity temperature, not an
@@ -2404,8 +2329,14 @@ def _einops_axes(lhs: str, rhs: str, t: Tensor, sized: set[str]) -> tuple | None
 def _token_prefix(sv: ShapeVal, t: Tensor) -> bool:
     """``x.shape[:-1]`` of an input parameter ``x`` of unknown rank, used to view ``t``: the
     (batch, tokens) prefix of a (B, L, E) input (``hidden_shape = (*input_shape, -1, head_dim)``
-    on a projection of ``x``; ``reshape(*input_shape, -1)`` of a tensor laid out over B and L)."""
-    if sv.t.axes is not None or sv.t.origin != "param" or sv.start != 0 or sv.stop_minus != 1:
+    on a projection of ``x``; ``reshape(*input_shape, -1)`` of a tensor laid out over B and L;
+    ``t.unflatten(-1, (H, d))`` of a projection ``(…, L, H·d)`` itself, as for its input)."""
+    if sv.start != 0 or sv.stop_minus != 1:
+        return False
+    if sv.t is t and t.token_major and t.rank is None and t.axes is not None and len(t.axes) == 2 \
+            and t.axes[0] == ("*",):
+        return True
+    if sv.t.axes is not None or sv.t.origin != "param":
         return False
     if t.token_major:
         return True

@@ -20,11 +20,13 @@ from __future__ import annotations
 from typing import Any
 
 import libcst as cst
+from libcst.metadata import PositionProvider
 
 from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.layout import arg, tensors
 from attncheck.lint.analysis.provenance import mentions_training
-from attncheck.lint.analysis.syntax import num_of
+from attncheck.lint.context import dotted_name
+from attncheck.lint.analysis.syntax import child_nodes, num_of
 from attncheck.lint.rule import Rule, register
 from attncheck.lint import triggers as T
 from attncheck.lint.rules import _edits
@@ -54,6 +56,53 @@ def _param_attr_base(expr: cst.BaseExpression, fn: cst.FunctionDef) -> str | Non
     ps = list(fn.params.posonly_params) + list(fn.params.params) + list(fn.params.kwonly_params)
     name = expr.value.value
     return name if any(p.name.value == name for p in ps) else None
+
+
+def _params(fn: cst.FunctionDef) -> list[cst.Param]:
+    return [*fn.params.posonly_params, *fn.params.params, *fn.params.kwonly_params]
+
+
+def _calls_to(module: cst.Module, name: str) -> list[cst.Call]:
+    """Every call ``name(...)`` in the module (a module-level function called by its name)."""
+    out, stack = [], [module]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Call) and isinstance(n.func, cst.Name) and n.func.value == name:
+            out.append(n)
+        stack.extend(child_nodes(n))
+    return out
+
+
+def _bound_arg(call: cst.Call, fn: cst.FunctionDef, param: str) -> cst.BaseExpression | None | bool:
+    """What ``call`` passes for ``fn``'s parameter ``param``: the expression, ``None`` when it
+    passes nothing (the default applies), ``False`` when unknown (``*args`` / ``**kwargs``)."""
+    for a in call.args:
+        if a.keyword is not None and a.keyword.value == param:
+            return a.value
+    positional = [p.name.value for p in (*fn.params.posonly_params, *fn.params.params)]
+    if param in positional:
+        i = positional.index(param)
+        pos = [a for a in call.args if a.keyword is None]
+        if any(a.star for a in pos[: i + 1]):
+            return False
+        if i < len(pos):
+            return pos[i].value
+    if any(a.star for a in call.args):
+        return False
+    return None
+
+
+def _drops_in_eval(expr: cst.BaseExpression | None) -> bool:
+    """A dropout probability that stays non-zero in eval(): a non-zero literal, or a module
+    attribute (``self.dropout``) read with no ``training`` condition."""
+    if expr is None:
+        return False
+    n = num_of(expr)
+    if n is not None:
+        return n != 0
+    if mentions_training(expr):
+        return False
+    return isinstance(expr, cst.Attribute) and dotted_name(expr) is not None
 
 
 class _Method:
@@ -148,16 +197,63 @@ class DropoutInEval(Rule):
                                       f"training=True and keeps dropping in eval(): pass "
                                       f"training={owner}.training", fix)
                     continue
-                if train is not None and isinstance(train.value, cst.Name) and train.value.value == "True":
+                if train is None and p is not None:
+                    why = self._kernel_drops(scan.fn, p.value)
+                    if why:
+                        name = "F." + q.rsplit(".", 1)[-1]
+                        self.report(call, f"{name}(..., p={_code(p.value)}) without training=: it "
+                                          f"defaults to training=True, and {why}, so attention weights "
+                                          f"are dropped in eval(): take a training argument and pass "
+                                          f"training=training (callers pass self.training)")
+                    continue
+                if train is not None and isinstance(train.value, cst.Name) and train.value.value == "True" \
+                        and any(x.name.value == "module" for x in _params(scan.fn)):
+                    # the module is passed in (HF ``eager_attention_forward(module, ...)``): its
+                    # flag is at hand; a kernel with no module to read it from drops on purpose
                     name = "F." + q.rsplit(".", 1)[-1]
-                    ps = list(scan.fn.params.posonly_params) + list(scan.fn.params.params) \
-                        + list(scan.fn.params.kwonly_params)
-                    fix = None
-                    if any(p.name.value == "module" for p in ps):
-                        fix = _edits.unsafe("use training=module.training",
-                                            _edits.replace(self, train.value, "module.training"))
+                    fix = _edits.unsafe("use training=module.training",
+                                        _edits.replace(self, train.value, "module.training"))
                     self.report(call, f"{name}(..., training=True) drops in eval() too: pass "
                                       f"training=module.training (the module's flag)", fix)
+
+    def _kernel_drops(self, fn: cst.FunctionDef, p: cst.BaseExpression) -> str | None:
+        """Why ``F.dropout(w, p)`` (no ``training=``) in the function ``fn`` drops in eval(), or
+        ``None``: ``p`` is a non-zero literal; or ``p`` is a parameter whose non-zero default
+        applies (a caller in this file leaves it out, or none calls ``fn`` here), or that a caller
+        in this file passes an ungated module attribute (``self.dropout``).  A probability the
+        callers gate (``self.p if self.training else 0.0``) or that no caller here sets is the
+        callers' business."""
+        n = num_of(p)
+        if n is not None:
+            return f"p={_code(p)} is a constant" if n != 0 else None
+        if not isinstance(p, cst.Name):
+            return None
+        param = next((x for x in _params(fn) if x.name.value == p.value), None)
+        if param is None or any(x.name.value in ("training", "is_training", "train") for x in _params(fn)):
+            return None
+        if any(isinstance(t.target, cst.Name) and t.target.value == p.value
+               for a in fn.body.body if isinstance(a, cst.SimpleStatementLine)
+               for st in a.body if isinstance(st, cst.Assign) for t in st.targets):
+            return None  # reassigned in the body: not the caller's value
+        default = param.default
+        calls = _calls_to(self.ctx.module, fn.name.value)
+        default_drops = default is not None and num_of(default) not in (None, 0.0)
+        if not calls:
+            return f"{p.value} defaults to {_code(default)}" if default_drops else None
+        for c in calls:
+            got = _bound_arg(c, fn, p.value)
+            if got is False:
+                continue
+            if got is None and default_drops:
+                return f"{p.value} keeps its default {_code(default)} in the call on line " \
+                       f"{self._line(c)}"
+            if got is not None and _drops_in_eval(got):
+                return f"the call on line {self._line(c)} passes {p.value}={_code(got)} with no " \
+                       f"training condition"
+        return None
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line + self.ctx.line_offset
 
     def _guard_test(self, test: cst.BaseExpression, delta: int) -> None:
         if self._frames and mentions_training(test):

@@ -65,6 +65,30 @@ def _new_axis_pos(node: cst.BaseExpression) -> tuple[cst.BaseExpression, int] | 
     return None
 
 
+
+def _copies(seq: cst.BaseExpression) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """``(x, n)`` when ``seq`` is ``n`` copies of one tensor: ``[x] * n``, ``n * [x]``,
+    ``(x,) * n``, ``[x for _ in range(n)]`` (a comprehension whose element ignores the loop)."""
+    if isinstance(seq, cst.BinaryOperation) and isinstance(seq.operator, cst.Multiply):
+        lst, n = (seq.left, seq.right) if isinstance(seq.left, (cst.List, cst.Tuple)) else (seq.right, seq.left)
+        if isinstance(lst, (cst.List, cst.Tuple)) and len(lst.elements) == 1 \
+                and isinstance(lst.elements[0], cst.Element):
+            return lst.elements[0].value, n
+        return None
+    if isinstance(seq, (cst.ListComp, cst.GeneratorExp)):
+        f = seq.for_in
+        if f.inner_for_in is not None or f.ifs or not isinstance(f.target, cst.Name):
+            return None
+        it = f.iter
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
+                and len(it.args) == 1):
+            return None
+        elt = seq.elt
+        if not isinstance(elt, (cst.Name, cst.Attribute)) or root_name(elt) == f.target.value:
+            return None
+        return elt, it.args[0].value
+    return None
+
 class _Frame:
     def __init__(self) -> None:
         self.assigns: dict[str, list[cst.BaseExpression]] = {}
@@ -137,18 +161,15 @@ class GqaHeadMapping(Rule):
     def _cat_copies(self, call: cst.Call, fr: _Frame) -> None:
         """``torch.cat([x] * n_rep, dim=1)``: n_rep copies of all kv heads, one after the other,
         is a tile (the same mapping as ``x.repeat(1, n_rep, 1, 1)``)."""
-        seq = call.args[0].value
-        if not isinstance(seq, cst.BinaryOperation) or not isinstance(seq.operator, cst.Multiply):
+        copies = _copies(call.args[0].value)
+        if copies is None:
             return
-        lst, n = (seq.left, seq.right) if isinstance(seq.left, cst.List) else (seq.right, seq.left)
-        if not isinstance(lst, cst.List) or len(lst.elements) != 1:
-            return
-        recv = lst.elements[0].value
+        recv, n = copies
         d = arg(call, 1, "dim")
         dim = int_of(d.value) if d is not None else 0
         if maskish(root_name(recv)) or not group_factor(n, fr.assigns) or dim != self._head_axis(recv):
             return
-        self.report(call, f"torch.cat([{code(recv)[:40]}] * {code(n)}, dim={dim}) tiles the key/value "
+        self.report(call, f"torch.cat({code(call.args[0].value)[:50]}, dim={dim}) tiles the key/value "
                           f"heads: query head h then reads kv head h % H_kv, but grouped-query attention "
                           f"maps it to h // {code(n)}: use {code(recv)[:40]}.repeat_interleave({code(n)}, "
                           f"dim={dim}) (or SDPA enable_gqa=True)")

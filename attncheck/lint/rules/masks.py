@@ -341,7 +341,8 @@ class MaskAfterSoftmax(_MaskUseRule):
             and use.fill.region == "Z")
         if zeroing:
             b = use.blocked
-            if b is None or True not in b:
+            key_padding = use.mask is not None and use.mask.key_only
+            if (b is None or True not in b) and not key_padding:
                 return  # zeroing rows of padded queries (an unknown mask) is not key masking
             # zeroing probabilities is harmless after the same scores were masked before the
             # softmax (it only turns fully masked rows' NaN into 0); alone it leaves the blocked
@@ -427,6 +428,9 @@ class PaddingMaskInverted(_MaskUseRule):
                 return
             if not (use.reaches_softmax or use.target_tag == "scores"):
                 return  # e.g. detection logits filtered before top-k, not attention
+        elif use.consumer == "additive":
+            if not (use.reaches_softmax or use.target_tag == "scores"):
+                return
         elif use.consumer not in ("mha", "sdpa"):
             return
         conv = use.convention
@@ -436,6 +440,10 @@ class PaddingMaskInverted(_MaskUseRule):
             bad, want = "marks the real tokens (True/1 = keep)", "~mask (or mask == 0)"
         elif conv == "true_kept" and m.polarity == "block":
             bad, want = "marks the padding (True = pad)", "~mask"
+        elif conv == "additive" and m.polarity == "keep" and m.fill is not None and m.fill.blocking:
+            # ``m * -1e4`` of a 1 = keep mask is large negative at the real tokens
+            bad, want = "is large negative where the mask is 1 (the real tokens)", \
+                "(1 - mask) * torch.finfo(scores.dtype).min"
         else:
             return
         self.report(use.node, f"{_convention(replace(use, convention=conv))}; "

@@ -63,6 +63,16 @@ def _merge(s: Sym) -> Sym:
     return Sym(coef=s.coef, pows=tuple(pows.items()))
 
 
+def _head_dim_name(ev: ScaleEvent) -> str:
+    """The code's own expression for the head dim of q/k (``self.dim_head``, ``d_k``,
+    ``self.head_size``), parenthesised when compound; ``head_dim`` when unknown."""
+    for t in (ev.q, ev.k):
+        d = t.last if t is not None else None
+        if d is not None and d.role == "d" and d.text:
+            return f"({d.text})" if " " in d.text else d.text
+    return "head_dim"
+
+
 def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
     """Return ``(code, node, message)`` for a scale finding, or ``None``.
 
@@ -81,15 +91,16 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
     full = [f for f in real if _is_full_scale(f) and not (
         cosine and (f.sym.opaque or all(d.role == "?" for d, _ in f.sym.pows)))]
     report_node = ev.scores.node if ev.scores is not None and ev.scores.node is not None else ev.node
+    hd_name = _head_dim_name(ev)
     if len(full) >= 2:
         where = ", ".join(_where(f) for f in full)
         node = ev.node if ev.kind == "sdpa" else full[-1].node or ev.node
         if any(f.where == "sdpa-default" for f in full):
             where = ", ".join(_where(f) for f in full if f.where != "sdpa-default")
             msg = (f"scores scaled twice: q/k are already scaled ({where}) and SDPA applies its default "
-                   f"1/√head_dim again: pass scale=1.0 or drop the pre-scaling")
+                   f"1/√{hd_name} again: pass scale=1.0 or drop the pre-scaling")
         else:
-            msg = f"scores scaled twice ({where}): apply head_dim ** -0.5 exactly once"
+            msg = f"scores scaled twice ({where}): apply {hd_name} ** -0.5 exactly once"
         return "ATT104", node, msg
     if any(f.sym.opaque for f in real):
         return None
@@ -100,7 +111,7 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
             name = default_one[0].sym.default_one
             return ("ATT101", report_node,
                     f"scores are scaled only by parameter {name!r}, whose value is always its default 1.0 "
-                    f"(no caller in this file passes it): default it to head_dim ** -0.5 "
+                    f"(no caller in this file passes it): default it to {hd_name} ** -0.5 "
                     f"(e.g. {name}=None → q.size(-1) ** -0.5)")
         if ev.kind == "sdpa":
             return None
@@ -113,8 +124,8 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
         if q.last is not None and q.last.value == 1:
             return None  # head_dim 1: 1/√1 is no scale at all
         hd = q.last
-        hint = f"head_dim{_fmt(hd.value)}" if hd is not None and hd.role == "d" else (
-            f"{q.pname}.size(-1)" if q.origin == "param" and q.pname else "head_dim")
+        hint = f"{hd_name}{_fmt(hd.value)}" if hd is not None and hd.role == "d" else (
+            f"{q.pname}.size(-1)" if q.origin == "param" and q.pname else hd_name)
         return ("ATT101", report_node,
                 f"q·kᵀ reaches softmax with no scaling: multiply the scores by {hint} ** -0.5 "
                 f"(or pass them through F.scaled_dot_product_attention)")
@@ -144,7 +155,7 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
         role = "d"
     shown = f"{d.text}{_fmt(d.value)}"
     hd_txt = (f"{qlast.text}{_fmt(qlast.value)}" if qlast is not None and qlast.role == "d" and qlast != d
-              else "head_dim")
+              else hd_name)
     if role == "d":
         if e == -0.5:
             return None
@@ -159,7 +170,7 @@ def classify(ev: ScaleEvent) -> tuple[str, Any, str] | None:
         what = "the model width" if role == "E" else "the head count"
         if e > 0:
             return ("ATT105", node, f"scores multiplied by {_pow_txt(d, e)} (inverted scale): "
-                                    f"divide by √head_dim instead")
+                                    f"divide by √{hd_name} instead")
         if role == "E" and not perhead:
             if e == -0.5:
                 return None
