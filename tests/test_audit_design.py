@@ -213,6 +213,21 @@ def test_mask_passed_to_an_attention_module_is_its_expected_pattern(honours_mask
         assert layer["observed"] == "full" and not layer["ok"]
 
 
+@pytest.mark.parametrize("honours_mask", [True, False])
+def test_mask_passed_to_a_windowed_module_is_its_expected_pattern(honours_mask):
+    # a module that declares a window side (Swin's window_size) while its map is one window of
+    # tokens: the mask it is given (the shifted-window mask) is the expectation, not any band
+    from attncheck.audit.checks import AuditContext, check_mask_pattern
+
+    m, _ = _phrase_masked_model(honours_mask)
+    m.attention_modules[0][1].window_size = (2, 2)
+    res = check_mask_pattern(m, AuditContext())
+    (layer,) = res.metrics["layers"]
+    assert layer["expected"] == "other" and "the expectation is the mask it is given" in layer["expected_from"]
+    assert (res.status == "pass") is honours_mask, res.message
+    assert layer["observed"] == ("other" if honours_mask else "full")
+
+
 def test_mask_that_widens_the_model_pattern_is_not_the_expectation():
     from attncheck.audit.checks import AuditContext, check_mask_pattern
 

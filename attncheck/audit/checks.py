@@ -1061,14 +1061,21 @@ def _restricting_mask(m: AuditModel, lm: LayerMap, exp: tuple[str, int | None],
     show, and shows none that it would hide; None otherwise.
 
     Only the overall causality is refined this way: a pattern the model declares further (a
-    config window, a per-layer schedule, a module window) stays the expectation, so a mask
+    config window, a per-layer schedule, a module window of known width) stays the expectation, so a mask
     built against the declaration still fails; and a mask that shows more than the overall
     pattern (a causal model given a bidirectional mask) is never the expectation."""
     facts = lm.module or {}
     given = facts.get("passed_allowed")
+    # a module window of no known width on a bidirectional map (``("band", None)``, e.g. Swin's
+    # window side, while the map is one window of tokens) accepts any band or the full map: a
+    # mask the module is given that restricts the full map says more than that (the shifted-
+    # window mask of Liu et al. 2021, which the detection Swin keeps at every resolution)
+    unsized_window = exp == ("band", None) and not m.causal
+    if unsized_window:
+        exp = ("full", None)
     if (not isinstance(given, torch.Tensor) or tuple(given.shape) != shape or exp[0] not in ("full", "causal")
             or exp[1] is not None or m.expected_pattern_fn is not None or m.sliding_window
-            or facts.get("sliding_window")):
+            or (facts.get("sliding_window") and not unsized_window)):
         return None
     lq, lk = shape
     overall = torch.ones(lq, lk, dtype=torch.bool)
@@ -1103,8 +1110,6 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
             # a module whose own layer type is local (``layer_type = "sliding_attention"``)
             # declares its window; a window attribute alone may be unused by a global layer
             exp = ("sliding", lm.module["sliding_window"])
-        if exp == ("band", None) and got[0] in ("band", "full"):
-            exp = got
         passed = (lm.module or {}).get("passed_mask")
         if (exp == ("causal", None) and m.input_kind != "tokens" and passed is not None
                 and passed[0] != "causal" and (lm.module or {}).get("is_causal") is True):
@@ -1126,6 +1131,8 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
             layers_note = (f"{lm.module['class']} is called with a {_expected_label(exp)} mask within the "
                            f"model's {'causal' if m.causal else 'bidirectional'} pattern: the expectation "
                            "is the mask it is given")
+        elif exp == ("band", None) and got[0] in ("band", "full"):
+            exp = got
         # a sliding window at least as long as the sequence looks causal
         if exp[0] == "sliding" and got[0] == "causal" and exp[1] >= lk:
             exp = ("causal", None)
