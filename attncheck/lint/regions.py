@@ -67,11 +67,12 @@ from __future__ import annotations
 
 import ast
 import bisect
-import operator
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
+
+from attncheck.lint.attrs import tuple_getter
 
 #: Files shorter than this are parsed whole (the selection would not pay for itself).
 MIN_LINES = 40
@@ -374,22 +375,10 @@ def _child_fields(t: type) -> tuple[str, ...]:
 _CHILD_GETTERS: dict[type, object] = {}
 
 
-def _no_children(node: ast.AST) -> tuple:
-    return ()
-
-
 def _children_getter(t: type):
     g = _CHILD_GETTERS.get(t)
     if g is None:
-        fields = _child_fields(t)
-        if not fields:
-            g = _no_children
-        elif len(fields) == 1:
-            one = operator.attrgetter(fields[0])
-            g = lambda n: (one(n),)  # noqa: E731 - a closure over the one getter
-        else:
-            g = operator.attrgetter(*fields)
-        _CHILD_GETTERS[t] = g
+        g = _CHILD_GETTERS[t] = tuple_getter(tuple(_child_fields(t)))
     return g
 
 

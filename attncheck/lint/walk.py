@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import operator
 import re
 from collections.abc import Callable
 from typing import Any
 
 import libcst as cst
+
+from attncheck.lint.attrs import tuple_getter
 
 _FIELD = re.compile(r"visit_\w+\(\s*self,\s*\"(\w+)\"")
 
@@ -139,18 +140,6 @@ def field_getter(t: type, skip: frozenset[str], cache: dict[type, Any]) -> Any:
     in a loop); cached in ``cache`` per type."""
     g = cache.get(t)
     if g is None:
-        names = tuple(f.name for f in dataclasses.fields(t)
-                      if f.name not in skip and not f.name.startswith("whitespace"))
-        if not names:
-            g = _no_fields
-        elif len(names) == 1:
-            one = operator.attrgetter(names[0])
-            g = lambda n: (one(n),)  # noqa: E731 - a closure over the one getter
-        else:
-            g = operator.attrgetter(*names)
-        cache[t] = g
+        g = cache[t] = tuple_getter(tuple(f.name for f in dataclasses.fields(t)
+                                          if f.name not in skip and not f.name.startswith("whitespace")))
     return g
-
-
-def _no_fields(n: Any) -> tuple:
-    return ()
