@@ -113,3 +113,33 @@ def test_model_without_a_forward_is_audited_through_its_encoder_tower():
     # Apertus1p5VisionTokenizerModel exposes encode() only; its encoder is built from the same config
     kind, cls = choose_class("apertus1p5_vision_tokenizer", tf.AutoConfig.for_model("apertus1p5_vision_tokenizer"))
     assert (kind, cls.__name__) == ("vision", "Apertus1p5VisionTokenizerEncoder")
+
+
+def test_per_layer_window_of_a_heterogeneous_config_is_read_per_layer():
+    # NeoMME's sliding_window is a per-layer attribute: the global read raises, layer i's is
+    # config.per_layer_config[i].sliding_window (None on its global-attention layers)
+    from attncheck.audit.hf import config_value
+
+    cfg = tf.AutoConfig.for_model("neomme", num_hidden_layers=6, sliding_window=8)
+    with pytest.raises(Exception):
+        cfg.sliding_window  # noqa: B018
+    assert config_value(cfg, "sliding_window") is None
+    got = [config_value(cfg, "sliding_window", i) for i in range(6)]
+    assert got == [8, cfg.default_long_sliding_window, 8, cfg.default_long_sliding_window, 8, None]
+    assert config_value(cfg, "no_such_field", 0) is None
+
+
+def test_window_the_defaults_leave_unset_is_filled_when_the_forward_needs_one():
+    # Step3p7's text model builds its sliding-window mask in every forward, also when its
+    # default config (all layers full attention) sets no window
+    from attncheck.audit.shrink import WINDOW, fill_unset_windows
+
+    cfg = tf.AutoConfig.for_model("step3p5", num_hidden_layers=2)
+    assert cfg.sliding_window is None
+    assert fill_unset_windows(cfg, {"sliding_window": None}) == []  # an override stays
+    assert fill_unset_windows(cfg) == [f"{type(cfg).__name__}.sliding_window = {WINDOW}"]
+    assert cfg.sliding_window == WINDOW and fill_unset_windows(cfg) == []
+    (m,) = build_hf("hf:step3p5", "step3p5", sdpa=False)
+    assert m.info["filled"] == f"Step3p7TextConfig.sliding_window = {WINDOW}"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape

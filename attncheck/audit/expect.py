@@ -100,8 +100,9 @@ def evicting_cache(m: AuditModel) -> str | None:
     kept = getattr(m.decode_fn, "kept_keys", None)
     if kept is None or kept >= m.seq_len:
         return None
-    cfg = getattr(m.module, "config", None)
-    win = getattr(cfg, "sliding_window", None)
+    from attncheck.audit.hf import config_value
+
+    win = config_value(getattr(m.module, "config", None), "sliding_window")
     declared = f" (config.sliding_window = {win})" if isinstance(win, int) else ""
     return (f"the model's cache keeps {kept} keys of the {m.seq_len} decoded tokens{declared}: "
             "decoding sees a window the full forward does not apply")

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, shrink_config
+from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, fill_unset_windows, shrink_config
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -716,6 +716,22 @@ def _window_value(w, layer: int | None) -> int | None:
     return w if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
 
 
+def config_value(cfg, name: str, layer: int | None = None) -> Any:
+    """``cfg.<name>``, or None when the config has no such attribute.  On a heterogeneous config
+    (per-layer overrides, ``config.per_layer_config[i]``), which refuses global reads of
+    per-layer attributes, the value of layer ``layer`` (None when no layer is given)."""
+    try:
+        return getattr(cfg, name, None)
+    except Exception:  # noqa: BLE001 - a per-layer attribute read globally
+        pass
+    if layer is None:
+        return None
+    try:
+        return getattr(cfg.per_layer_config[layer], name, None)
+    except Exception:  # noqa: BLE001
+        return None
+
+
 def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     """Heads, KV heads, head dim, declared scale, causal flag and sliding window of one attention
     module (None where the module does not say)."""
@@ -737,10 +753,10 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
         win = None  # a global layer of a model with local layers
     elif win is None and cfg is not None and (kind is not None or hasattr(cfg, "attention_window")):
         for a in _WINDOW_ATTRS:  # a local layer whose window is on the config
-            win = win or _window_value(getattr(cfg, a, None), layer)
+            win = win or _window_value(config_value(cfg, a, layer), layer)
     cfg_win = None
     for a in _WINDOW_ATTRS if cfg is not None else ():
-        cfg_win = cfg_win or _window_value(getattr(cfg, a, None), layer)
+        cfg_win = cfg_win or _window_value(config_value(cfg, a, layer), layer)
     return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win, "kv_groups": groups,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
@@ -1109,11 +1125,16 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         overrides = {"is_decoder": True, **(overrides or {})}
     tdtype = DTYPES[dtype]
     errors = []
-    for level in LEVELS:
+    # each level as shrunk, then (when that fails) with the windows its defaults leave unset filled
+    for level, fill in ((lv, f) for lv in LEVELS for f in (False, True)):
         try:
             config = shrink_config(default, level, overrides)
         except Exception as exc:  # noqa: BLE001
-            errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
+            if not fill:
+                errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
+            continue
+        filled = fill_unset_windows(config, overrides) if fill else []
+        if fill and not filled:
             continue
         try:
             with torch.device("meta"):  # count first: a level that keeps full widths can be huge
@@ -1133,6 +1154,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
+        if filled:
+            adapter.info["filled"] = "; ".join(filled)
         if native:
             adapter.info["backbone"] = "; ".join(native)
         layout = adapter.info.get("input_layout_index", 0)
@@ -1291,7 +1314,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     vocab = vocab if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP else None
     pad = getattr(tcfg, "pad_token_id", None)
     pad = pad if isinstance(pad, int) and vocab and 0 <= pad < vocab else 0
-    window = getattr(tcfg, "sliding_window", None)
+    window = config_value(tcfg, "sliding_window")
     window = window if isinstance(window, int) and not isinstance(window, bool) else None
     if getattr(tcfg, "use_sliding_window", True) is False:
         window = None

@@ -857,6 +857,21 @@ def fill_missing_attribute(config, exc: BaseException) -> str | None:
     return f"{cname}.{attr}"
 
 
+def fill_unset_windows(config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the attention window fields (``sliding_window``, ``attention_chunk_size``,
+    …) that a config tree leaves ``None`` to :data:`WINDOW`, for models whose forward needs a
+    window even when the defaults declare none (a decoder that builds its sliding-window mask for
+    every forward).  Fields named in ``overrides`` are left alone.  Returns the fields set
+    (``"TextConfig.sliding_window = 4"``); empty when there is none."""
+    done = []
+    for c in _config_tree(config):
+        for k, x in _values_of(c).items():
+            if x is None and _WINDOW.search(k) and k not in (overrides or {}):
+                setattr(c, k, WINDOW)
+                done.append(f"{type(c).__name__}.{k} = {WINDOW}")
+    return done
+
+
 def consistent(config) -> list[str]:
     """Problems of a (shrunk) config: query heads not dividing the width, KV heads not dividing
     the query heads, a rotary dim larger than the head dim.  Empty when consistent."""
@@ -879,5 +894,6 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute", "shrink_config",
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute", "fill_unset_windows",
+           "shrink_config",
            "shrink_values"]
