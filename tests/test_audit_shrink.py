@@ -215,3 +215,31 @@ def test_stage_widths_no_list_names_scale_with_the_stage_widths():
     assert list(d.encoder_in_channels) == [b.stage_out_channels[i - 1] for i in b.out_indices]
     v = shrink_config(tf.AutoConfig.for_model("dinov2"))  # stages are layers: shrunk with them
     assert v.num_hidden_layers == 2
+
+
+def test_per_layer_overrides_of_a_heterogeneous_config_shrink_too():
+    # Dots3's sliding-window layers override heads and MLA ranks through per_layer_config; the
+    # global values of per-layer attributes are read without the per-layer guard
+    default = tf.AutoConfig.for_model("dots3_note_text")
+    tiny = shrink_config(default, 0)
+    assert set(tiny.layer_types) == set(default.layer_types)
+    for i in range(tiny.num_hidden_layers):
+        layer = tiny.per_layer_config[i]
+        assert layer.num_attention_heads == layer.num_key_value_heads == HEADS
+        assert layer.kv_lora_rank <= 32 and layer.qk_nope_head_dim + layer.qk_rope_head_dim == HEAD_DIM
+    # NeoMME: the per-layer windows are shrunk (its global-attention layer keeps None)
+    neo = shrink_config(tf.AutoConfig.for_model("neomme"), 0)
+    windows = [neo.per_layer_config[i].sliding_window for i in range(neo.num_hidden_layers)]
+    assert [t == "full_attention" for t in neo.layer_types] == [w is None for w in windows]
+    assert all(w is None or w <= 4 for w in windows)
+
+
+def test_nested_config_keeps_its_vocab_when_the_parent_ties_token_ranges_to_it():
+    # Apertus 1.5: visual and audio codebook ids are offsets into the text vocab, which the
+    # parent validates; the text config is shrunk all but its vocab instead of given back whole
+    default = tf.AutoConfig.for_model("apertus1p5")
+    tiny = shrink_config(default, 0)
+    text = tiny.text_config
+    assert text.vocab_size == default.text_config.vocab_size
+    assert (text.hidden_size, text.num_hidden_layers) == (64, 2)
+    assert tiny.audio_token_offset + tiny.audio_config.codebook_size <= text.vocab_size

@@ -47,6 +47,7 @@ import dataclasses
 import functools
 import math
 import re
+from collections.abc import Callable
 from typing import Any
 
 HIDDEN = 64
@@ -617,10 +618,13 @@ def _values_of(config) -> dict[str, Any]:
             continue
         if name.startswith("_") or name in ("id2label", "label2id", "transformers_version"):
             continue
-        try:  # some configs refuse global reads of per-layer attributes
+        try:
             vals[name] = getattr(config, name)
-        except Exception:  # noqa: BLE001
-            continue
+        except Exception:  # noqa: BLE001 - a heterogeneous config refuses global reads of per-layer attributes
+            try:  # the global value, which the layers without an override use
+                vals[name] = config._getattr_without_heterogeneous_validation(name)
+            except Exception:  # noqa: BLE001
+                continue
     # backbone configs take the stages they output as constructor keywords, not fields; kept when
     # the stages are not the layers (ViT backbones: one stage per layer, shrunk with the layers)
     stages = getattr(config, "stage_names", None)
@@ -654,9 +658,13 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     given = vals  # what the validators may get back
     vals = _with_code_sections(cls, vals) if level == 0 else vals
     new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level, _ties)
-    for k, x in vals.items():
+    vocab_kept = {}  # nested configs shrunk but for their vocab, for parents whose validators tie
+    for k, x in vals.items():  # token ranges to it (codebook offsets into the text vocab)
         if _is_config(x):
             new[k] = shrink_config(x, level, _ties=_ties)
+            vocab = {f: v for f, v in _values_of(x).items() if _VOCAB.search(f) and _int(v) and v > VOCAB}
+            if vocab and level < 3:  # built only when the parent rejects the shrunk values
+                vocab_kept[k] = functools.partial(shrink_config, x, level, vocab, _ties=_ties)
     if "vocab_size" not in vals and level < 3:  # a composite: its token ids index the text vocab
         sub_vocab = [getattr(c, "vocab_size", None) for c in new.values() if _is_config(c)]
         sub_vocab = [n for n in sub_vocab if _int(n)]
@@ -674,9 +682,29 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         amap = getattr(cls, "attribute_map", {}) or {}
         for k, x in overrides.items():
             new[amap.get(k, k)] = x
-    made = _construct(cls, given, new, overrides or {})
+    made = _construct(cls, given, new, overrides or {}, vocab_kept)
+    per_layer = _shrunk_per_layer_config(made, level, _ties)
+    if per_layer is not None and "per_layer_config" not in (overrides or {}):
+        try:
+            made = _construct(cls, given, {**new, "per_layer_config": per_layer}, overrides or {})
+        except Exception:  # noqa: BLE001 - the class rejects the shrunk overrides: keep them as derived
+            pass
     made.use_cache = getattr(made, "use_cache", True)
     return made
+
+
+def _shrunk_per_layer_config(config, level: int, ties) -> dict[int, dict[str, Any]] | None:
+    """The per-layer overrides of a heterogeneous config (transformers' ``per_layer_config``:
+    ``{layer index: {attribute: value}}``, e.g. the other head count and MLA ranks of
+    Dots3's sliding-window layers) shrunk by the same rules, or None when the config has none or
+    the rules change nothing.  Layer indices are those of ``config`` (already shrunk: its
+    ``__post_init__`` derived the overrides from its own per-layer types)."""
+    spec = vars(config).get("_heterogeneity_spec")
+    overrides = getattr(spec, "per_layer_overrides", None)
+    if not isinstance(overrides, dict) or not overrides:
+        return None
+    shrunk = {i: shrink_values(dict(d), level, ties) for i, d in overrides.items()}
+    return shrunk if shrunk != overrides else None
 
 
 @functools.lru_cache(maxsize=None)
@@ -748,9 +776,11 @@ def _revert_order(k: str, x) -> int:
     return 0
 
 
-def _construct(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any]):
+def _construct(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any],
+               partial: dict[str, Callable[[], Any]] | None = None):
     """``cls(**new)``; when the class's validators reject the shrunk values, the shrinking is
-    given back per field instead of per level: first each shrunk field alone at its original
+    given back per field instead of per level: first each nested config in ``partial`` at its
+    partly shrunk value (made by the callable: all but its vocab), then each shrunk field alone at its original
     value (cheapest first), then greedily: all shrunk fields at their original values, each
     shrink re-applied when the class still accepts it.
 
@@ -772,6 +802,13 @@ def _construct(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[s
         except Exception:  # noqa: BLE001
             return None
 
+    for k, make in (partial or {}).items():
+        try:
+            made = attempt({**new, k: make()})
+        except Exception:  # noqa: BLE001 - the nested config cannot be built so
+            made = None
+        if made is not None:
+            return made
     for k in changed:
         made = attempt({**new, k: vals[k]})
         if made is not None:
