@@ -143,3 +143,14 @@ def test_window_the_defaults_leave_unset_is_filled_when_the_forward_needs_one():
     assert m.info["filled"] == f"Step3p7TextConfig.sliding_window = {WINDOW}"
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_decoding_of_a_model_that_returns_no_cache_is_not_compared():
+    # RecurrentGemma keeps its recurrent state in its modules and returns no cache: a step
+    # without one restarts the state, so step-by-step decoding cannot follow its own cache
+    from attncheck.audit.hf import Unsupported
+
+    (m,) = build_hf("hf:recurrent_gemma", "recurrent_gemma", sdpa=False)
+    x = m.make_inputs(1, generator=torch.Generator().manual_seed(0))
+    with pytest.raises(Unsupported, match="returns no cache"):
+        m.decode_fn(x, 2)

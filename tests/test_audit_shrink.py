@@ -243,3 +243,14 @@ def test_nested_config_keeps_its_vocab_when_the_parent_ties_token_ranges_to_it()
     assert text.vocab_size == default.text_config.vocab_size
     assert (text.hidden_size, text.num_hidden_layers) == (64, 2)
     assert tiny.audio_token_offset + tiny.audio_config.codebook_size <= text.vocab_size
+
+
+def test_cycled_block_pattern_keeps_a_layer_of_every_kind():
+    # RecurrentGemma repeats block_types = (recurrent, recurrent, attention) over its 26 layers:
+    # two layers would keep no attention block
+    tiny = shrink_config(tf.AutoConfig.for_model("recurrent_gemma"), 0)
+    assert tiny.num_hidden_layers == 3 and list(tiny.block_types) == ["recurrent", "recurrent", "attention"]
+    assert "sliding_attention" in tiny.layers_block_type
+    # a pattern whose last new kind comes later than the 4th entry is compressed to its kinds
+    out = shrink_values({"num_hidden_layers": 24, "block_types": ["a"] * 5 + ["b"] + ["a"] * 2})
+    assert out["block_types"] == ["a", "b"] and out["num_hidden_layers"] == 2

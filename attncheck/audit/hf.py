@@ -1475,6 +1475,10 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             for a, b in steps:
                 o = model(input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
                 past = _cache_of(o)
+                if past is None and b < x.shape[1]:
+                    # a stateful model (RecurrentGemma: recurrent and convolution states kept in
+                    # its modules) resets its state when a step gets no cache
+                    raise Unsupported(f"{type(model).__name__} returns no cache to continue decoding from")
                 outs.append(_step_out(o, x.shape[0], b - a))
             decode_tokens.kept_keys = _kept_keys(past)
             return torch.cat(outs, dim=1)

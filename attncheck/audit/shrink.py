@@ -106,6 +106,8 @@ _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window
 #: learned object queries of DETR-style detectors (the top-k of as many image positions)
 _QUERIES = re.compile(r"(^|_)num_queries$")
 QUERIES = 8
+#: names of a cycled block pattern (the kind of each layer, repeated over the layers)
+_KIND_PATTERN = re.compile(r"(block|layer)s?_types?$")
 _PERIOD = re.compile(r"layer_period$|_period$")
 _OFFSET = re.compile(r"layer_offset$")
 _TOKEN_ID = re.compile(r"_token_ids?$|_token_index$|_token_idx$")
@@ -219,6 +221,16 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     for k in per_layer:
         if not _source_layers(v[k]):
             n_new = max(n_new, min(_distinct(v[k]), 4))
+    # a block pattern cycled over the layers (RecurrentGemma's ``block_types = (recurrent,
+    # recurrent, attention)``): enough layers for every kind it names, the pattern compressed to
+    # its distinct kinds when that takes more than 4 layers
+    cycled = {}
+    for k, x in v.items():
+        if (_KIND_PATTERN.search(k) and isinstance(x, (list, tuple)) and 1 < len(x) < max(orig_layers, default=0)
+                and all(isinstance(e, str) for e in x) and _distinct(x) > 1):
+            firsts = [i for i, e in enumerate(x) if e not in x[:i]]
+            cycled[k] = x if firsts[-1] < 4 else _same_type(x, _compress(x, 0))
+            n_new = max(n_new, firsts[-1] + 1 if firsts[-1] < 4 else len(firsts))
     # a backbone's output layers (``out_indices``, 1-based stages: stage 0 is the embeddings) keep
     # their count: the neck that reads them has one entry per output (DPT's neck_hidden_sizes)
     outs = v.get("out_indices")
@@ -232,6 +244,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out["out_features"] = [f"stage{e}" for e in out["out_indices"]]
     for k in layer_keys:
         out[k] = min(v[k], n_new)
+    out.update(cycled)
     for k in per_layer:  # layer-index lists keep their first entries (each still names an earlier layer)
         x = list(v[k])
         out[k] = _same_type(v[k], x[:n_new] if _source_layers(x) else _compress(x, n_new))
