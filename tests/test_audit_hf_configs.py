@@ -154,3 +154,17 @@ def test_decoding_of_a_model_that_returns_no_cache_is_not_compared():
     x = m.make_inputs(1, generator=torch.Generator().manual_seed(0))
     with pytest.raises(Unsupported, match="returns no cache"):
         m.decode_fn(x, 2)
+
+
+def test_token_model_without_a_config_vocab_draws_ids_below_its_first_embedding():
+    # Canine embeds Unicode code points through hash-bucket tables: no vocab_size in its config
+    from attncheck.audit.hf import _adapter, _first_embedding_rows
+
+    cfg = tf.CanineConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128,
+                          num_hash_buckets=96)
+    model = tf.CanineModel(cfg).eval()
+    assert not hasattr(cfg, "vocab_size") and _first_embedding_rows(model) == 96
+    a = _adapter("hf:canine", model, cfg, "text", "eager", torch.float32)
+    x = a.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert int(x.max()) < 96 and a.forward(x).out.shape[:2] == x.shape
+    assert _first_embedding_rows(torch.nn.Linear(2, 2)) is None

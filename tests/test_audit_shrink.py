@@ -254,3 +254,11 @@ def test_cycled_block_pattern_keeps_a_layer_of_every_kind():
     # a pattern whose last new kind comes later than the 4th entry is compressed to its kinds
     out = shrink_values({"num_hidden_layers": 24, "block_types": ["a"] * 5 + ["b"] + ["a"] * 2})
     assert out["block_types"] == ["a", "b"] and out["num_hidden_layers"] == 2
+
+
+def test_default_choice_left_unset_takes_the_first_option():
+    # X-MOD's forward needs a language when the input names none: default_language among languages
+    out = shrink_values({"languages": ["de_DE", "en_XX"], "default_language": None, "default_mode": None})
+    assert out["default_language"] == "de_DE" and out["default_mode"] is None
+    tiny = shrink_config(tf.AutoConfig.for_model("xmod"), 0)
+    assert tiny.default_language == tiny.languages[0]

@@ -301,6 +301,15 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     return "text", cls
 
 
+def _first_embedding_rows(model: torch.nn.Module) -> int | None:
+    """Rows of the model's first ``nn.Embedding`` (its token table, built first), for a token
+    model whose config names no vocab: Canine embeds Unicode code points through hash-bucket
+    tables (Clark et al. 2022), so any id below a table's size is a valid input.  None when the
+    model has no embedding."""
+    emb = next((m for m in model.modules() if isinstance(m, torch.nn.Embedding)), None)
+    return int(emb.num_embeddings) if emb is not None else None
+
+
 def _params(cls_or_model) -> dict:
     try:
         return dict(inspect.signature(cls_or_model.forward).parameters)
@@ -1311,6 +1320,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     kv = next((f["kv_heads"] for f in facts if f["kv_heads"]), None) or heads
     head_dim = next((f["head_dim"] for f in facts if f["head_dim"]), None)
     vocab = getattr(tcfg, "vocab_size", None)
+    if vocab is None and "input_ids" in accepts:
+        vocab = _first_embedding_rows(model)
     vocab = vocab if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP else None
     pad = getattr(tcfg, "pad_token_id", None)
     pad = pad if isinstance(pad, int) and vocab and 0 <= pad < vocab else 0

@@ -417,14 +417,21 @@ def _indexes_other_list(k: str, x, v: dict[str, Any], layer_counts: set[int]) ->
 
 
 def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
-    """Fields of a known role that the defaults leave ``None`` but the model code reads as
-    numbers: the head dim (width / heads), KV heads (= heads), and the MoE sizes of a config that
-    declares experts (experts, experts per token, shared experts, expert groups, feed-forward sizes)."""
+    """Fields of a known role that the defaults leave ``None`` but the model code reads: a
+    ``default_<option>`` as the first of the config's ``<option>s``, the head dim (width /
+    heads), KV heads (= heads), and the MoE sizes of a config that declares experts (experts,
+    experts per token, shared experts, expert groups, feed-forward sizes)."""
     heads = next((x for k, x in out.items() if _HEADS.search(k) and _int(x) and x > 0), None)
     width = next((x for k, x in out.items() if _WIDTH.search(k) and _int(x) and x > 0), None)
     moe = sum(1 for k in v if _EXPERTS.search(k) or _TOP_K.search(k)) >= 2
     for k, x in v.items():
         if x is not None:
+            continue
+        # a default choice among the config's options (X-MOD's ``default_language`` among its
+        # ``languages``: its forward needs one when the input names none): the first option
+        options = v.get(k[len("default_"):] + "s") if k.startswith("default_") else None
+        if isinstance(options, (list, tuple)) and options and all(isinstance(e, str) for e in options):
+            out[k] = options[0]
             continue
         if _HEAD_DIM.search(k) and heads and width and width % heads == 0 and k.endswith("head_dim"):
             out[k] = width // heads
