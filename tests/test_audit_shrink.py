@@ -262,3 +262,15 @@ def test_default_choice_left_unset_takes_the_first_option():
     assert out["default_language"] == "de_DE" and out["default_mode"] is None
     tiny = shrink_config(tf.AutoConfig.for_model("xmod"), 0)
     assert tiny.default_language == tiny.languages[0]
+
+
+def test_layers_outside_a_partial_layer_count_keep_every_kind():
+    # Gemma-3n: the last num_kv_shared_layers reuse the keys / values of the last earlier layer
+    # of their type, so the layers before them need one of each type
+    default = tf.AutoConfig.for_model("gemma3n_text")
+    assert 0 < default.num_kv_shared_layers < default.num_hidden_layers
+    tiny = shrink_config(default, 0)
+    first_shared = tiny.num_hidden_layers - tiny.num_kv_shared_layers
+    assert tiny.num_kv_shared_layers >= 1
+    assert set(tiny.layer_types[:first_shared]) == set(default.layer_types)
+    assert "reuse" in tiny.kv_sharing_modes  # the property that raised for 2 layers, 2 shared

@@ -242,8 +242,15 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         out["out_indices"] = _same_type(outs, [n_new - (len(outs) - 1 - ranks.index(e)) for e in outs])
         if isinstance(v.get("out_features"), (list, tuple)) and len(v["out_features"]) == len(outs):
             out["out_features"] = [f"stage{e}" for e in out["out_indices"]]
+    # a part of the layers (Gemma-3n's last ``num_kv_shared_layers`` reuse the keys / values of
+    # earlier layers): the layers outside it keep one of every per-layer kind, as in the original
+    kinds = max((_distinct(v[k]) for k in per_layer if not _source_layers(v[k])), default=1)
+    total = max(orig_layers, default=0)
+    partial = [k for k in layer_keys if kinds > 1 and v[k] < total]
+    if partial:
+        n_new = max(n_new, kinds + 1)
     for k in layer_keys:
-        out[k] = min(v[k], n_new)
+        out[k] = max(1, min(v[k], n_new - kinds)) if k in partial else min(v[k], n_new)
     out.update(cycled)
     for k in per_layer:  # layer-index lists keep their first entries (each still names an earlier layer)
         x = list(v[k])
