@@ -274,3 +274,16 @@ def test_layers_outside_a_partial_layer_count_keep_every_kind():
     assert tiny.num_kv_shared_layers >= 1
     assert set(tiny.layer_types[:first_shared]) == set(default.layer_types)
     assert "reuse" in tiny.kv_sharing_modes  # the property that raised for 2 layers, 2 shared
+
+
+def test_layer_kinds_the_class_leaves_unset_come_from_the_models_mask_mapping():
+    # LFM2-MoE's config leaves layer_types None while its decoder layers index it; the modeling
+    # code builds a mask per kind: {"full_attention": ..., "conv": ...}
+    from attncheck.audit.shrink import code_layer_kinds
+
+    default = tf.AutoConfig.for_model("lfm2_moe")
+    assert default.layer_types is None
+    assert code_layer_kinds(type(default).__module__) == ("full_attention", "conv")
+    tiny = shrink_config(default, 0)
+    assert tiny.layer_types == ["full_attention", "conv"] and tiny.num_hidden_layers == 2
+    assert code_layer_kinds("transformers.models.no_such_model.configuration_no_such_model") == ()

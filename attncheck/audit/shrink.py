@@ -710,6 +710,15 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         for k, x in overrides.items():
             new[amap.get(k, k)] = x
     made = _construct(cls, given, new, overrides or {}, vocab_kept)
+    kinds = code_layer_kinds(cls.__module__) if "layer_types" in vals and vals["layer_types"] is None else ()
+    if kinds and getattr(made, "layer_types", None) is None and "layer_types" not in (overrides or {}):
+        # per-layer kinds the class leaves unset but its model indexes: one layer of each kind the
+        # modeling code builds masks for
+        layers = {k: max(x, len(kinds)) for k, x in new.items() if _LAYERS.search(k) and _int(x) and x > 0}
+        try:
+            made = _construct(cls, given, {**new, **layers, "layer_types": list(kinds)}, overrides or {})
+        except Exception:  # noqa: BLE001 - the class rejects them: keep its own (unset) value
+            pass
     per_layer = _shrunk_per_layer_config(made, level, _ties)
     if per_layer is not None and "per_layer_config" not in (overrides or {}):
         try:
@@ -761,6 +770,30 @@ def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
             if _ints(list(parts)):
                 found.setdefault(node.args[0].value, tuple(parts))
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def code_layer_kinds(config_module: str) -> tuple[str, ...]:
+    """The per-layer kinds (``layer_types`` values) the modeling code next to ``config_module``
+    builds attention masks for: the string keys of its mask mapping, a dict literal with a
+    ``"full_attention"`` key (``{"full_attention": create_causal_mask(…), "conv": …}`` in
+    LFM2-MoE), in source order; empty when there is none.  Parsed, not imported."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(config_module.replace(".configuration_", ".modeling_"))
+        with open(spec.origin, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+    except Exception:  # noqa: BLE001 - no modeling module beside the config: nothing to read
+        return ()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict) and len(node.keys) > 1 and all(
+                isinstance(k, ast.Constant) and isinstance(k.value, str) for k in node.keys):
+            keys = tuple(k.value for k in node.keys)
+            if "full_attention" in keys:
+                return keys
+    return ()
 
 
 def _with_code_sections(cls, vals: dict[str, Any]) -> dict[str, Any]:
