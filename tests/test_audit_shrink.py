@@ -287,3 +287,14 @@ def test_layer_kinds_the_class_leaves_unset_come_from_the_models_mask_mapping():
     tiny = shrink_config(default, 0)
     assert tiny.layer_types == ["full_attention", "conv"] and tiny.num_hidden_layers == 2
     assert code_layer_kinds("transformers.models.no_such_model.configuration_no_such_model") == ()
+
+
+def test_two_layers_of_each_kind_and_widths_the_class_derives():
+    # Zamba ties the shared attention block of its hybrid layers to the first one (two hybrid
+    # layers needed), and derives attention_hidden_size = 2 × hidden_size itself
+    default = tf.AutoConfig.for_model("zamba")
+    once, twice = shrink_config(default, 0), shrink_config(default, 0, repeat=2)
+    assert once.layers_block_type.count("hybrid") == 1
+    assert twice.layers_block_type == ["linear_attention", "hybrid"] * 2 and twice.num_hidden_layers == 4
+    assert twice.attention_hidden_size == 2 * twice.hidden_size == 128
+    assert twice.num_attention_heads * twice.attention_head_dim == twice.attention_hidden_size

@@ -1134,17 +1134,20 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         overrides = {"is_decoder": True, **(overrides or {})}
     tdtype = DTYPES[dtype]
     errors = []
-    # each level as shrunk, then (when that fails) with the windows its defaults leave unset filled
-    for level, fill in ((lv, f) for lv in LEVELS for f in (False, True)):
+    # each level as shrunk, then (when that fails) with the windows its defaults leave unset
+    # filled, then with two layers of each per-layer kind (weights tied across one kind's layers)
+    for level, retry in ((lv, r) for lv in LEVELS for r in ("", "windows", "twice")):
         try:
-            config = shrink_config(default, level, overrides)
+            config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
         except Exception as exc:  # noqa: BLE001
-            if not fill:
+            if not retry:
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
-        filled = fill_unset_windows(config, overrides) if fill else []
-        if fill and not filled:
+        filled = fill_unset_windows(config, overrides) if retry == "windows" else []
+        if retry == "windows" and not filled:
             continue
+        if retry == "twice":
+            filled = ["two layers of each per-layer kind"]
         try:
             with torch.device("meta"):  # count first: a level that keeps full widths can be huge
                 n = sum(p.numel() for p in _instantiate(cls, config, None).parameters())

@@ -146,15 +146,16 @@ def _same_type(orig, new):
     return type(orig)(new) if isinstance(orig, tuple) else list(new)
 
 
-def _compress(seq, n: int) -> list:
-    """``n`` entries of ``seq`` keeping every distinct value, in first-seen order, then cycling."""
+def _compress(seq, n: int, repeat: int = 1) -> list:
+    """``n`` entries of ``seq`` keeping every distinct value, in first-seen order, then cycling
+    (``repeat`` > 1: the distinct values ``repeat`` times over, then cycling)."""
     firsts, seen = [], []
     for x in seq:
         key = repr(x)
         if key not in seen:
             seen.append(key)
             firsts.append(x)
-    out = list(firsts)
+    out = list(firsts) * max(repeat, 1)
     i = 0
     while len(out) < n:
         out.append(seq[i % len(seq)])
@@ -202,12 +203,12 @@ def _image_side(v, patch, per_side: int = PATCHES_PER_SIDE) -> Any:
 
 
 def shrink_values(values: dict[str, Any], level: int = 0,
-                  ties: dict[tuple[bool, int], set] | None = None) -> dict[str, Any]:
+                  ties: dict[tuple[bool, int], set] | None = None, repeat: int = 1) -> dict[str, Any]:
     """Apply the shrink rules to a field → value mapping (one config level, no nesting).
 
     ``level`` 0: every rule; 1: every rule but the head dims; 2: keep widths / heads / head
     dims; 3: layer counts and per-layer lists only.  ``ties``: original → shrunk sizes of the
-    whole config tree (see :func:`_tie_equal_dims`).  Returns a new dict; keys not matched by a
+    whole config tree (see :func:`_tie_equal_dims`); ``repeat``: layers of each per-layer kind.  Returns a new dict; keys not matched by a
     rule are unchanged.
     """
     v = dict(values)
@@ -220,7 +221,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
                  and len(x) > LAYERS and not _DEPTHS.search(k)]
     for k in per_layer:
         if not _source_layers(v[k]):
-            n_new = max(n_new, min(_distinct(v[k]), 4))
+            n_new = max(n_new, min(_distinct(v[k]), 4) * repeat)
     # a block pattern cycled over the layers (RecurrentGemma's ``block_types = (recurrent,
     # recurrent, attention)``): enough layers for every kind it names, the pattern compressed to
     # its distinct kinds when that takes more than 4 layers
@@ -254,7 +255,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     out.update(cycled)
     for k in per_layer:  # layer-index lists keep their first entries (each still names an earlier layer)
         x = list(v[k])
-        out[k] = _same_type(v[k], x[:n_new] if _source_layers(x) else _compress(x, n_new))
+        out[k] = _same_type(v[k], x[:n_new] if _source_layers(x) else _compress(x, n_new, repeat))
     for k, x in v.items():
         # GPT-Neo: attention_types = [[["global", "local"], 12]] → repeat once
         if (isinstance(x, (list, tuple)) and x and all(isinstance(e, (list, tuple)) and len(e) == 2
@@ -662,7 +663,7 @@ def _values_of(config) -> dict[str, Any]:
     return vals
 
 
-def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *,
+def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *, repeat: int = 1,
                   _ties: dict[tuple[bool, int], set] | None = None):
     """A tiny config of the same class as ``config`` (see the module docstring).
 
@@ -671,6 +672,8 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         level: 0 to 3 (how much to shrink; see :func:`shrink_values`).
         overrides: field values set last (attribute aliases such as ``num_attention_heads`` →
             ``num_heads`` follow the class's ``attribute_map``).
+        repeat: layers of each per-layer kind kept (2: two of every kind, for models that tie
+            the weights of one kind's layers to another layer of that kind).
 
     Returns:
         A new config instance; nested configs are shrunk the same way.
@@ -684,11 +687,11 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         _ties = _tree_ties(config, level)
     given = vals  # what the validators may get back
     vals = _with_code_sections(cls, vals) if level == 0 else vals
-    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level, _ties)
+    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level, _ties, repeat)
     vocab_kept = {}  # nested configs shrunk but for their vocab, for parents whose validators tie
     for k, x in vals.items():  # token ranges to it (codebook offsets into the text vocab)
         if _is_config(x):
-            new[k] = shrink_config(x, level, _ties=_ties)
+            new[k] = shrink_config(x, level, repeat=repeat, _ties=_ties)
             vocab = {f: v for f, v in _values_of(x).items() if _VOCAB.search(f) and _int(v) and v > VOCAB}
             if vocab and level < 3:  # built only when the parent rejects the shrunk values
                 vocab_kept[k] = functools.partial(shrink_config, x, level, vocab, _ties=_ties)
@@ -704,6 +707,12 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     for k, x in vals.items():
         if (isinstance(x, (list, tuple)) and len(x) in layer_counts and _distinct(x) == 1 and k in defaults
                 and defaults[k] is None and isinstance(new.get(k), (list, tuple)) and k not in (overrides or {})):
+            new.pop(k)
+    # a width the class derives itself (default None: Zamba's ``attention_hidden_size = 2 ×
+    # hidden_size``) is left to the class, so it follows the shrunk widths it is derived from
+    for k, x in vals.items():
+        if (defaults.get(k, 0) is None and _int(x) and _WIDTH.search(k) and k in new and new[k] != x
+                and k not in (overrides or {}) and level < 2):
             new.pop(k)
     if overrides:
         amap = getattr(cls, "attribute_map", {}) or {}
