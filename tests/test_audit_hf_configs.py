@@ -139,6 +139,12 @@ def test_window_the_defaults_leave_unset_is_filled_when_the_forward_needs_one():
     assert fill_unset_windows(cfg, {"sliding_window": None}) == []  # an override stays
     assert fill_unset_windows(cfg) == [f"{type(cfg).__name__}.sliding_window = {WINDOW}"]
     assert cfg.sliding_window == WINDOW and fill_unset_windows(cfg) == []
+
+
+@pytest.mark.slow
+def test_model_needing_a_window_its_defaults_leave_unset_is_built_with_one():
+    from attncheck.audit.shrink import WINDOW
+
     (m,) = build_hf("hf:step3p5", "step3p5", sdpa=False)
     assert m.info["filled"] == f"Step3p7TextConfig.sliding_window = {WINDOW}"
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
@@ -168,3 +174,10 @@ def test_token_model_without_a_config_vocab_draws_ids_below_its_first_embedding(
     x = a.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert int(x.max()) < 96 and a.forward(x).out.shape[:2] == x.shape
     assert _first_embedding_rows(torch.nn.Linear(2, 2)) is None
+
+
+def test_model_tying_one_kinds_layers_is_built_with_two_of_each_kind():
+    # Zamba's post_init raises when its one hybrid layer has no other hybrid layer to tie into
+    (m,) = build_hf("hf:zamba", "zamba", sdpa=False)
+    assert m.info["filled"] == "two layers of each per-layer kind" and m.info["shrink_level"] == 0
+    assert m.module.config.layers_block_type.count("hybrid") == 2

@@ -1133,7 +1133,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
         overrides = {"is_decoder": True, **(overrides or {})}
     tdtype = DTYPES[dtype]
-    errors = []
+    errors, plain = [], None
     # each level as shrunk, then (when that fails) with the windows its defaults leave unset
     # filled, then with two layers of each per-layer kind (weights tied across one kind's layers)
     for level, retry in ((lv, r) for lv in LEVELS for r in ("", "windows", "twice")):
@@ -1141,18 +1141,24 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
         except Exception as exc:  # noqa: BLE001
             if not retry:
+                plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         filled = fill_unset_windows(config, overrides) if retry == "windows" else []
         if retry == "windows" and not filled:
             continue
         if retry == "twice":
+            if plain is not None and config.to_dict() == plain.to_dict():
+                continue  # no per-layer kinds: the same model again
             filled = ["two layers of each per-layer kind"]
+        elif not retry:
+            plain = config
         try:
             with torch.device("meta"):  # count first: a level that keeps full widths can be huge
                 n = sum(p.numel() for p in _instantiate(cls, config, None).parameters())
             if n > MAX_PARAMS:
-                errors.append(f"level {level}: {n / 1e6:.0f} M parameters (limit {MAX_PARAMS / 1e6:.0f} M)")
+                errors.append(f"level {level}{f' ({retry})' if retry else ''}: {n / 1e6:.0f} M parameters "
+                              f"(limit {MAX_PARAMS / 1e6:.0f} M)")
                 continue
             torch.manual_seed(0)
             base = _instantiate(cls, config, "eager")
@@ -1163,7 +1169,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 adapter.info["audited_submodule"] = f"{type(audited).__name__} (the encoder: the decoder has no attention)"
             _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
-            errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
+            errors.append(f"level {level}{f' ({retry})' if retry else ''}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
         if filled:
