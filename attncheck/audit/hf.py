@@ -1134,9 +1134,11 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         overrides = {"is_decoder": True, **(overrides or {})}
     tdtype = DTYPES[dtype]
     errors, plain = [], None
-    # each level as shrunk, then (when that fails) with the windows its defaults leave unset
-    # filled, then with two layers of each per-layer kind (weights tied across one kind's layers)
-    for level, retry in ((lv, r) for lv in LEVELS for r in ("", "windows", "twice")):
+    # each level as shrunk; the first level, when it fails, also with the windows its defaults
+    # leave unset filled, then with two layers of each per-layer kind (weights tied across one
+    # kind's layers)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "twice")]
+    for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
             config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
         except Exception as exc:  # noqa: BLE001
