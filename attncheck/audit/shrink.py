@@ -106,6 +106,8 @@ _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window
 #: learned object queries of DETR-style detectors (the top-k of as many image positions)
 _QUERIES = re.compile(r"(^|_)num_queries$")
 QUERIES = 8
+#: a count of the last layers that reuse earlier layers' keys / values (Gemma-3n)
+_SHARED_LAYERS = re.compile(r"_shared_layers$")
 #: names of a cycled block pattern (the kind of each layer, repeated over the layers)
 _KIND_PATTERN = re.compile(r"(block|layer)s?_types?$")
 _PERIOD = re.compile(r"layer_period$|_period$")
@@ -243,11 +245,11 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         out["out_indices"] = _same_type(outs, [n_new - (len(outs) - 1 - ranks.index(e)) for e in outs])
         if isinstance(v.get("out_features"), (list, tuple)) and len(v["out_features"]) == len(outs):
             out["out_features"] = [f"stage{e}" for e in out["out_indices"]]
-    # a part of the layers (Gemma-3n's last ``num_kv_shared_layers`` reuse the keys / values of
-    # earlier layers): the layers outside it keep one of every per-layer kind, as in the original
+    # the last layers that reuse the keys / values of earlier layers (Gemma-3n's
+    # ``num_kv_shared_layers``): the layers before them keep one of every per-layer kind
     kinds = max((_distinct(v[k]) for k in per_layer if not _source_layers(v[k])), default=1)
     total = max(orig_layers, default=0)
-    partial = [k for k in layer_keys if kinds > 1 and v[k] < total]
+    partial = [k for k in layer_keys if kinds > 1 and 0 < v[k] < total and _SHARED_LAYERS.search(k)]
     if partial:
         n_new = max(n_new, kinds + 1)
     for k in layer_keys:
@@ -712,6 +714,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     # hidden_size``) is left to the class, so it follows the shrunk widths it is derived from
     for k, x in vals.items():
         if (defaults.get(k, 0) is None and _int(x) and _WIDTH.search(k) and k in new and new[k] != x
+                and not any(rx.search(k) for rx in _RULED if rx not in (_WIDTH, _WIDTH_LIST))  # a width only
                 and k not in (overrides or {}) and level < 2):
             new.pop(k)
     if overrides:
