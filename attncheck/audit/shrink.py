@@ -32,6 +32,11 @@ and applies small per-key rules by the key's *role*, not per model family:
 - special token ids (``*_token_id``, ``*_token_index``) that no longer fit the vocab are moved to
   the top of it (:data:`RESERVED_TOP` ids), so random inputs drawn below never hit them.
 
+- heterogeneous configs (``per_layer_config``): the global values of per-layer attributes and the
+  per-layer overrides shrunk alike; a cycled block pattern (``block_types``) keeps a layer of every
+  kind it names, and the layers before the KV-shared ones one of every per-layer kind; per-layer
+  kinds the class leaves unset come from the model's mask mapping (:func:`code_layer_kinds`).
+
 Nested configs (``text_config``, ``vision_config``, ``audio_config``, ``encoder``/``decoder``)
 are shrunk with the same rules.  Four levels, tried in order by the builder: ``0`` all rules,
 ``1`` all rules but the head dims (width = 4 × the original head dim: model code may assume the
@@ -210,8 +215,8 @@ def shrink_values(values: dict[str, Any], level: int = 0,
 
     ``level`` 0: every rule; 1: every rule but the head dims; 2: keep widths / heads / head
     dims; 3: layer counts and per-layer lists only.  ``ties``: original → shrunk sizes of the
-    whole config tree (see :func:`_tie_equal_dims`); ``repeat``: layers of each per-layer kind.  Returns a new dict; keys not matched by a
-    rule are unchanged.
+    whole config tree (see :func:`_tie_equal_dims`); ``repeat``: layers of each per-layer kind.
+    Returns a new dict; keys not matched by a rule are unchanged.
     """
     v = dict(values)
     out = dict(values)
@@ -1003,6 +1008,5 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute", "fill_unset_windows",
-           "shrink_config",
-           "shrink_values"]
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute",
+           "fill_unset_windows", "shrink_config", "shrink_values"]
