@@ -215,3 +215,17 @@ def test_stage_widths_no_list_names_scale_with_the_stage_widths():
     assert list(d.encoder_in_channels) == [b.stage_out_channels[i - 1] for i in b.out_indices]
     v = shrink_config(tf.AutoConfig.for_model("dinov2"))  # stages are layers: shrunk with them
     assert v.num_hidden_layers == 2
+
+
+def test_image_sides_and_feature_map_sides_stay_tied_across_nested_configs():
+    # SAM 2: the prompt encoder's grid (image_size / patch_size) is the side of the backbone's
+    # last feature map, and backbone_feature_sizes are the image side over the level strides
+    s = shrink_config(tf.AutoConfig.for_model("sam2"))
+    side = s.vision_config.backbone_config.image_size[0]
+    assert side <= 128 and s.prompt_encoder_config.image_size == side
+    stride = [1024 // f[0] for f in tf.AutoConfig.for_model("sam2").vision_config.backbone_feature_sizes]
+    assert [list(f) for f in s.vision_config.backbone_feature_sizes] == [[side // r] * 2 for r in stride]
+    assert s.vision_config.backbone_feature_sizes[-1][0] == side // s.prompt_encoder_config.patch_size
+    # a single tower: nothing to tie (the image side follows its own patches)
+    v = shrink_config(tf.AutoConfig.for_model("vit"))
+    assert v.image_size == 4 * v.patch_size

@@ -343,8 +343,11 @@ def _side(v, default=32) -> tuple[int, int]:
 
 
 def image_shape(config) -> tuple[int, int, int]:
-    """``(C, H, W)`` of the images a (vision) config expects."""
+    """``(C, H, W)`` of the images a (vision) config expects (the image tower's, or its
+    backbone's when the tower config leaves the size to it: SAM 2's Hiera ``backbone_config``)."""
     vc = _vision_config(config)
+    if vc is not config and getattr(vc, "image_size", None) is None:
+        vc = _vision_config(vc)
     h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None))
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w

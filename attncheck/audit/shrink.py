@@ -551,6 +551,61 @@ def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
     return mapped
 
 
+#: spatial sizes of feature maps (``backbone_feature_sizes``: side per feature level)
+_FEATURE_SIZES = re.compile(r"(^|_)feature_sizes?$")
+
+
+def _side_of(x) -> int | None:
+    """The first side of an image size (an int, or an ``[height, width]`` list)."""
+    return x if _int(x) else (x[0] if _ints(x) else None)
+
+
+def _tree_image_sides(config, level: int) -> dict[int, int]:
+    """Original → shrunk image side over a config and its nested configs (a first pass of the
+    shrinker); the largest when nested configs of the same original side shrink differently."""
+    sides: dict[int, int] = {}
+
+    def walk(c):
+        vals = _values_of(c)
+        flat = {k: x for k, x in vals.items() if not _is_config(x)}
+        a = _side_of(flat.get("image_size"))
+        b = _side_of(shrink_values(flat, level).get("image_size")) if a else None
+        if a and b and b != a:
+            sides[a] = max(sides.get(a, 0), b)
+        for x in vals.values():
+            if _is_config(x):
+                walk(x)
+
+    walk(config)
+    return sides
+
+
+def _tie_image_sides(v: dict[str, Any], out: dict[str, Any], sides: dict[int, int]) -> None:
+    """Image sizes and feature-map sizes tied across nested configs: an ``image_size`` equal to
+    another nested config's in the original takes the same shrunk side (SAM 2's prompt encoder
+    places points on the image its Hiera backbone sees: the prompt grid ``image_size /
+    patch_size`` is the side of the last feature map); ``*feature_sizes`` (the side of each
+    feature level, ``backbone_feature_sizes``) scale with the image side when every entry stays
+    an integer."""
+    a = _side_of(v.get("image_size"))
+    if a in sides and _side_of(out.get("image_size")) != sides[a]:
+        x = v["image_size"]
+        out["image_size"] = sides[a] if _int(x) else _same_type(x, [sides[a]] * len(x))
+    for k, x in v.items():
+        if not (_FEATURE_SIZES.search(k) and out.get(k) == x):
+            continue
+        flat = [e for e in (x if isinstance(x, (list, tuple)) else [x]) for e in (e if isinstance(e, (list, tuple)) else [e])]
+        if not (flat and all(_int(e) and e > 0 for e in flat)):
+            continue
+        for orig, new in sides.items():
+            if all(e * new % orig == 0 for e in flat):
+                scale = lambda e, orig=orig, new=new: e * new // orig  # noqa: E731
+                out[k] = (scale(x) if _int(x) else
+                          _same_type(x, [_same_type(e, [scale(i) for i in e]) if isinstance(e, (list, tuple))
+                                         else scale(e) for e in x]))
+                break
+
+
 def _partial_rotary(v: dict[str, Any]) -> float:
     rope = v.get("rope_parameters")
     f = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
@@ -632,7 +687,7 @@ def _values_of(config) -> dict[str, Any]:
 
 
 def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *,
-                  _ties: dict[tuple[bool, int], set] | None = None):
+                  _ties: dict[tuple[bool, int], set] | None = None, _sides: dict[int, int] | None = None):
     """A tiny config of the same class as ``config`` (see the module docstring).
 
     Args:
@@ -651,12 +706,16 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     vals = _values_of(config)
     if _ties is None and level < 2:
         _ties = _tree_ties(config, level)
+    if _sides is None:
+        _sides = _tree_image_sides(config, level)
     given = vals  # what the validators may get back
     vals = _with_code_sections(cls, vals) if level == 0 else vals
-    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level, _ties)
+    flat = {k: x for k, x in vals.items() if not _is_config(x)}
+    new = shrink_values(flat, level, _ties)
+    _tie_image_sides(flat, new, _sides)
     for k, x in vals.items():
         if _is_config(x):
-            new[k] = shrink_config(x, level, _ties=_ties)
+            new[k] = shrink_config(x, level, _ties=_ties, _sides=_sides)
     if "vocab_size" not in vals and level < 3:  # a composite: its token ids index the text vocab
         sub_vocab = [getattr(c, "vocab_size", None) for c in new.values() if _is_config(c)]
         sub_vocab = [n for n in sub_vocab if _int(n)]
