@@ -541,12 +541,24 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
                   and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
 
-    def with_prompt(x):
+    # a detector that needs a text prompt without declaring it required (SAM 3: "exactly one of
+    # input_ids or text_embeds"): tried after the layouts without it
+    optional = {}
+    if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
+        g = torch.Generator().manual_seed(1234)
+        optional = {n: v for n in params if n != main and n.endswith("input_ids") and n not in prompt
+                    and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+
+    def with_prompt(x, prompt=prompt):
         return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]) for n, v in prompt.items()}}
 
-    return [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
-            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
-            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+    out = [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
+           ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
+           ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+    if optional:
+        out.append(("image-text", lambda b, g: torch.randn(b, *shape, generator=g),
+                    lambda x: with_prompt(x, {**prompt, **optional}), keep))
+    return out
 
 
 def _flattened_patches_variant(vc) -> tuple[str, Callable, Callable, Callable]:
@@ -697,11 +709,15 @@ def _int_attr(module, *names) -> int | None:
 
 def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     """Innermost modules that look like attention: a declared scale, or a class name containing
-    ``Attention`` / ``Attn`` with q/k projections or a ``head_dim``."""
+    ``Attention`` / ``Attn`` with q/k projections or a ``head_dim``.  A ``scale`` on a module
+    without weights or layers of its own and without such a name is not a softmax scale (the
+    frequency scale of a random-Fourier position embedding, Tancik et al. 2020, as in SAM)."""
     found = []
     for name, mod in model.named_modules():
         cname = type(mod).__name__.lower()
-        if declared_scale(mod) is not None or (("attention" in cname or "attn" in cname)
+        named = "attention" in cname or "attn" in cname
+        bare = not named and not list(mod.children()) and not list(mod.parameters(recurse=False))
+        if (declared_scale(mod) is not None and not bare) or (named
                                                 and (_int_attr(mod, "head_dim", "attention_head_size",
                                                                "head_size", "d_kv") is not None
                                                      or hasattr(mod, "q_proj") or hasattr(mod, "query"))):
@@ -993,18 +1009,28 @@ class ParentFed(torch.nn.Module):
             if isinstance(v, torch.Tensor):
                 self.register_buffer(f"fixed_{i}", v.detach().clone(), persistent=False)
                 self._plain[k] = f"fixed_{i}"
+            elif isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) for e in v):
+                # per-level feature maps: each a buffer (moved with the module's dtype)
+                for j, e in enumerate(v):
+                    self.register_buffer(f"fixed_{i}_{j}", e.detach().clone(), persistent=False)
+                self._plain[k] = ("list", type(v), [f"fixed_{i}_{j}" for j in range(len(v))])
             else:
                 self._plain[k] = ("value", v)
+
+    def _batched(self, ref: str, B: int) -> torch.Tensor:
+        t = getattr(self, ref)
+        return t.expand(B, *t.shape[1:]) if t.dim() and t.shape[0] == 1 else t
 
     def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False):
         B = pixel_values.shape[0]
         kw = {}
         for k, ref in self._plain.items():
-            if isinstance(ref, tuple):
+            if isinstance(ref, tuple) and ref[0] == "list":
+                kw[k] = ref[1](self._batched(r, B) for r in ref[2])
+            elif isinstance(ref, tuple):
                 kw[k] = ref[1]
-                continue
-            t = getattr(self, ref)
-            kw[k] = t.expand(B, *t.shape[1:]) if t.dim() and t.shape[0] == 1 else t
+            else:
+                kw[k] = self._batched(ref, B)
         return self.sub(**{self.arg: pixel_values}, **kw)
 
 
@@ -1031,13 +1057,16 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                           sdpa: bool) -> list[AuditModel]:
     """Audit a sub-config type through the submodule its parent model builds from it: the parent
     (its own default config with this type's default as the sub-config) is built and run once;
-    the submodule is then run alone on the recorded inputs, its first required argument (an
-    image-like ``(B, C, H, W)`` float tensor, such as SAM's image embeddings) being the checked
-    one.
+    the submodule is then run alone on the recorded inputs, its first required argument that is
+    a float tensor of one sample — an image-like ``(B, C, H, W)`` map such as SAM's image
+    embeddings (or prompt points ``(B, P, N, 2)``), or a ``(B, L, D)`` sequence such as a DETR
+    decoder's image features — being the checked one, the other recorded inputs fixed (batch 1
+    broadcast).  The submodule is audited as a vision model: bidirectional over its input by
+    design, its masks being the ones its parent gave it.
 
     Raises:
         Unsupported: no parent builds, its forward does not call the submodule, or the submodule
-            takes no image-like input (the reason, after ``need``'s).
+            takes no such input (the reason, after ``need``'s).
     """
     import transformers as tf
 
@@ -1050,7 +1079,9 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         except Unsupported as exc:
             why.append(f"parent {pcls.model_type}: {_short(exc, 200)}")
             continue
-        subs = [next((m for m in p.module.modules() if type(m) in need.classes), None) for p in parents]
+        # the outermost class built from the config (the prompt encoder, not the positional
+        # embedding it builds), in the parent's module order
+        subs = [next((m for c in need.classes for m in p.module.modules() if type(m) is c), None) for p in parents]
         if subs[0] is None:
             why.append(f"parent {pcls.model_type} builds no {need.classes[0].__name__}")
             continue
@@ -1058,12 +1089,15 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
             continue
-        first = next(iter(_required_inputs(subs[0])), None)  # the submodule's main input
-        v = rec.get(first)
-        if not (isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() == 4 and v.shape[0] == 1):
-            why.append(f"{type(subs[0]).__name__}'s first input {first} is not image-like (B, C, H, W)")
+        # the checked input: the first required argument that is a float tensor of one sample,
+        # an image-like (B, C, H, W) map or a (B, L, D) sequence of feature vectors
+        req = _required_inputs(subs[0])
+        arg = next((n for n in req if isinstance(v := rec.get(n), torch.Tensor) and v.is_floating_point()
+                    and v.dim() in (3, 4) and v.shape[0] == 1), None)
+        if arg is None:
+            why.append(f"{type(subs[0]).__name__} takes no float (B, C, H, W) or (B, L, D) input "
+                       f"(required: {', '.join(req) or 'none'})")
             continue
-        arg = first
         shape = tuple(rec[arg].shape[1:])
         fixed = {k: v for k, v in rec.items() if k != arg}
         out = []
@@ -1106,7 +1140,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
-    default = config_for_class(cls, default)
+    own_default, default = default, config_for_class(cls, default)
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
         overrides = {"is_decoder": True, **(overrides or {})}
@@ -1148,7 +1182,13 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 adapter.info["sdpa_unavailable"] = why
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
-    raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+    reason = f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown)
+    if any(n not in MAIN_INPUTS for n in _required_inputs(cls)) and _parent_configs(own_default):
+        # a model class whose forward needs what its parent model computes (a DETR decoder fed
+        # text and image features): audited through the parent, like a sub-config's submodule
+        return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
+                                     dtype, sdpa)
+    raise Unsupported(reason)
 
 
 def config_for_class(cls, config):
