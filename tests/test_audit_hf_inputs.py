@@ -280,3 +280,16 @@ def test_transducer_is_audited_through_its_encoder():
     assert m.attention_modules
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_image_tokenizer_without_forward_is_audited_through_encode():
+    # ChameleonVQVAE defines encode(pixel_values) and no forward; its encoder has a VQGAN
+    # attention block over the H·W positions of the last stage
+    kind, cls = _class_of("chameleon_vqgan")
+    assert (kind, cls.__name__) == ("vision", "ChameleonVQVAE")
+    (m,) = build_hf("hf:chameleon_vqgan", "chameleon_vqgan", sdpa=False)
+    assert (m.info["class"], m.info["method"]) == ("ChameleonVQVAE", "encode")
+    assert "ImageEncoding" not in {getattr(o, "__name__", "") for o in m.source_objects}
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    alone, batch = m.forward(x[:1]).out, m.forward(x).out
+    torch.testing.assert_close(batch[:1], alone, atol=1e-4, rtol=1e-4)

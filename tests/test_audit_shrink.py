@@ -229,3 +229,12 @@ def test_image_sides_and_feature_map_sides_stay_tied_across_nested_configs():
     # a single tower: nothing to tie (the image side follows its own patches)
     v = shrink_config(tf.AutoConfig.for_model("vit"))
     assert v.image_size == 4 * v.patch_size
+
+
+def test_width_of_the_widest_stage_follows_the_base_channels():
+    # Emu3's VQ-VAE: hidden_size (its attention blocks' width) = base_channels × the largest
+    # channel multiplier
+    o = tf.AutoConfig.for_model("emu3_vqgan")
+    assert o.hidden_size == o.base_channels * max(o.channel_multiplier)
+    s = shrink_config(o)
+    assert s.base_channels < o.base_channels and s.hidden_size == s.base_channels * max(s.channel_multiplier)

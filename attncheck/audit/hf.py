@@ -208,8 +208,8 @@ def config_module_classes(config) -> tuple[list[type], list[type]]:
             if not obj.__module__.startswith(ccls.__module__.rpartition(".")[0] + "."):
                 continue
             seen.add(obj)
-            if obj.forward is torch.nn.Module.forward:
-                continue  # no forward of its own (a VQ tokenizer exposing ``encode`` only)
+            if obj.forward is torch.nn.Module.forward and not encodes_images_only(obj):
+                continue  # no forward of its own (a tokenizer exposing an ``encode`` of codes only)
             if issubclass(obj, PreTrainedModel):
                 if getattr(obj, "config_class", None) is ccls:
                     models.append(obj)
@@ -302,10 +302,44 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
 
 
 def _params(cls_or_model) -> dict:
+    """Forward arguments of a class or a built model (``encode``'s for an image tokenizer
+    without a forward, :func:`encodes_images_only`)."""
     try:
-        return dict(inspect.signature(cls_or_model.forward).parameters)
+        fn = cls_or_model.encode if encodes_images_only(cls_or_model) else cls_or_model.forward
+        return dict(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return {}
+
+
+def encodes_images_only(cls_or_model) -> bool:
+    """Whether a model class (or model) has no ``forward`` of its own but an ``encode`` that takes
+    ``pixel_values`` (a VQ-VAE image tokenizer of a multimodal LM: Chameleon's, Emu3's)."""
+    t = cls_or_model if isinstance(cls_or_model, type) else type(cls_or_model)
+    enc = getattr(t, "encode", None)
+    if not (isinstance(t, type) and issubclass(t, torch.nn.Module) and t.forward is torch.nn.Module.forward
+            and callable(enc)):
+        return False
+    try:
+        return "pixel_values" in inspect.signature(enc).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class ImageEncoding(torch.nn.Module):
+    """An image tokenizer without a forward of its own run through its ``encode(pixel_values)``
+    (:func:`encodes_images_only`); an ``image_sizes`` argument gets each image's ``(H, W)``, the
+    size of the unpadded image as transformers' image processors report it."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model, self.config = model, model.config
+
+    def forward(self, pixel_values: torch.Tensor, **kwargs):
+        if "image_sizes" in inspect.signature(self.model.encode).parameters and "image_sizes" not in kwargs:
+            kwargs["image_sizes"] = torch.tensor([list(pixel_values.shape[-2:])] * pixel_values.shape[0])
+        return self.model.encode(pixel_values, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1261,7 +1295,8 @@ def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.
         kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
         # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
         # any batch size, and it runs in float64 (the audit's reference for dtype noise)
-        return cls._from_config(config, experts_implementation="eager", **kw)
+        model = cls._from_config(config, experts_implementation="eager", **kw)
+        return ImageEncoding(model) if encodes_images_only(cls) else model
     if attn_implementation:
         config._attn_implementation = attn_implementation
     module = cls(config)
@@ -1343,7 +1378,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     takes_kwargs = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in accepts.values())
     if impl == "eager" and ("output_attentions" in accepts or takes_kwargs):
         supports.add("output_attentions")  # kept only when a forward returns them (build_hf)
-    info = {"model_type": config.model_type, "class": type(model).__name__, "attn_implementation": impl,
+    encoded = isinstance(model, ImageEncoding)  # reported as the tokenizer's class, run through encode
+    info = {"model_type": config.model_type, "class": type(model.model if encoded else model).__name__,
+            "attn_implementation": impl,
             "num_layers": getattr(tcfg, "num_hidden_layers", None), "num_heads": heads,
             "num_kv_heads": kv, "head_dim": head_dim, "hidden_size": getattr(tcfg, "hidden_size", None),
             "sliding_window": window, "vocab_size": vocab, "dtype": str(tdtype).replace("torch.", ""),
@@ -1351,6 +1388,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     sinks = sorted({f["class"] for f in facts if f["sinks"]})
     if sinks:
         info["attention_sinks"] = sinks
+    if encoded:
+        info["method"] = "encode"
     def retype(dt: torch.dtype) -> AuditModel:
         return _adapter(spec, copy.deepcopy(model).to(dt), config, kind, impl, dt, input_layout)
 
@@ -1655,7 +1694,8 @@ def adapt_hf_model(spec: str, model: torch.nn.Module) -> AuditModel:
 
 
 def _sources(model) -> list[Any]:
-    objs: list[Any] = [type(m) for m in model.modules()]
+    """The model's classes (not the audit's own wrappers) and the attention functions it calls."""
+    objs: list[Any] = [type(m) for m in model.modules() if not type(m).__module__.startswith("attncheck.")]
     try:  # the attention functions and mask builders the model dispatches to
         from transformers import masking_utils
         from transformers.integrations import sdpa_attention

@@ -343,6 +343,15 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _image_side(x, CNN_STRIDE)
         elif _BASE_CHANNELS.search(k) and _int(x):
             out[k] = _base_channels(k, x, v)
+    # a width equal to the widest stage of a base channel count in the original (Emu3's VQ-VAE:
+    # hidden_size = base_channels × the largest channel multiplier, the width of its attention
+    # blocks) stays the widest stage's width
+    mult = [max(e) for kk, e in v.items() if _ints(e) and kk.endswith("multiplier")]
+    for bk, bx in v.items():
+        if mult and _BASE_CHANNELS.search(bk) and _int(bx) and _int(out.get(bk)) and out[bk] != bx:
+            for k, x in v.items():
+                if _WIDTH.search(k) and _int(x) and x == bx * max(mult):
+                    out[k] = out[bk] * max(mult)
     # MLA (DeepSeek-V3-style: separate no-rope and rope parts): a head dim equal to the rope
     # dim is the rotary embedding's width (LongCat-Flash's ``head_dim``), not the q·k width
     rope_key = next((k for k, x in v.items() if _ROPE_DIM.search(k) and _int(x)), None)
