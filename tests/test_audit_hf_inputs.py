@@ -293,3 +293,8 @@ def test_image_tokenizer_without_forward_is_audited_through_encode():
     x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
     alone, batch = m.forward(x[:1]).out, m.forward(x).out
     torch.testing.assert_close(batch[:1], alone, atol=1e-4, rtol=1e-4)
+
+
+def test_video_tracker_fed_a_session_object_is_unsupported_with_the_reason():
+    with pytest.raises(Unsupported, match="takes inference_session: Sam3VideoInferenceSession, a stateful object"):
+        build_hf("hf:sam3_video", "sam3_video", sdpa=False)

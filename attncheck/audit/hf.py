@@ -1174,6 +1174,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
+    session = _session_argument(cls)
+    if session is not None:
+        raise Unsupported(f"{cls.__name__}.forward takes {session}, a stateful object its processor builds "
+                          "(a video tracker fed frame by frame), not tensors")
     own_default, default = default, config_for_class(cls, default)
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
@@ -1223,6 +1227,19 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
                                      dtype, sdpa)
     raise Unsupported(reason)
+
+
+def _session_argument(cls) -> str | None:
+    """``"name: Class"`` when the forward's first required argument is annotated with a class of
+    the model's own package that is neither a tensor nor a module (a video tracker's
+    ``inference_session``), else None."""
+    req = _required_inputs(cls)
+    ann = _params(cls)[req[0]].annotation if req else None
+    pkg = cls.__module__.rpartition(".")[0] + "."
+    if (isinstance(ann, type) and ann.__module__.startswith(pkg)
+            and not issubclass(ann, (torch.Tensor, torch.nn.Module))):
+        return f"{req[0]}: {ann.__name__}"
+    return None
 
 
 def config_for_class(cls, config):
