@@ -1114,10 +1114,12 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             why.append(f"parent {pcls.model_type}: {_short(exc, 200)}")
             continue
         # the outermost class built from the config (the prompt encoder, not the positional
-        # embedding it builds), in the parent's module order
-        subs = [next((m for c in need.classes for m in p.module.modules() if type(m) is c), None) for p in parents]
+        # embedding it builds), in the parent's module order; a module that keeps its config must
+        # have been built from this one (a layer class shared by a text and a vision tower)
+        subs = [next((m for c in need.classes for m in p.module.modules() if type(m) is c
+                      and isinstance(getattr(m, "config", default), type(default))), None) for p in parents]
         if subs[0] is None:
-            why.append(f"parent {pcls.model_type} builds no {need.classes[0].__name__}")
+            why.append(f"parent {pcls.model_type} builds no {need.classes[0].__name__} from a {type(default).__name__}")
             continue
         rec = _record_call(parents[0], subs[0])
         if rec is None:
