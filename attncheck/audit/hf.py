@@ -242,8 +242,8 @@ def _class_from_config_module(model_type: str, config):
         raise NeedsParent(f"no model class for {model_type!r}: {cname} configures {c.__name__}, a submodule "
                           f"(not a PreTrainedModel) whose forward needs {', '.join(need) or 'no tensor input'}"
                           " — inputs made by its parent model", subs)
-    raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and no class of "
-                      f"its package is built from a {cname} alone")
+    raise NeedsParent(f"no model class for {model_type!r}: not in transformers' auto mappings and no class of "
+                      f"its package is built from a {cname} alone", [])
 
 
 def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
@@ -1118,8 +1118,12 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         # have been built from this one (a layer class shared by a text and a vision tower)
         subs = [next((m for c in need.classes for m in p.module.modules() if type(m) is c
                       and isinstance(getattr(m, "config", default), type(default))), None) for p in parents]
+        if not need.classes:  # no class of the package takes the config: the parent's module that keeps it
+            subs = [next((m for m in p.module.modules() if m is not p.module
+                          and isinstance(getattr(m, "config", None), type(default))), None) for p in parents]
         if subs[0] is None:
-            why.append(f"parent {pcls.model_type} builds no {need.classes[0].__name__} from a {type(default).__name__}")
+            what = need.classes[0].__name__ if need.classes else "module"
+            why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
             continue
         rec = _record_call(parents[0], subs[0])
         if rec is None:
