@@ -745,7 +745,8 @@ def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module
     """Innermost modules that look like attention: a declared scale, or a class name containing
     ``Attention`` / ``Attn`` with q/k projections or a ``head_dim``.  A ``scale`` on a module
     without weights or layers of its own and without such a name is not a softmax scale (the
-    frequency scale of a random-Fourier position embedding, Tancik et al. 2020, as in SAM)."""
+    frequency scale of a random-Fourier position embedding, Tancik et al. 2020, as in SAM, or the
+    2π of DETR-style sine position embeddings, Carion et al. 2020)."""
     found = []
     for name, mod in model.named_modules():
         cname = type(mod).__name__.lower()
