@@ -231,11 +231,14 @@ def _class_from_config_module(model_type: str, config):
             the ``nn.Module`` that takes it and the inputs its forward needs, if any).
     """
     models, subs = config_module_classes(config)
-    if models:
-        return models[0]
+    own = [m for m in models if not encodes_images_only(m)]
+    if own:
+        return own[0]
     cname = type(config).__name__
     if subs and any(k in _params(subs[0]) for k in MAIN_INPUTS):
         return subs[0]  # a tower built as a plain nn.Module from its config (no PreTrainedModel)
+    if models:
+        return models[0]  # an image tokenizer run through encode (no tower of its own takes the config)
     if subs:
         c = subs[0]
         need = _required_inputs(c)
