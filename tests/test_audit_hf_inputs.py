@@ -257,3 +257,13 @@ def test_transducer_is_audited_through_its_encoder():
     assert m.attention_modules
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_token_model_refusing_ids_is_fed_embeddings():
+    # the Qwen3-Omni code predictor takes its parent's hidden states: input_ids is refused
+    (m,) = build_hf("hf:qwen3_omni_moe_talker_code_predictor", "qwen3_omni_moe_talker_code_predictor", sdpa=False)
+    assert m.info["input"] == "inputs_embeds" and m.info["built_as"] == "embeds"
+    assert m.input_kind == "features" and m.feature_dim == m.module.config.hidden_size
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (2, m.seq_len, m.feature_dim)
+    assert m.forward(x).out.shape[:2] == x.shape[:2]

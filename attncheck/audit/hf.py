@@ -30,6 +30,7 @@ and per-layer types from the config.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import math
@@ -1133,12 +1134,16 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
+        if getattr(base, "attncheck_redrawn", None):
+            adapter.info["uninitialized_weights"] = (f"{len(base.attncheck_redrawn)} parameters left unset by "
+                                                     f"{cls.__name__}'s initialisation, drawn N(0, σ²): "
+                                                     + ", ".join(base.attncheck_redrawn[:4]))
         if native:
             adapter.info["backbone"] = "; ".join(native)
         layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
-            other, why = _sdpa_variant(spec, cls, config, base, kind, tdtype, layout)
+            other, why = _sdpa_variant(spec, cls, config, base, adapter.info.get("built_as", kind), tdtype, layout)
             if other is not None:
                 models.append(other)
             else:
@@ -1172,25 +1177,35 @@ def config_for_class(cls, config):
 
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
     """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
-    inputs it ran on; raises the first layout's error when none is accepted."""
-    first_error, first_name, last = None, None, ""
-    for i in range(16):
-        adapter = _adapter(spec, model, model.config, kind, "eager", tdtype, i)
-        name = adapter.info.get("input_layout")
-        if i and name in (None, first_name):
-            break  # token models have one layout; dense layouts wrap around
-        first_name = first_name or name
-        try:
-            x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
-            adapter.forward(x0)
-        except Exception as exc:  # noqa: BLE001 - try the next layout
-            if first_error is None:
-                first_error = exc
-            elif type(exc) is not type(first_error) or str(exc) != str(first_error):
-                last = f"{name}: {type(exc).__name__}: {_short(exc, 160)}"
-            continue
-        adapter.info["input_layout_index"] = i
-        return adapter, x0
+    inputs it ran on; raises the first layout's error when none is accepted.  A token model whose
+    forward accepts no ids it can embed (a talker or code predictor fed by a parent's hidden
+    states: ``input_ids`` refused, or no ``embed_tokens``) is then tried on ``inputs_embeds``
+    ``(B, L, D)`` (kind ``"embeds"``: :func:`_features_adapter`)."""
+    first_error, last = None, ""
+    kinds = [kind]
+    if kind in ("text", "decoder", "encoder") and "inputs_embeds" in _params(model):
+        kinds.append("embeds")
+    for k in kinds:
+        first_name = None
+        for i in range(16):
+            adapter = _adapter(spec, model, model.config, k, "eager", tdtype, i)
+            name = adapter.info.get("input_layout")
+            if i and name in (None, first_name):
+                break  # token models have one layout; dense layouts wrap around
+            first_name = first_name or name
+            try:
+                x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
+                adapter.forward(x0)
+            except Exception as exc:  # noqa: BLE001 - try the next layout
+                if first_error is None:
+                    first_error = exc
+                elif type(exc) is not type(first_error) or str(exc) != str(first_error):
+                    last = f"{name}: {type(exc).__name__}: {_short(exc, 160)}"
+                continue
+            adapter.info["input_layout_index"] = i
+            if k != kind:
+                adapter.info["built_as"] = k
+            return adapter, x0
     if last:
         raise type(first_error)(f"{first_error} (other inputs, {last})") if isinstance(
             first_error, (TypeError, ValueError, RuntimeError)) else first_error
@@ -1214,17 +1229,58 @@ def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Modul
 
 def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.Module:
     config = copy.deepcopy(config)
-    if hasattr(cls, "_from_config"):
-        kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
-        # any batch size, and it runs in float64 (the audit's reference for dtype noise)
-        return cls._from_config(config, experts_implementation="eager", **kw)
-    if attn_implementation:
-        config._attn_implementation = attn_implementation
-    module = cls(config)
+    with _nan_filled_empty():
+        if hasattr(cls, "_from_config"):
+            kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
+            # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
+            # any batch size, and it runs in float64 (the audit's reference for dtype noise)
+            module = cls._from_config(config, experts_implementation="eager", **kw)
+        else:
+            if attn_implementation:
+                config._attn_implementation = attn_implementation
+            module = cls(config)
     if not hasattr(module, "config"):  # a plain tower that does not keep its config
         module.config = config
+    _redraw_uninitialized(module)
     return module
+
+
+@contextlib.contextmanager
+def _nan_filled_empty():
+    """Fill memory that ``torch.empty`` hands out with NaN while a model is built (PyTorch's
+    ``torch.utils.deterministic.fill_uninitialized_memory``, active under
+    ``torch.use_deterministic_algorithms``), so that a parameter the model's own initialisation
+    skips is NaN every time instead of whatever the allocator returned."""
+    import torch.utils.deterministic as det
+
+    prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+            det.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    det.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
+        det.fill_uninitialized_memory = prev[2]
+
+
+def _redraw_uninitialized(module: torch.nn.Module) -> list[str]:
+    """Parameters the model's initialisation left unset (all NaN: :func:`_nan_filled_empty`),
+    drawn from ``N(0, initializer_range²)`` (the config's ``initializer_range``, else 0.02, as
+    transformers' ``_init_weights`` draws linear weights), so the audit runs on finite weights.
+    Their names are kept in ``module.attncheck_redrawn`` (reported in the audit's info) and
+    returned."""
+    std = getattr(getattr(module, "config", None), "initializer_range", None)
+    std = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0 else 0.02
+    names = []
+    with torch.no_grad():
+        for n, p in module.named_parameters():
+            if p.is_floating_point() and p.numel() and p.device.type != "meta" and bool(torch.isnan(p).all()):
+                p.normal_(0.0, std)
+                names.append(n)
+    if names:
+        module.attncheck_redrawn = names
+    return names
 
 
 def attention_bearer(model: torch.nn.Module, kind: str) -> tuple[torch.nn.Module, str]:
@@ -1350,6 +1406,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                           image_shape=image_shape(config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
+    if kind == "embeds":  # a token model fed its parent's embeddings (:func:`_first_accepted_layout`)
+        return _features_adapter(model, config, "inputs_embeds", facts, supports, input_layout, cast, info, common)
     if "input_ids" not in accepts and (feats := _feature_input(model, config)) is not None:
         return _features_adapter(model, config, feats, facts, supports, input_layout, cast, info, common)
     if vocab is None:

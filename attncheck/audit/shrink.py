@@ -571,10 +571,18 @@ def _rescale_section(x, orig_head_dim: int, partial: float):
     return x
 
 
+#: placeholder tokens that mark where a multimodal model scatters image / video / audio features
+#: into the text embeddings (``input_ids == config.image_token_id``)
+_PLACEHOLDER_ID = re.compile(r"(^|_)(image|video|audio|img|vision|speech)_token_(id|index|idx)$")
+
+
 def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
     """Move special token ids (``*_token_id``, ``*_token_index``) ≥ ``vocab`` into the top
-    :data:`RESERVED_TOP` ids (distinct ids stay distinct), writing into ``out``."""
-    moved: dict[int, int] = {}
+    :data:`RESERVED_TOP` ids (distinct ids stay distinct), writing into ``out``.  A modality
+    placeholder id the defaults leave ``None`` (BLIP-2's ``image_token_index``: the checkpoint's
+    processor adds the token) gets a reserved id of its own too: the model compares ids with it,
+    and random inputs drawn below the reserved ids hold no placeholder (the text runs alone)."""
+    moved: dict[Any, int] = {}
 
     def fit(t):
         if not _int(t) or t < vocab:
@@ -589,6 +597,11 @@ def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
                 out[k] = fit(x)
             elif _ints(x):
                 out[k] = _same_type(x, [fit(e) for e in x])
+    used = {t for k, t in out.items() if _TOKEN_ID.search(k) and _int(t)}
+    free = [t for t in range(vocab - 1, max(vocab - 1 - RESERVED_TOP, -1), -1) if t not in used]
+    for k, x in v.items():
+        if x is None and _PLACEHOLDER_ID.search(k) and out.get(k) is None and free:
+            out[k] = free.pop(0)
 
 
 def _shrink_rope_dict(d: dict, orig_head_dim: int, partial: float = 1.0) -> dict:
@@ -811,7 +824,8 @@ def fill_missing_attribute(config, exc: BaseException) -> str | None:
     config of the tree holds (what the parent would have written), else the default of the
     same-named field of another config class of the model's package (parents, which declare
     ``sub_configs``, first), shrunk by the same rules (the parent class's ``dropout_rate``), else the entry of that name in a ``rope_parameters``
-    dict of the tree (DBRX's ``rope_theta``).  The attribute is set on every
+    dict of the tree (DBRX's ``rope_theta``), else, for a feed-forward size (:data:`_FFN`), the
+    tiny one.  The attribute is set on every
     config of the tree of the named class; returns ``"Class.attribute"``, or None when the error
     is not a missing config attribute or no value is found."""
     import importlib
@@ -850,6 +864,10 @@ def fill_missing_attribute(config, exc: BaseException) -> str | None:
             if isinstance(rope, dict) and attr in rope:
                 value, found = rope[attr], True
                 break
+    if not found and _FFN.search(attr):
+        # a feed-forward size the model reads that no config of its package declares (a config
+        # that lost the field its modeling code still reads): the tiny feed-forward size
+        value, found = FFN, True
     if not found:
         return None
     for c in targets:
