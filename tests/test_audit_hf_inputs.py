@@ -267,3 +267,21 @@ def test_token_model_refusing_ids_is_fed_embeddings():
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert x.shape == (2, m.seq_len, m.feature_dim)
     assert m.forward(x).out.shape[:2] == x.shape[:2]
+
+
+def test_encoder_returning_a_pooled_vector_is_checked_on_its_last_hidden_state():
+    # DPRQuestionEncoder returns pooler_output (B, D) only: the per-position output is the last
+    # of its hidden states
+    (m,) = build_hf("hf:dpr", "dpr", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape == (2, x.shape[1], m.module.config.hidden_size)
+    o = m.module(input_ids=x, output_hidden_states=True)
+    torch.testing.assert_close(out, o.hidden_states[-1])
+
+
+def test_seq2seq_encoder_fed_flattened_patches():
+    (m,) = build_hf("hf:pix2struct", "pix2struct", sdpa=False)
+    assert m.info["encoder_input"] == "flattened_patches"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape

@@ -597,8 +597,9 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     to try: the forward's required arguments (plus an image for a joint text-image encoder such as
     CLIP), then also the optional image and layout boxes (``bbox``) a model may need; each with
     the image as a clip ``(B, T, C, H, W)`` of the config's ``num_frames`` (else 1) after
-    (video-text models such as X-CLIP, models taking several images per sample), and the ids
-    alone last when the image is optional (a masked LM with a vision tower)."""
+    (video-text models such as X-CLIP, models taking several images per sample), the ids
+    alone when the image is optional (a masked LM with a vision tower), then a clip, audio or
+    flattened patches for a joint model's other tower (:func:`_modality_inputs`)."""
     tcfg = _text_config(config)
     vocab = getattr(tcfg, "vocab_size", 0) or 0
     lo, hi = LOW_IDS, max(vocab - RESERVED_TOP, LOW_IDS + 1)
@@ -630,12 +631,41 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     # a text model that only optionally takes images (a masked LM with a vision tower): text alone
     if "pixel_values" not in required and "pixel_values" in fixed:
         layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
+    # a joint model whose other tower takes clips, audio or flattened patches (CLAP, CLVP,
+    # VideoPrism): that input fixed next to the ids, one layout per audio layout
+    for n in _OTHER_MODALITIES:
+        if n not in accepts or n in fixed:
+            continue
+        base = layouts[1][0] if len(layouts) > 1 else fixed
+        for v in _modality_inputs(n, config, g):
+            layouts.append(({**base, n: v}, layouts[0][1]))
     return layouts
+
+
+#: forward arguments of a second modality a text model may need beside its ids (:func:`_modality_inputs`)
+_OTHER_MODALITIES = ("pixel_values_videos", "input_features", "input_values", "flattened_patches")
+
+
+def _modality_inputs(name: str, config, g: torch.Generator) -> list[torch.Tensor]:
+    """Batch-1 candidates for a non-text forward argument: a clip ``(1, T, C, H, W)`` for
+    ``pixel_values_videos`` (T: the config's ``num_frames``, else 2), every audio layout of
+    :func:`_audio_candidates` for ``input_features`` / ``input_values``, Pix2Struct-style
+    ``flattened_patches`` (:func:`_flattened_patches_variant`)."""
+    if name == "flattened_patches":
+        return [_flattened_patches_variant(_vision_config(config))[1](1, g)]
+    if name.startswith("pixel_values"):
+        vc = _vision_config(config)
+        t = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
+        t = int(t) if isinstance(t, int) and t > 0 else 2
+        return [torch.randn(1, t, *image_shape(config), generator=g)]
+    if name in ("input_features", "input_values"):
+        return [mk(1, g) for mk in _audio_candidates(config, name)]
+    return []
 
 
 def _encoder_input_options(ids: torch.Tensor, config, accepts: dict, g: torch.Generator) -> list[dict[str, torch.Tensor]]:
     """Fixed encoder inputs of an encoder-decoder model, in the order to try: ids, ids with their
-    layout boxes (``bbox``), an image (``pixel_values``), ids with an image."""
+    layout boxes (``bbox``), an image (``pixel_values``), ids with an image, flattened patches."""
     options = [{"input_ids": ids}]
     if "bbox" in accepts:
         options.append({"input_ids": ids, "bbox": token_boxes(ids)})
@@ -643,6 +673,8 @@ def _encoder_input_options(ids: torch.Tensor, config, accepts: dict, g: torch.Ge
         img = torch.randn(1, *image_shape(config), generator=g)
         options.append({"pixel_values": img})
         options.append({**options[-2], "pixel_values": img} if "bbox" in accepts else {"input_ids": ids, "pixel_values": img})
+    if "flattened_patches" in accepts:  # Pix2Struct: the image as flattened patches
+        options += [{"flattened_patches": v} for v in _modality_inputs("flattened_patches", config, g)]
     return options
 
 
@@ -806,6 +838,14 @@ def _find_seq(o, B: int, L: int):
         if v.dim() >= 2 and v.shape[0] == B and v.shape[1] == L and v.is_floating_point():
             return v
     return None
+
+
+def _last_hidden_state(o, B: int, L: int) -> torch.Tensor | None:
+    """The last of a model output's ``hidden_states`` (one per layer, asked for with
+    ``output_hidden_states=True``) whose leading dims are ``(B, L)``, or None."""
+    hs = getattr(o, "hidden_states", None)
+    return next((h for h in reversed(hs or ()) if isinstance(h, torch.Tensor) and h.dim() >= 3
+                 and h.shape[:2] == (B, L) and h.is_floating_point()), None)
 
 
 def _kept_keys(cache: Any) -> int | None:
@@ -1494,9 +1534,15 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             kw[k] = fn(x)
         o = model(input_ids=x, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
+        if out is None and hidden_states_ok:
+            # an encoder that returns only a pooled vector (DPR): its last per-position hidden state
+            o = model(input_ids=x, output_hidden_states=True, **kw)
+            out = _last_hidden_state(o, x.shape[0], x.shape[1])
         if out is None:
             raise Unsupported(f"{type(model).__name__} returns no per-position output of shape (B, L, …)")
         return Forward(out, _attentions(o) if output_attentions else None)
+
+    hidden_states_ok = "output_hidden_states" in accepts or takes_kwargs
 
     decode_fn = None
     causal = {"decoder": True, "encoder": False}.get(kind)

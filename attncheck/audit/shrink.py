@@ -285,7 +285,10 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _SSM_STATE.search(k) and _int(x) and x > SSM_STATE:
             out[k] = SSM_STATE
     vision = any(k in v for k in ("image_size", "patch_size", "num_channels")) and "vocab_size" not in v
-    if vision and level == 0 and _int(v.get("window_size")) and "image_size" in v:
+    # image sides: ``spec_size`` is the side of the square spectrogram image an audio Swin (CLAP's
+    # HTSAT) folds its mel frames into
+    side_key = next((k for k in ("image_size", "spec_size") if k in v), None)
+    if vision and level == 0 and _int(v.get("window_size")) and side_key is not None:
         out["window_size"] = min(v["window_size"], VISION_WINDOW)
     if not vision:
         for k, x in v.items():
@@ -337,7 +340,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > hidden // 2:
             f = (hidden // 2 if k.endswith("conv_dim") else hidden) / x[0]
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
-        elif k == "image_size" and "patch_size" in v:
+        elif k == side_key and "patch_size" in v:
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
@@ -353,6 +356,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
     _fill_unset(v, out)
     _keep_head_products(v, out)
     _tie_equal_dims(v, out, ties)
+    _keep_stage_doubling(v, out)
     if keep_hd:
         return out
     # rope sections (multimodal rope): parts of half the rotary dim
@@ -537,6 +541,22 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
         elif _ints(x) and out.get(k) == x and all(e < HIDDEN or tie(e, True) is not None for e in x) \
                 and any(e >= HIDDEN for e in x):
             out[k] = _same_type(x, [e if e < HIDDEN else tie(e, True) for e in x])
+
+
+def _keep_stage_doubling(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """A width that was another width × 2^(S−1) in the original, S the stages of a per-stage
+    ``depths`` list, keeps that ratio to the other's new value: the output width of a
+    hierarchical encoder that doubles its channels at each of its S − 1 patch mergings (Swin,
+    Liu et al. 2021; CLAP's HTSAT audio tower: ``hidden_size = patch_embeds_hidden_size × 8``)."""
+    stages = next((len(x) for k, x in v.items() if _DEPTHS.search(k) and _ints(x) and len(x) > 1), None)
+    if stages is None:
+        return
+    f = 2 ** (stages - 1)
+    widths = {k: x for k, x in v.items() if _WIDTH.search(k) and _int(x) and x > 0 and _int(out.get(k))}
+    for k, x in widths.items():
+        src = next((k2 for k2, x2 in widths.items() if k2 != k and x2 * f == x), None)
+        if src is not None:
+            out[k] = out[src] * f
 
 
 def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
