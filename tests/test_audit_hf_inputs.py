@@ -285,3 +285,14 @@ def test_seq2seq_encoder_fed_flattened_patches():
     assert m.info["encoder_input"] == "flattened_patches"
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_class_without_a_forward_is_audited_through_the_sub_model_it_builds():
+    kind, cls = _class_of("qwen2_5_omni")
+    assert cls.forward is torch.nn.Module.forward  # its generate() runs the thinker
+    (m,) = build_hf("hf:qwen2_5_omni", "qwen2_5_omni", sdpa=False)
+    assert m.info["model_type"] == "qwen2_5_omni"
+    assert type(m.module) is tf.Qwen2_5OmniThinkerForConditionalGeneration
+    assert "thinker_config" in m.info["audited_submodule"]
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape

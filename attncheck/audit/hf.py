@@ -1144,6 +1144,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
+    if cls.forward is torch.nn.Module.forward:
+        return _build_forward_submodel(spec, model_type, cls, default, overrides, dtype, sdpa)
     default = config_for_class(cls, default)
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
@@ -1191,6 +1193,34 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+
+
+def _build_forward_submodel(spec: str, model_type: str, cls, default, overrides, dtype: str,
+                            sdpa: bool) -> list[AuditModel]:
+    """A mapped class without a ``forward`` of its own (Qwen2.5-Omni's
+    ``ForConditionalGeneration``, whose ``generate`` runs its thinker) is audited through the first
+    sub-model its ``__init__`` builds from one of its sub-configs that has a forward.
+
+    Raises:
+        Unsupported: no sub-config gives such a model (or that model is unsupported: its reason).
+    """
+    from transformers import PretrainedConfig
+
+    for field, sub in vars(default).items():
+        if not isinstance(sub, PretrainedConfig):
+            continue
+        try:
+            _, sub_cls = choose_class(sub.model_type, sub)
+        except Exception:  # noqa: BLE001 - a sub-config without a model class of its own
+            continue
+        if sub_cls.forward is torch.nn.Module.forward or not _contains(cls, sub_cls):
+            continue
+        models = _build_hf(spec, sub.model_type, overrides, dtype, sdpa, default=copy.deepcopy(sub))
+        for m in models:
+            m.info.update(model_type=model_type, audited_submodule=(
+                f"{m.info['class']}, built from its {field} ({cls.__name__} has no forward of its own)"))
+        return models
+    raise Unsupported(f"{cls.__name__} has no forward of its own and builds no sub-model with one from its sub-configs")
 
 
 def config_for_class(cls, config):
