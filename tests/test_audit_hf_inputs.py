@@ -287,9 +287,19 @@ def test_seq2seq_encoder_fed_flattened_patches():
     assert m.forward(x).out.shape[:2] == x.shape
 
 
-def test_class_without_a_forward_is_audited_through_the_sub_model_it_builds():
-    kind, cls = _class_of("qwen2_5_omni")
+def test_sub_model_of_a_class_without_a_forward():
+    from attncheck.audit.hf import forward_submodel_config
+
+    config = tf.AutoConfig.for_model("qwen2_5_omni")
+    _, cls = choose_class("qwen2_5_omni", config)
     assert cls.forward is torch.nn.Module.forward  # its generate() runs the thinker
+    field, sub = forward_submodel_config(cls, config)
+    assert field == "thinker_config" and sub is config.thinker_config
+    assert forward_submodel_config(tf.LlamaForCausalLM, tf.LlamaConfig()) is None
+
+
+@pytest.mark.slow
+def test_class_without_a_forward_is_audited_through_the_sub_model_it_builds():
     (m,) = build_hf("hf:qwen2_5_omni", "qwen2_5_omni", sdpa=False)
     assert m.info["model_type"] == "qwen2_5_omni"
     assert type(m.module) is tf.Qwen2_5OmniThinkerForConditionalGeneration

@@ -1195,32 +1195,41 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
 
 
-def _build_forward_submodel(spec: str, model_type: str, cls, default, overrides, dtype: str,
-                            sdpa: bool) -> list[AuditModel]:
-    """A mapped class without a ``forward`` of its own (Qwen2.5-Omni's
-    ``ForConditionalGeneration``, whose ``generate`` runs its thinker) is audited through the first
-    sub-model its ``__init__`` builds from one of its sub-configs that has a forward.
-
-    Raises:
-        Unsupported: no sub-config gives such a model (or that model is unsupported: its reason).
-    """
+def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
+    """``(field, sub-config)`` of the first sub-config of ``config`` whose model class has a
+    ``forward`` and is built by ``cls.__init__`` (its source names the class), or None."""
     from transformers import PretrainedConfig
 
-    for field, sub in vars(default).items():
+    for field, sub in vars(config).items():
         if not isinstance(sub, PretrainedConfig):
             continue
         try:
             _, sub_cls = choose_class(sub.model_type, sub)
         except Exception:  # noqa: BLE001 - a sub-config without a model class of its own
             continue
-        if sub_cls.forward is torch.nn.Module.forward or not _contains(cls, sub_cls):
-            continue
-        models = _build_hf(spec, sub.model_type, overrides, dtype, sdpa, default=copy.deepcopy(sub))
-        for m in models:
-            m.info.update(model_type=model_type, audited_submodule=(
-                f"{m.info['class']}, built from its {field} ({cls.__name__} has no forward of its own)"))
-        return models
-    raise Unsupported(f"{cls.__name__} has no forward of its own and builds no sub-model with one from its sub-configs")
+        if sub_cls.forward is not torch.nn.Module.forward and _contains(cls, sub_cls):
+            return field, sub
+    return None
+
+
+def _build_forward_submodel(spec: str, model_type: str, cls, default, overrides, dtype: str,
+                            sdpa: bool) -> list[AuditModel]:
+    """A mapped class without a ``forward`` of its own (Qwen2.5-Omni's
+    ``ForConditionalGeneration``, whose ``generate`` runs its thinker) is audited through the
+    sub-model its ``__init__`` builds from a sub-config (:func:`forward_submodel_config`).
+
+    Raises:
+        Unsupported: no sub-config gives such a model (or that model is unsupported: its reason).
+    """
+    found = forward_submodel_config(cls, default)
+    if found is None:
+        raise Unsupported(f"{cls.__name__} has no forward of its own and builds no sub-model with one from its sub-configs")
+    field, sub = found
+    models = _build_hf(spec, sub.model_type, overrides, dtype, sdpa, default=copy.deepcopy(sub))
+    for m in models:
+        m.info.update(model_type=model_type, audited_submodule=(
+            f"{m.info['class']}, built from its {field} ({cls.__name__} has no forward of its own)"))
+    return models
 
 
 def config_for_class(cls, config):
