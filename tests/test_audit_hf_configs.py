@@ -159,3 +159,18 @@ def test_parameters_the_models_init_skips_are_drawn_and_named():
     w = m.layers[0].mlp.experts.down_proj
     assert abs(float(w.detach().std()) - config.initializer_range) < 0.2 * config.initializer_range
     assert not hasattr(_instantiate(tf.LlamaModel, shrink_config(tf.LlamaConfig(), 0), "eager"), "attncheck_redrawn")
+
+
+def test_per_layer_type_rope_the_defaults_leave_out_is_default_rope():
+    from attncheck.audit.shrink import ROPE_THETA, fill_missing_layer_rope, shrink_config
+
+    text = shrink_config(tf.AutoConfig.for_model("cohere_compass_text"), 0)
+    assert text.rope_parameters == {} and "full_attention" in text.layer_types  # the checkpoint fills it
+    assert fill_missing_layer_rope(text, KeyError("full_attention")) == (
+        "CohereCompassTextConfig.rope_parameters['full_attention']")
+    assert text.rope_parameters["full_attention"] == {"rope_type": "default", "rope_theta": ROPE_THETA}
+    assert fill_missing_layer_rope(text, KeyError("not_a_layer_type")) is None
+    assert fill_missing_layer_rope(text, AttributeError("full_attention")) is None
+    (m,) = build_hf("hf:cohere_compass_text", "cohere_compass_text", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape

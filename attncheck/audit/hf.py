@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, shrink_config
+from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope, shrink_config
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -1296,12 +1296,13 @@ def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Modul
     ``cls(config)`` for a plain ``nn.Module`` tower (the attention implementation set on the
     config, where transformers' attention modules read it).  An attribute the model reads that
     the config tree lacks (one a parent config writes into its sub-configs) is filled into
-    ``config`` (:func:`~attncheck.audit.shrink.fill_missing_attribute`) and the build retried."""
+    ``config`` (:func:`~attncheck.audit.shrink.fill_missing_attribute`), as are per-layer-type rotary
+    parameters it lacks (:func:`~attncheck.audit.shrink.fill_missing_layer_rope`), and the build retried."""
     for _ in range(8):
         try:
             return _instantiate_once(cls, config, attn_implementation)
-        except AttributeError as exc:
-            if fill_missing_attribute(config, exc) is None:
+        except (AttributeError, KeyError) as exc:
+            if fill_missing_attribute(config, exc) is None and fill_missing_layer_rope(config, exc) is None:
                 raise
     return _instantiate_once(cls, config, attn_implementation)
 

@@ -895,6 +895,29 @@ def fill_missing_attribute(config, exc: BaseException) -> str | None:
     return f"{cname}.{attr}"
 
 
+#: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
+ROPE_THETA = 10000.0
+
+
+def fill_missing_layer_rope(config, exc: BaseException) -> str | None:
+    """Repair a config tree whose model looks up per-layer-type rotary parameters
+    (``config.rope_parameters[layer_type]``) that its defaults leave out (``KeyError:
+    'full_attention'``: an empty ``rope_parameters`` the checkpoint fills): the layer type gets
+    default RoPE with the base of another entry of the dict, else :data:`ROPE_THETA`.  Returns
+    ``"Class.rope_parameters[type]"``, or None when the error is not such a lookup."""
+    if not isinstance(exc, KeyError) or len(exc.args) != 1 or not isinstance(exc.args[0], str):
+        return None
+    key = exc.args[0]
+    for c in _config_tree(config):
+        rope, types = getattr(c, "rope_parameters", None), getattr(c, "layer_types", None)
+        if isinstance(rope, dict) and isinstance(types, (list, tuple)) and key in types and key not in rope:
+            theta = next((d["rope_theta"] for d in rope.values() if isinstance(d, dict)
+                          and isinstance(d.get("rope_theta"), (int, float))), ROPE_THETA)
+            rope[key] = {"rope_type": "default", "rope_theta": float(theta)}
+            return f"{type(c).__name__}.rope_parameters[{key!r}]"
+    return None
+
+
 def consistent(config) -> list[str]:
     """Problems of a (shrunk) config: query heads not dividing the width, KV heads not dividing
     the query heads, a rotary dim larger than the head dim.  Empty when consistent."""
@@ -917,5 +940,5 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute", "shrink_config",
-           "shrink_values"]
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute",
+           "fill_missing_layer_rope", "shrink_config", "shrink_values"]
