@@ -171,6 +171,10 @@ def test_per_layer_type_rope_the_defaults_leave_out_is_default_rope():
     assert text.rope_parameters["full_attention"] == {"rope_type": "default", "rope_theta": ROPE_THETA}
     assert fill_missing_layer_rope(text, KeyError("not_a_layer_type")) is None
     assert fill_missing_layer_rope(text, AttributeError("full_attention")) is None
+
+
+@pytest.mark.slow
+def test_decoder_with_per_layer_type_rope_left_out_builds_and_runs():
     (m,) = build_hf("hf:cohere_compass_text", "cohere_compass_text", sdpa=False)
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
