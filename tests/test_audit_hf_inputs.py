@@ -306,3 +306,13 @@ def test_class_without_a_forward_is_audited_through_the_sub_model_it_builds():
     assert "thinker_config" in m.info["audited_submodule"]
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_cross_attention_tower_gets_the_states_it_attends_to():
+    # BLIP-2's Q-Former: learned queries (B, Q, D) attend to image features (B, N, encoder_hidden_size)
+    (m,) = build_hf("hf:blip_2_qformer", "blip_2_qformer", sdpa=False)
+    width = m.module.config.encoder_hidden_size
+    assert m.info["input"] == "query_embeds"
+    assert m.info["input_layout"].endswith(f"+encoder_hidden_states(B, 7, {width})")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape[:2]

@@ -1694,7 +1694,8 @@ def _builds_own_mask(model) -> bool:
 def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common) -> AuditModel:
     """A model fed feature vectors ``x`` ``(B, L, D)`` through ``arg`` (layouts: the candidate
     widths of :func:`_feature_dims`, then the same channels first ``(B, D, L)``, as convolutional
-    vocoders take spectrograms); other required arguments are masks of ones ``(B, L)``.  The
+    vocoders take spectrograms), then the same with fixed ``encoder_hidden_states`` for a tower
+    with cross-attention; other required arguments are masks of ones ``(B, L)``.  The
     checked sequence is ``L`` when the output has one row per input position; otherwise (a
     resampler to a fixed number of latents) the model is bidirectional by design over its input.
 
@@ -1704,10 +1705,17 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     dims = _feature_dims(config)
     if not dims:
         raise Unsupported(f"{type(model).__name__}: its forward takes {arg} (B, L, D) and the config declares no width D")
-    layouts = [(d, channels_first) for channels_first in (False, True) for d in dims]
-    D, channels_first = layouts[input_layout % len(layouts)]
-    masks = [n for n in _required_inputs(model)[1:]]
     accepts = _params(model)
+    # a tower with cross-attention layers (BLIP-2's Q-Former) also needs the states it attends
+    # to: a fixed (1, ENC_LEN, encoder_hidden_size) after the layouts without them
+    enc_width = getattr(config, "encoder_hidden_size", None)
+    cross = ([False, True] if "encoder_hidden_states" in accepts and isinstance(enc_width, int) and enc_width > 0
+             else [False])
+    layouts = [(d, channels_first, c) for c in cross for channels_first in (False, True) for d in dims]
+    D, channels_first, with_enc = layouts[input_layout % len(layouts)]
+    enc_states = (torch.randn(1, ENC_LEN, enc_width, generator=torch.Generator().manual_seed(1234))
+                  if with_enc else None)
+    masks = [n for n in _required_inputs(model)[1:]]
 
     def fwd_features(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {"output_attentions": True} if output_attentions else {}
@@ -1715,6 +1723,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
             kw[n] = torch.ones(x.shape[:2], dtype=torch.long if n.endswith("attention_mask") else torch.bool)
         if attention_mask is not None:
             kw["attention_mask"] = attention_mask
+        if enc_states is not None:
+            kw["encoder_hidden_states"] = cast(enc_states.expand(x.shape[0], -1, -1))
         o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
@@ -1738,7 +1748,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     if "attention_mask" in masks or not per_position or "attention_mask" not in accepts or not own_mask:
         sup.discard("attention_mask")
     info["input"] = arg
-    info["input_layout"] = f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})"
+    info["input_layout"] = (f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})") + (
+        f"+encoder_hidden_states(B, {ENC_LEN}, {enc_width})" if with_enc else "")
     return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_features,
                       supports=frozenset(sup - {"cache", "position_ids"}), **common)
 
