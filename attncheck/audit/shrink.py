@@ -354,6 +354,8 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             if _HEAD_DIM.search(k) and _int(x) and x == v[rope_key] and k != rope_key:
                 out[k] = out[rope_key]
     _fill_unset(v, out)
+    if level < 3:
+        _last_feature_layers(v, out)
     _keep_head_products(v, out)
     _tie_equal_dims(v, out, ties)
     _keep_stage_doubling(v, out)
@@ -391,6 +393,24 @@ def _base_channels(k: str, x: int, v: dict[str, Any]) -> int:
     while widest > WIDEST_STAGE and x % 2 == 0 and (x // 2) % step == 0:
         x, widest = x // 2, widest // 2
     return x
+
+
+_FEATURE_LAYER = re.compile(r"(^|_)feature_layers?$")
+
+
+def _last_feature_layers(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """Tower layers a projector reads (``vision_feature_layer``: indices into another config's
+    layers, which shrink to a few) given as non-negative indices become the last layers counted
+    from the end, deepest first (Molmo2's ``[24, 18]`` of 25 → ``[-1, -2]``); negative ones stay."""
+    for k, x in v.items():
+        if not _FEATURE_LAYER.search(k):
+            continue
+        xs = [x] if _int(x) else list(x) if _ints(x) else None
+        if not xs or min(xs) < 0:
+            continue
+        rank = {e: -(i + 1) for i, e in enumerate(sorted(set(xs), reverse=True)[:LAYERS])}
+        new = [rank.get(e, -LAYERS) for e in xs]
+        out[k] = new[0] if _int(x) else _same_type(x, new)
 
 
 def _source_layers(x) -> bool:
