@@ -178,3 +178,16 @@ def test_decoder_with_per_layer_type_rope_left_out_builds_and_runs():
     (m,) = build_hf("hf:cohere_compass_text", "cohere_compass_text", sdpa=False)
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_region_features_sized_by_the_config_are_fed_next_to_the_ids():
+    from attncheck.audit.hf import _declared_dim
+
+    config = tf.AutoConfig.for_model("lxmert")
+    assert _declared_dim(config, "visual_feats") == config.visual_feat_dim
+    assert _declared_dim(config, "visual_pos") == config.visual_pos_dim
+    assert _declared_dim(config, "attention_mask") is None
+    (m,) = build_hf("hf:lxmert", "lxmert", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+visual_feats+visual_pos"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape

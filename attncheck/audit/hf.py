@@ -639,7 +639,23 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         base = layouts[1][0] if len(layouts) > 1 else fixed
         for v in _modality_inputs(n, config, g):
             layouts.append(({**base, n: v}, layouts[0][1]))
+    # region features a config sizes by name (LXMERT: visual_feats (B, N, visual_feat_dim) and
+    # visual_pos (B, N, visual_pos_dim), in [0, 1) like normalized boxes): all of them together
+    sized = {n: torch.rand(1, ENC_LEN, d, generator=g) for n in accepts if n not in fixed
+             and (d := _declared_dim(config, n)) is not None}
+    if sized:
+        layouts.append(({**fixed, **sized}, per_token))
     return layouts
+
+
+def _declared_dim(config, name: str) -> int | None:
+    """The width a config declares for a forward argument by its name (``visual_pos`` →
+    ``visual_pos_dim``, ``visual_feats`` → ``visual_feat_dim``), else None."""
+    for n in dict.fromkeys((name, name[:-1] if name.endswith("s") else name)):
+        d = getattr(config, f"{n}_dim", None)
+        if isinstance(d, int) and not isinstance(d, bool) and d > 0:
+            return d
+    return None
 
 
 #: forward arguments of a second modality a text model may need beside its ids (:func:`_modality_inputs`)
