@@ -191,3 +191,11 @@ def test_region_features_sized_by_the_config_are_fed_next_to_the_ids():
     assert m.info["input_layout"] == "input_ids+visual_feats+visual_pos"
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_cross_attended_images_get_a_token_to_image_mask():
+    # IDEFICS: images (B, T, C, H, W) reached through gated cross-attention, image_attention_mask (B, L, T)
+    (m,) = build_hf("hf:idefics", "idefics", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+pixel_values(B,T,C,H,W)+image_attention_mask"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape

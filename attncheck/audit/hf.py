@@ -628,6 +628,14 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         img = f.get("pixel_values")
         if img is not None and img.dim() == 4:
             layouts.append(({**f, "pixel_values": img.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()}, t))
+    # a model whose text tokens attend to its images through cross-attention takes which token sees
+    # which image (IDEFICS: image_attention_mask (B, L, T)): every token sees every image
+    if "image_attention_mask" in accepts:
+        for f, t in list(layouts):
+            img = f.get("pixel_values")
+            if img is not None and img.dim() == 5 and "image_attention_mask" not in t:
+                n = img.shape[1]
+                layouts.append((f, {**t, "image_attention_mask": lambda ids, n=n: torch.ones(*ids.shape, n, dtype=torch.long)}))
     # a text model that only optionally takes images (a masked LM with a vision tower): text alone
     if "pixel_values" not in required and "pixel_values" in fixed:
         layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
