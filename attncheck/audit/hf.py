@@ -1281,17 +1281,23 @@ def config_for_class(cls, config):
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
     """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
     inputs it ran on; raises the first layout's error when none is accepted.  A token model whose
-    forward accepts no ids it can embed (a talker or code predictor fed by a parent's hidden
+    forward itself refuses every id layout (a talker or code predictor fed by a parent's hidden
     states: ``input_ids`` refused, or no ``embed_tokens``) is then tried on ``inputs_embeds``
-    ``(B, L, D)`` (kind ``"embeds"``: :func:`_features_adapter`)."""
+    ``(B, L, D)`` (kind ``"embeds"``: :func:`_features_adapter`), kept only with one output row
+    per input position."""
     first_error, last = None, ""
-    kinds = [kind]
-    if kind in ("text", "decoder", "encoder") and "inputs_embeds" in _params(model):
-        kinds.append("embeds")
-    for k in kinds:
+    for k in (kind, "embeds"):
+        if k == "embeds" and not (kind in ("text", "decoder", "encoder") and "inputs_embeds" in _params(model)
+                                  and not isinstance(first_error, Unsupported)):
+            break
         first_name = None
         for i in range(16):
-            adapter = _adapter(spec, model, model.config, k, "eager", tdtype, i)
+            try:
+                adapter = _adapter(spec, model, model.config, k, "eager", tdtype, i)
+            except Unsupported:
+                if k == kind:
+                    raise
+                continue  # not this width of inputs_embeds
             name = adapter.info.get("input_layout")
             if i and name in (None, first_name):
                 break  # token models have one layout; dense layouts wrap around
@@ -1511,7 +1517,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
     if kind == "embeds":  # a token model fed its parent's embeddings (:func:`_first_accepted_layout`)
-        return _features_adapter(model, config, "inputs_embeds", facts, supports, input_layout, cast, info, common)
+        return _features_adapter(model, config, "inputs_embeds", facts, supports, input_layout, cast, info, common,
+                                 per_position_only=True)
     if "input_ids" not in accepts and (feats := _feature_input(model, config)) is not None:
         return _features_adapter(model, config, feats, facts, supports, input_layout, cast, info, common)
     if vocab is None:
@@ -1715,7 +1722,8 @@ def _builds_own_mask(model) -> bool:
                      r"_?make_\w*mask)\s*\(", src) is not None
 
 
-def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common) -> AuditModel:
+def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common,
+                      per_position_only: bool = False) -> AuditModel:
     """A model fed feature vectors ``x`` ``(B, L, D)`` through ``arg`` (layouts: the candidate
     widths of :func:`_feature_dims`, then the same channels first ``(B, D, L)``, as convolutional
     vocoders take spectrograms), then the same with fixed ``encoder_hidden_states`` for a tower
@@ -1724,7 +1732,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     resampler to a fixed number of latents) the model is bidirectional by design over its input.
 
     Raises:
-        Unsupported: the config declares no candidate width.
+        Unsupported: the config declares no candidate width, or (``per_position_only``) the
+            output has no row per input position at this width.
     """
     dims = _feature_dims(config)
     if not dims:
@@ -1760,6 +1769,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     except Exception:  # noqa: BLE001 - not this width: the builder tries the next layout
         probe = None
     per_position = probe is not None and probe.dim() >= 2 and probe.shape[1] == SEQ_LEN
+    if per_position_only and not per_position:
+        raise Unsupported(f"{type(model).__name__}: no per-position output of {arg} (B, L, {D})")
     declared = {f["is_causal"] for f in facts}
     causal = (True if declared == {True} else False if declared == {False} else None) if per_position else False
     if not per_position and declared == {True}:
