@@ -639,8 +639,8 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     # a text model that only optionally takes images (a masked LM with a vision tower): text alone
     if "pixel_values" not in required and "pixel_values" in fixed:
         layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
-    # a joint model whose other tower takes clips, audio or flattened patches (CLAP, CLVP,
-    # VideoPrism): that input fixed next to the ids, one layout per audio layout
+    # a joint model whose other tower takes clips, audio or flattened patches (CLAP's audio
+    # tower): that input fixed next to the ids, one layout per audio layout
     for n in _OTHER_MODALITIES:
         if n not in accepts or n in fixed:
             continue
