@@ -176,6 +176,17 @@ class MaskVal:
         return self
 
 
+def key_layout(m: MaskVal) -> MaskVal:
+    """``m`` laid out as a key padding mask of shape ``(…, 1, L_k)`` (``m[:, None, None, :]``,
+    ``m.unsqueeze(1).unsqueeze(2)``, ``m.view(B, 1, 1, L)``, ``rearrange(m, 'b j -> b 1 1 j')``):
+    it selects keys, the same for every query (:attr:`MaskVal.key_only`).  A boolean cast before
+    the layout (``m.bool()[:, None, None, :]``) is the same evidence that ``m`` held 0/1 numbers
+    as the cast after it (:meth:`MaskVal.as_numbers`); a number cast already applied it."""
+    if m.dtype == "bool":
+        m = m.as_numbers()
+    return m if m.key_only else replace(m, key_only=True)
+
+
 def _same_axes(new: Any, old: MaskVal) -> Any:
     """``new`` (computed elementwise from ``old``) with ``old``'s key-only layout."""
     if isinstance(new, MaskVal) and old.key_only and not new.key_only:
@@ -1619,7 +1630,7 @@ class _Analyzer(Interpreter):
             if plain and len(elems) >= 2 and type(elems[-1]) is cst.Slice \
                     and type(elems[-2]) is cst.Index and type(elems[-2].value) is cst.Name \
                     and elems[-2].value.value == "None":
-                return replace(base, key_only=True)  # m[:, None, None, :]: (B, 1, 1, L_k)
+                return key_layout(base)  # m[:, None, None, :]: (B, 1, 1, L_k)
             if plain or (len(elems) >= 2 and all(type(e) is cst.Slice for e in elems[-2:])):
                 return base
             return base.with_pattern(None)
@@ -1768,6 +1779,8 @@ class _Analyzer(Interpreter):
                 return _same_axes(MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
                                           pol, c.origin or origin, c.repeated, unit=unit), c)
             return None
+        if fop is not None and fop.family == "einops" and fop.kind == "rearrange":
+            return self._rearrange(node, env, origin)
         if q.endswith("functional.pad") or q == "torch.nn.functional.pad":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal) and src.pattern == ALL_P:
@@ -1813,7 +1826,7 @@ class _Analyzer(Interpreter):
             if meth == "repeat" and node.args and int_of(node.args[0].value) != 1:
                 return replace(m, repeated=True)
             if self._query_axis_added(node, meth):
-                return replace(m, key_only=True)
+                return key_layout(m)
             return m
         if meth in ("transpose", "swapaxes") and len(node.args) == 2:
             dims = {int_of(node.args[0].value), int_of(node.args[1].value)}
@@ -1878,6 +1891,24 @@ class _Analyzer(Interpreter):
         if meth in ("flip", "roll", "sum", "cumsum", "any", "all", "nonzero", "float_power"):
             return None
         return None
+
+    def _rearrange(self, node: cst.Call, env, origin) -> Any:
+        """``einops.rearrange(m, 'b j -> b 1 1 j')``: a key padding layout when the output's
+        second-to-last axis is a literal 1 and its last is the input's last; the mask itself when
+        the last two axes stay as they are; unknown otherwise (axes grouped or moved)."""
+        x, pattern = arg_value(node, 0, "tensor"), arg_value(node, 1, "pattern")
+        if x is None or type(pattern) is not cst.SimpleString:
+            return None
+        m = self._ev(x, env, origin)
+        text = pattern.evaluated_value
+        if not isinstance(m, MaskVal) or not isinstance(text, str) or text.count("->") != 1:
+            return None
+        lhs, rhs = (side.split() for side in text.split("->"))
+        if len(lhs) < 2 or len(rhs) < 2 or "(" in text or "..." in lhs[-2:] + rhs[-2:]:
+            return None
+        if rhs[-2] == "1" and rhs[-1] == lhs[-1] != "1":
+            return key_layout(m)
+        return m if rhs[-2:] == lhs[-2:] else None
 
     @staticmethod
     def _query_axis_added(node: cst.Call, meth: str) -> bool:
