@@ -700,23 +700,10 @@ _NOT_MASK_WORDS = frozenset({
 })
 
 
-_NAMED: dict[str, MaskVal | None] = {}
-
-
-def _named_mask(name: str) -> MaskVal | None:
+def named_mask(name: str) -> MaskVal | None:
     """An otherwise unknown variable whose name says it is a mask (``attention_mask``,
-    ``key_padding_mask``, ``valid``): pattern unknown, padding polarity from the name."""
-    try:
-        return _NAMED[name]  # a pure function of the name; MaskVal is frozen
-    except KeyError:
-        pass
-    if len(_NAMED) > 20000:
-        _NAMED.clear()
-    v = _NAMED[name] = _named_mask_uncached(name)
-    return v
-
-
-def _named_mask_uncached(name: str) -> MaskVal | None:
+    ``key_padding_mask``, ``valid``): pattern unknown, padding polarity from the name; ``None``
+    for any other name."""
     low = name.lower()
     if not low.endswith("mask") and set(low.split("_")) & _NOT_MASK_WORDS:
         return None
@@ -755,6 +742,8 @@ class _Analyzer(Interpreter):
         #: the functions defined inside functions, by ``id`` of their node (kept alive by the
         #: module): what a local ``def``'s :class:`FuncRef` runs
         self.local_defs: dict[int, FunctionInfo] = {}
+        #: :func:`named_mask` of the names read in this file (a name is read many times)
+        self._named: dict[str, MaskVal | None] = {}
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
@@ -768,6 +757,14 @@ class _Analyzer(Interpreter):
                         v = self.ev(small.value, {})
                         if isinstance(v, (Fill, MaskVal)):
                             self.globals[small.targets[0].target.value] = v
+
+    def named_mask(self, name: str) -> MaskVal | None:
+        """:func:`named_mask`, once per name in this file."""
+        try:
+            return self._named[name]
+        except KeyError:
+            v = self._named[name] = named_mask(name)
+            return v
 
     def _attrs(self, cls: ClassInfo) -> dict[str, Any]:
         attrs = self.class_attrs.get(id(cls))
@@ -883,7 +880,7 @@ class _Analyzer(Interpreter):
                 pol = _polarity_of_name(name)  # ``valid = attention_mask.bool()``
                 if pol is not None:
                     val = replace(val, polarity=pol)
-            if isinstance(val, Dtype) and _named_mask(name) is not None:
+            if isinstance(val, Dtype) and self.named_mask(name) is not None:
                 val = None  # ``valid = valid.float()``: still the mask its name says
             if val is None:
                 state.env.pop(name, None)
@@ -1477,7 +1474,7 @@ class _Analyzer(Interpreter):
                 return Fill("literal", 1.0 if node.value == "True" else 0.0, node, is_bool=True)
             if node.value in self.globals:
                 return self.globals[node.value]
-            return _named_mask(node.value)
+            return self.named_mask(node.value)
         if t is _Attribute:
             return self._ev_attribute(node, env)
         if t is _Call:
