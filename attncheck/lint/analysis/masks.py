@@ -41,7 +41,20 @@ import libcst as cst
 
 from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
-from attncheck.lint.analysis.interpreter import MISSING, Frame, FuncRef, Interpreter
+from attncheck.lint.analysis.interpreter import (
+    MISSING,
+    PARTIAL,
+    Frame,
+    FuncRef,
+    Interpreter,
+    Many,
+    Tup,
+    keyword_values,
+    positional_params,
+    positional_values,
+    unpack,
+    zip_values,
+)
 from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
 from attncheck.lint.context import dotted_name
 from attncheck.lint.project import rehome
@@ -835,27 +848,60 @@ class _Analyzer(Interpreter):
             self.recording, self.current = saved
             self._return_depth -= 1
 
+    def call_ref(self, ref: FuncRef, node: cst.Call, pos: list, kw: dict) -> Any:
+        """The value of calling the function value ``ref`` with the argument values ``pos`` /
+        ``kw`` at ``node``: a lambda's expression or a ``def``'s body run with them bound to its
+        parameters (:meth:`returns_with`); in the file that defines it when another linted file
+        does (the value then belongs to ``node``)."""
+        pos, kw = ref.call_args(pos, kw)
+        if ref.owner is not None and ref.owner is not self:
+            an = ref.owner
+            an._return_depth = self._return_depth
+            v = an.call_ref(replace(ref, owner=None), node, pos, kw)
+            # a function value of that file is not run as code of this one
+            return rehome(v, an.ctx, node, opaque=(FuncRef,)) if isinstance(v, _RETURNED) else None
+        fn = ref.fn
+        if type(fn) is cst.Lambda:
+            if not self.can_inline(fn, self._return_depth + 1):
+                return None
+            env = dict(ref.closure or {})
+            for i, p in enumerate(positional_params(fn)):
+                v = pos[i] if i < len(pos) else kw.get(p)
+                if v is None:
+                    env.pop(p, None)  # a parameter shadows the enclosing name
+                else:
+                    env[p] = v
+            self._return_depth += 1
+            try:
+                v = self.run_body(_MaskFrame(self, env, None), fn)
+            finally:
+                self._return_depth -= 1
+            return v if isinstance(v, _RETURNED) else None
+        f = self.local_defs.get(id(fn)) if fn is not None else None
+        if f is None:
+            cls = ref.bound_self.cls if isinstance(ref.bound_self, InstanceRef) else None
+            f = self.lookup_function(ref.name, cls)
+            if f is None or (fn is not None and f.node is not fn):
+                return None
+        params = self._params(f)
+        args = {i: v for i, v in enumerate(pos) if v is not None}
+        args.update((params.index(k), v) for k, v in kw.items() if k in params and v is not None)
+        v = self.returns_with(f, args)
+        return v if isinstance(v, _RETURNED) else None
+
     @staticmethod
     def _params(f: FunctionInfo) -> list[str]:
         return f.call_params()
 
     def _call_args(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> dict[int, Any]:
         """The known argument values of ``call`` (evaluated in ``env``) by parameter index of ``f``
-        (``self`` not counted); stops at a ``*args``."""
-        out: dict[int, Any] = {}
+        (``self`` not counted); a starred tuple of known length spreads its items, any other
+        ``*args`` leaves the positions after it unknown."""
         params = self._params(f)
-        for i, a in enumerate(call.args):
-            if a.star:
-                break
-            if a.keyword is not None:
-                if a.keyword.value not in params:
-                    continue
-                idx = params.index(a.keyword.value)
-            else:
-                idx = i
-            v = self.ev(a.value, env)
-            if v is not None:
-                out[idx] = v
+        args = [self.ev(a.value, env) for a in call.args]
+        out = {i: v for i, v in enumerate(positional_values(call, args)) if v is not None}
+        out.update((params.index(k), v) for k, v in keyword_values(call, args).items()
+                   if k in params and v is not None)
         return out
 
     def _param_env(self, f: FunctionInfo) -> dict[str, Any]:
@@ -896,11 +942,9 @@ class _Analyzer(Interpreter):
                 for i, e in enumerate(elems):
                     self._bind(e, IndicesVal(val.pattern, i, val.origin), None, state, cls_env, None)
                 return
-            vals = None
-            if type(value_node) in (cst.Tuple, cst.List) and len(value_node.elements) == len(elems):
-                vals = [self.ev(e.value, state.env) for e in value_node.elements]
-            for i, e in enumerate(elems):
-                self._bind(e, vals[i] if vals else None, None, state, cls_env, None)
+            vals = unpack(target.elements, val, None)
+            for e, v in zip(elems, vals):
+                self._bind(e, v, None, state, cls_env, None)
         elif type(target) is cst.Attribute and cls_env is not None:
             d = dotted_name(target)
             if d is not None and d.startswith("self.") and d.count(".") == 1 and val is not None:
@@ -1474,7 +1518,8 @@ class _Analyzer(Interpreter):
                 return Fill("literal", 1.0 if node.value == "True" else 0.0, node, is_bool=True)
             if node.value in self.globals:
                 return self.globals[node.value]
-            return self.named_mask(node.value)
+            ref = self.function_value(node, env)
+            return ref if ref is not None else self.named_mask(node.value)
         if t is _Attribute:
             return self._ev_attribute(node, env)
         if t is _Call:
@@ -1503,6 +1548,21 @@ class _Analyzer(Interpreter):
                                self._ev(node.right, env, origin), node)
         if t is cst.Comparison:
             return self._compare(node, env)
+        if t is cst.Tuple or t is cst.List:
+            items: list = []
+            for e in node.elements:
+                v = self._ev(e.value, env, origin)
+                if type(e) is not cst.StarredElement:
+                    items.append(v)
+                elif isinstance(v, Tup) and not v.star_unknown:
+                    items.extend(v.items)
+                else:
+                    return Tup(tuple(items), star_unknown=True)
+            return Tup(tuple(items))
+        if t is cst.ListComp or t is cst.GeneratorExp:
+            return _MaskFrame(self, env, None).eval_comp(node)
+        if t is cst.Lambda:
+            return FuncRef("<lambda>", fn=node, closure=env)
         if t is cst.IfExp:
             # ``mask if is_causal else None``: ``None`` passes no mask at all, so it adds nothing to
             # the join and the mask seen is the other branch's
@@ -1594,6 +1654,11 @@ class _Analyzer(Interpreter):
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
         base = self._ev(node.value, env, node)
         elems = [e.slice for e in node.slice]
+        if isinstance(base, Tup) and len(elems) == 1 and type(elems[0]) is cst.Index:
+            i = int_of(elems[0].value)
+            if i is None or base.star_unknown or not -len(base.items) <= i < len(base.items):
+                return None
+            return base.items[i]
         if isinstance(base, IndicesVal) and base.part is None and len(elems) == 1:
             i = int_of(elems[0].value) if type(elems[0]) is cst.Index else None
             if i in (0, 1):
@@ -1666,17 +1731,28 @@ class _Analyzer(Interpreter):
                 return None
             return replace(inner, wide=True) if self._wide_dtype(kwarg(node, "dtype"), env) \
                 else inner
-        # --- same-file functions
-        if "." not in q and (f := self.callee(q, env)) is not None:
-            v = self.return_value(f, node, env)
-            return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
-        # --- functions of other linted files: run there, with this call's argument values
-        found = self.imported(func, env)
-        if found is not None:
-            an, f = found
-            an._return_depth = self._return_depth
-            v = an.returns_with(f, self._call_args(f, node, env))
-            return rehome(v, an.ctx, node) if isinstance(v, (MaskVal, Fill, IndexVal)) else None
+        # --- functions, by value: local defs, lambdas, partials, functions passed in, helpers of
+        # this file and of other linted files
+        ref = self.resolve_callee(_MaskFrame(self, env, None), func) \
+            if type(func) in _CALLEE_EXPRS else None
+        if not isinstance(ref, FuncRef) and "." in q:  # ``U.f(...)`` / ``pkg.mod.f(...)``
+            found = self.imported(func, env)
+            ref = FuncRef(found[1].name, fn=found[1].node, owner=found[0]) if found else None
+        if isinstance(ref, FuncRef) or q in PARTIAL or (q in _SEQUENCE_BUILTINS and type(func) is _Name
+                                                        and func.value not in env):
+            args = [self._ev(a.value, env, origin) for a in node.args]
+            pos, kw = positional_values(node, args), keyword_values(node, args)
+            if isinstance(ref, FuncRef):
+                return self.call_ref(ref, node, pos, kw)
+            if q in PARTIAL:
+                return pos[0].partial(pos[1:], kw) if pos and isinstance(pos[0], FuncRef) else None
+            if q == "map" and len(pos) == 2 and len(node.args) == 2:
+                return _MaskFrame(self, env, None).map_values(pos[0], pos[1], node)
+            if q == "zip" and pos and len(pos) == len(node.args):
+                return zip_values(pos, None)
+            if len(pos) == 1 and len(node.args) == 1:  # tuple(xs) / list(xs)
+                return pos[0] if isinstance(pos[0], (Tup, Many)) else None
+            return None
         if q.startswith("self.") and q.count(".") == 1 and self.current is not None:
             v = self.class_attr(self.current.cls, q[5:])
             if isinstance(v, ModuleRef):
@@ -2071,6 +2147,16 @@ class _Analyzer(Interpreter):
         return None
 
 
+#: what a call of a function value gives the mask domain (anything else is unknown)
+_RETURNED = (MaskVal, Fill, IndexVal, Tup, Many, FuncRef)
+#: call targets whose value is the callee (``f(x)``, ``functools.partial(f, a)(x)``,
+#: ``(lambda a: ...)(x)``, ``fns[0](x)``); attribute targets other than ``self.m`` are methods
+#: of their receiver
+_CALLEE_EXPRS = frozenset({cst.Name, cst.Call, cst.Lambda, cst.Subscript})
+#: builtins computed over sequences of values
+_SEQUENCE_BUILTINS = frozenset({"map", "zip", "tuple", "list"})
+
+
 def _normalised(expr: cst.CSTNode) -> bool:
     """``x / x.sum(dim, ...)`` or ``x / torch.sum(x, dim, ...)``: a row normalisation (a
     written-out softmax when ``x`` is exponentiated scores).  A sum without ``dim`` divides by
@@ -2195,6 +2281,9 @@ class _MaskFrame(Frame):
 
     def define(self, s: cst.FunctionDef) -> None:
         self.env[s.name.value] = FuncRef(s.name.value, fn=s)
+
+    def call_value(self, f: Any, node: cst.Call, pos: list, kw: dict) -> Any:
+        return self.an.call_ref(f, node, pos, kw) if isinstance(f, FuncRef) else None
 
     def returned(self, value: cst.BaseExpression | None) -> Any:
         if value is None:

@@ -38,7 +38,11 @@ from attncheck.lint.analysis.interpreter import (
     Frame,
     FuncRef,
     Interpreter,
+    Many,
+    Tup,
     positional_params,
+    positional_values,
+    zip_values,
 )
 from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
@@ -309,12 +313,6 @@ class Tensor:
     #: positions -2 and -1; tracked through transposes of the last two axes and through ops that
     #: keep the layout (dropout, casts, pointwise), None once any other op reshapes the weights
     weight_axes: tuple[int, int] | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Tup:
-    items: tuple
-    star_unknown: bool = False  # contains an unknown-length part
 
 
 @dataclass(frozen=True)
@@ -750,7 +748,7 @@ class _Frame(Frame):
                         self.assign(e, self._shape_dim(v, j if j < i0 else j - len(elts), None))
                     elif isinstance(v, Tup) and not v.star_unknown and len(v.items) >= len(elts) - 1:
                         self.assign(e, v.items[j] if j < i0 else v.items[len(v.items) - n_after + (j - i0 - 1)])
-                    elif isinstance(v, _Many):
+                    elif isinstance(v, Many):
                         self.assign(e, v.t)
                     else:
                         self.assign(e, UNK)
@@ -795,7 +793,7 @@ class _Frame(Frame):
         return out
 
     def _unpack(self, v: Any, n: int) -> list:
-        if isinstance(v, _Many):
+        if isinstance(v, Many):
             return [v.t] * n
         if isinstance(v, Tup) and len(v.items) == n and not v.star_unknown:
             return list(v.items)
@@ -832,10 +830,11 @@ class _Frame(Frame):
                 if isinstance(v, tuple) and v and v[0] == "param":
                     return _ParamRef(v[1])
                 return v
-            if self.an.lookup_function(node.value) is not None:
-                return FuncRef(node.value)
             if node.value == "None":
                 return NONE
+            ref = self.an.function_value(node, self.env)
+            if ref is not None:
+                return ref
             if node.value in ("True", "False"):
                 return UNK
             return _ParamRef(node.value, glob=True)
@@ -907,34 +906,12 @@ class _Frame(Frame):
         return any(p.name.value == v.name and type(p.default) is cst.Name and p.default.value == "None"
                    for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params))
 
-    def eval_comp(self, node: Any) -> Any:
-        """A list comprehension or generator expression with one ``for``: over a tuple, item by
-        item (a :class:`Tup`); over like values (:class:`_Many`: parts of a split, a ``map``, a
-        ``zip`` of those), one element for all.  The target (a name or a tuple pattern) is bound
-        in the comprehension's own scope."""
-        comp = node.for_in
-        if comp.inner_for_in is not None:
-            return UNK
-        it = self.eval(comp.iter)
-        if isinstance(it, Tensor) and it.parts:
-            it = _Many(replace(it, parts=False))
-        saved = self.env
+    def is_unknown(self, v: Any) -> bool:
+        return isinstance(v, Unknown)
 
-        def element(item: Any) -> Any:
-            self.env = dict(saved)
-            if type(comp.target) is cst.Name:
-                self.env[comp.target.value] = item
-            else:
-                self.assign(comp.target, item)
-            return self.eval(node.elt)
-
-        try:
-            if isinstance(it, Tup) and not it.star_unknown:
-                return Tup(tuple(element(item) for item in it.items))
-            elt = element(it.t if isinstance(it, _Many) else UNK)
-        finally:
-            self.env = saved
-        return _Many(elt) if not isinstance(elt, Unknown) else UNK
+    def as_sequence(self, v: Any) -> Any:
+        # the parts of a split tensor: any number of like tensors
+        return Many(replace(v, parts=False)) if isinstance(v, Tensor) and v.parts else v
 
     # attributes: self.x, t.shape, t.T, t.mT, module.attr
     def eval_attr(self, node: cst.Attribute) -> Any:
@@ -1124,7 +1101,7 @@ class _Frame(Frame):
                     return r
         args = [self.eval(a.value) for a in node.args]
         kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
-        pos = _positional(node, args)
+        pos = positional_values(node, args)
         callee = self.an.resolve_callee(self, func) if type(func) in _CALLEE_EXPRS else None
         name = q
         leaf = name.rsplit(".", 1)[-1]
@@ -1147,7 +1124,7 @@ class _Frame(Frame):
             return self.map_values(args[0], pos[1], node)
         if name == "zip" and pos and builtin and len(pos) == len(node.args):
             return _zip(pos)
-        if name in ("tuple", "list") and len(pos) == 1 and builtin and isinstance(pos[0], (Tup, _Many)):
+        if name in ("tuple", "list") and len(pos) == 1 and builtin and isinstance(pos[0], (Tup, Many)):
             return pos[0]
         if leaf in ("get_interface", "get") and any(isinstance(v, FuncRef) for v in args):
             # ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward): the fallback
@@ -1288,7 +1265,7 @@ class _Frame(Frame):
             if self.an.method_of(recv, meth) is not None:
                 args = [self.eval(a.value) for a in node.args]
                 kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
-                return self.inline(FuncRef(meth, bound_self=recv), node, _positional(node, args), kw)
+                return self.inline(FuncRef(meth, bound_self=recv), node, positional_values(node, args), kw)
             if meth == "register_buffer" and len(node.args) >= 2:
                 nm = node.args[0].value
                 if type(nm) is cst.SimpleString:
@@ -1363,16 +1340,16 @@ class _Frame(Frame):
             if meth == "unbind":
                 if di == -1 or (t.rank is not None and di == t.rank - 1):
                     # unbinding the feature axis leaves scalars per token: head_dim is 1
-                    return _Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None,
+                    return Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None,
                                          last=Dim("1", "d", 1.0), token_major=False, dims=()))
                 if t.axes is not None and t.rank is not None and di is not None:
                     axes = t.axes[:di] + t.axes[di + 1:]
-                    return _Many(replace(t, rank=t.rank - 1, axes=axes, dims=()))
-                return _Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None, dims=()))
+                    return Many(replace(t, rank=t.rank - 1, axes=axes, dims=()))
+                return Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None, dims=()))
             out = t
             if t.token_major and (di == -1 or (t.rank is not None and di == t.rank - 1) or (t.rank is None and di == 2)):
                 out = replace(t, last=None)
-            return _Many(replace(out, dims=()))
+            return Many(replace(out, dims=()))
         if meth in _PASSTHROUGH_METHODS or meth in ("expand", "expand_as", "repeat", "repeat_interleave"):
             if meth in ("expand", "repeat", "repeat_interleave", "expand_as"):
                 return replace(t, dims=())
@@ -1450,17 +1427,6 @@ class _Frame(Frame):
             return self.inline(f, node, pos, kw)
         if isinstance(f, ModVal) and pos:
             return self.module_call(f, node, pos)
-        return UNK
-
-    def map_values(self, f: Any, it: Any, node: cst.Call) -> Any:
-        """``map(f, it)`` over a tuple (item by item) or like values (:class:`_Many`)."""
-        if isinstance(it, Tensor) and it.parts:
-            it = _Many(replace(it, parts=False))
-        if isinstance(it, Tup) and not it.star_unknown:
-            return Tup(tuple(self.call_value(f, node, [x], {}) for x in it.items))
-        if isinstance(it, _Many):
-            r = self.call_value(f, node, [it.t], {})
-            return _Many(r) if not isinstance(r, Unknown) else UNK
         return UNK
 
     def inline(self, ref: FuncRef, node: cst.Call, pos: list, kw: dict) -> Any:
@@ -1970,44 +1936,16 @@ class _ParamRef:
     glob: bool = False
 
 
-@dataclass(frozen=True)
-class _Many:
-    """Result of split/chunk/unbind (or a generator expression): any number of like values."""
-
-    t: Any
-
-
 #: call targets whose value is the callee (``f(x)``, ``functools.partial(f, a)(x)``,
 #: ``(lambda a: ...)(x)``, ``fns[0](x)``); attribute targets are methods on their receiver
 _CALLEE_EXPRS = frozenset({cst.Name, cst.Call, cst.Lambda, cst.Subscript})
 
 
-def _positional(node: cst.Call, args: list) -> list:
-    """The positional argument values of a call (``args``: the value of each argument): a
-    starred tuple of known length (``f(*qkv)`` with ``qkv = (q, k, v)``) spreads its items; any
-    other starred argument leaves the positions after it unknown, so they are dropped."""
-    pos: list = []
-    for a, v in zip(node.args, args):
-        if a.keyword is not None or a.star == "**":
-            continue
-        if a.star:
-            if not isinstance(v, Tup) or v.star_unknown:
-                break
-            pos.extend(v.items)
-        else:
-            pos.append(v)
-    return pos
-
-
 def _zip(pos: list) -> Any:
     """``zip(a, b, ...)``: tuples of known length pair item by item (to the shortest); like values
-    (:class:`_Many`, the parts of a split) give like tuples."""
-    seqs = [_Many(replace(p, parts=False)) if isinstance(p, Tensor) and p.parts else p for p in pos]
-    if all(isinstance(p, Tup) and not p.star_unknown for p in seqs):
-        return Tup(tuple(Tup(items) for items in zip(*(p.items for p in seqs))))
-    if all(isinstance(p, (Tup, _Many)) for p in seqs):
-        return _Many(Tup(tuple(p.t if isinstance(p, _Many) else UNK for p in seqs)))
-    return UNK
+    (:class:`Many`, the parts of a split) give like tuples."""
+    return zip_values([Many(replace(p, parts=False)) if isinstance(p, Tensor) and p.parts else p
+                       for p in pos], UNK)
 
 
 def _qk_factors(ta: Tensor, tb: Tensor) -> tuple:
@@ -2134,7 +2072,7 @@ def _named(v: Any, name: str, heads: set[str]) -> Any:
         nrole = role_by_name(name, heads)
         if nrole != "?" and v.coef == 1:
             return Sym.dim(Dim(name, nrole, v.value()))
-    if isinstance(v, _Many):
+    if isinstance(v, Many):
         return replace(v.t, parts=True) if isinstance(v.t, Tensor) else v.t
     return v
 
