@@ -581,7 +581,6 @@ def _padding_scores(g: _Gen, fault: str | None, att: str, body: list[str], after
         return
     fill = _fill(g, None, att)
     neg = g.pick("pad_neg", ["-1e4", "-10000.0", f"torch.finfo({att}.dtype).min"])
-    if fault == "ATT208":
     b, to = m.cast(".bool()"), m.cast(f".to({att}.dtype)")
     if fault == "ATT208":
         forms = {"masked_fill_eq1": f"{att} = {att}.masked_fill({m} == 1, {fill})",
