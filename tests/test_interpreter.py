@@ -229,3 +229,20 @@ def test_mask_calls_are_resolved_by_value(call, d, blocks_diagonal):
     (use,) = [u for u in M.analyze(_ctx(src)).uses if u.consumer == "masked_fill"]
     # triu(diagonal=1) blocks exactly the future (a causal mask); diagonal=0 also the diagonal
     assert use.blocked == (False, blocks_diagonal, True)
+
+
+@pytest.mark.parametrize("call", ["fn = self.causal\n            m = fn(n)",
+                                  "(m,) = map(self.causal, (n,))",
+                                  "m = functools.partial(self.causal)(n)"])
+def test_mask_method_is_called_by_value(call):
+    src = f"""
+    class Attention:
+        def causal(self, size):
+            return torch.triu(torch.ones(size, size, dtype=torch.bool), diagonal=0)
+
+        def forward(self, s, n):
+            {call}
+            return s.masked_fill(m, float("-inf")).softmax(-1)
+    """
+    (use,) = [u for u in M.analyze(_ctx(src)).uses if u.consumer == "masked_fill"]
+    assert use.blocked == (False, True, True)  # triu(diagonal=0) also blocks the diagonal

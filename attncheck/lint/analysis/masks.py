@@ -1589,7 +1589,8 @@ class _Analyzer(Interpreter):
             v = self.class_attr(self.current.cls, attr)
             if isinstance(v, (MaskVal, Fill)):
                 return v
-            return None
+            f = self.method(self.current.cls, attr)  # a method as a value: ``fn = self.m``
+            return FuncRef(attr, InstanceRef(f.cls), fn=f.node) if f is not None else None
         inner = None
         if attr in ("T", "mT"):
             inner = self._ev(node.value, env, node)
