@@ -720,6 +720,22 @@ def test_att208_cast_and_key_layout_in_either_order(cast, layout, cast_first, in
     assert {c for _, c in pairs(src)} == ({"ATT208"} if inverted else set()), use
 
 
+@pytest.mark.parametrize("negate", ["~{m}", "{m}.logical_not()", "torch.logical_not({m})"])
+@pytest.mark.parametrize("layout", list(_KEY_LAYOUTS))
+@pytest.mark.parametrize("consumer, inverted", [
+    ("scores = scores.masked_fill({mask}, float('-inf'))", False),
+    ("scores = torch.where({mask}, float('-inf'), scores)", False),
+    ("scores = torch.where({mask}, scores, float('-inf'))", True),
+])
+def test_att208_negated_cast_then_key_layout(negate, layout, consumer, inverted):
+    """``~attention_mask.bool()`` laid out as ``(B, 1, 1, L)`` is True on the padding: the
+    negation of a mask read as 0/1 numbers flips which tokens it marks."""
+    m = _KEY_LAYOUTS[layout].format(m="(" + negate.format(m="attention_mask.bool()") + ")")
+    src = "from einops import rearrange\n" + TOKENIZER_MASK.format(
+        pre="", use=consumer.format(mask=m), ret=_SCORES_RET)
+    assert {c for _, c in pairs(src)} == ({"ATT208"} if inverted else set()), m
+
+
 def test_att208_additive_message_names_the_remedy():
     src = TOKENIZER_MASK.format(pre="", use="scores = scores + attention_mask[:, None, None, :] * -1e4",
                                 ret=_SCORES_RET)

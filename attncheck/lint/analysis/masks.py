@@ -200,6 +200,17 @@ def key_layout(m: MaskVal) -> MaskVal:
     return m if m.key_only else replace(m, key_only=True)
 
 
+def negated(m: MaskVal) -> MaskVal:
+    """``~m`` / ``m.logical_not()`` / ``torch.logical_not(m)``: a boolean mask with the pattern and
+    the padding polarity flipped.  The numeric polarity of a mask the code treats as booleans is
+    dropped (``~attention_mask``: already a boolean mask), but the negation of a boolean *cast*
+    of one (``~attention_mask.bool()``) is True where the 0/1 numbers were 0: it flips too, and
+    holds once the code lays the result out as a key padding mask (:func:`key_layout`)."""
+    num = _flip(m.numeric_polarity) if m.dtype == "bool" else None
+    return _same_axes(MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin,
+                              m.repeated, numeric_polarity=num), m)
+
+
 def _same_axes(new: Any, old: MaskVal) -> Any:
     """``new`` (computed elementwise from ``old``) with ``old``'s key-only layout."""
     if isinstance(new, MaskVal) and old.key_only and not new.key_only:
@@ -1536,8 +1547,7 @@ class _Analyzer(Interpreter):
                     return inner.with_pattern(p_scale(inner.pattern, -1.0))
                 return None
             if top is cst.BitInvert and isinstance(inner, MaskVal):
-                return _same_axes(MaskVal(p_not(inner.pattern), "bool", None, _flip(inner.polarity),
-                                          inner.origin, inner.repeated), inner)
+                return negated(inner)
             if top is cst.Not:
                 return None
             return inner if top is cst.Plus else None
@@ -1816,10 +1826,7 @@ class _Analyzer(Interpreter):
         fop = ops.FUNCTIONS.get(q)
         if fop is not None and fop.family == "logical" and fop.kind == "not":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
-            if isinstance(src, MaskVal):
-                return _same_axes(MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
-                                          src.origin, src.repeated), src)
-            return None
+            return negated(src) if isinstance(src, MaskVal) else None
         if fop is not None and fop.family in ("logical", "pointwise") and fop.other is not None:
             if len(node.args) < 2:
                 return None
@@ -1932,8 +1939,7 @@ class _Analyzer(Interpreter):
                 return replace(m.as_numbers(), dtype="float")
             return m
         if meth == "logical_not":
-            return _same_axes(MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin,
-                                      m.repeated), m)
+            return negated(m)
         mop = ops.METHODS.get(meth)
         if mop is not None and mop.family in ("logical", "pointwise") and mop.other is not None \
                 and not mop.inplace and mop.kind in _BINARY:
