@@ -345,7 +345,9 @@ def _side(v, default=32) -> tuple[int, int]:
 def image_shape(config) -> tuple[int, int, int]:
     """``(C, H, W)`` of the images a (vision) config expects."""
     vc = _vision_config(config)
-    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None))
+    timm_args = getattr(vc, "model_args", None)  # a timm model's constructor arguments (TimmWrapperConfig)
+    timm_side = timm_args.get("img_size") if isinstance(timm_args, dict) else None
+    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side)
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w
 
