@@ -328,9 +328,14 @@ def _vision_config(config):
     if getattr(config, "image_size", None) is None:
         from transformers import PretrainedConfig
 
-        for sub in vars(config).values():
-            if isinstance(sub, PretrainedConfig) and getattr(sub, "image_size", None) is not None:
+        subs = [sub for sub in vars(config).values() if isinstance(sub, PretrainedConfig)]
+        for sub in subs:
+            if getattr(sub, "image_size", None) is not None:
                 return sub
+        for sub in subs:  # a video tower around an image tower (PE-Video's video_config.vision_config)
+            inner = _vision_config(sub)
+            if inner is not sub:
+                return inner
     return config
 
 
@@ -582,11 +587,19 @@ def token_boxes(ids: torch.Tensor) -> torch.Tensor:
     return torch.stack([x0, y0, x0 + 1 + ids % 499, y0 + 1 + (3 * ids) % 499], dim=-1)
 
 
+def _num_frames(config, default: int) -> int:
+    """Frames per clip: the ``num_frames`` of the image tower config, else of the config."""
+    return next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
+                 and n > 0), default)
+
+
 def _fixed_input(name: str, config, lo: int, hi: int, g: torch.Generator) -> torch.Tensor | None:
     """A batch-1 input for a forward argument next to the checked ids: an image for
     ``pixel_values``, ``ENC_LEN`` ids for another ``*input_ids`` (Q-Former text); else None."""
     if name == "pixel_values":
         return torch.randn(1, *image_shape(config), generator=g)
+    if name.startswith("pixel_values_video"):  # a clip (1, T, C, H, W) of the config's num_frames (else 2)
+        return torch.randn(1, _num_frames(config, 2), *image_shape(config), generator=g)
     if name.endswith("input_ids"):
         return torch.randint(lo, hi, (1, ENC_LEN), generator=g)
     return None
@@ -614,16 +627,17 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
     layouts = [(fixed, per_token)]
     more_fixed, more_tok = dict(fixed), dict(per_token)
-    if "pixel_values" in accepts:
-        more_fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
+    # the optional image (else clip) input of a text model that takes one
+    pixels = next((n for n in ("pixel_values", "pixel_values_videos") if n in accepts), None)
+    if pixels is not None:
+        more_fixed.setdefault(pixels, _fixed_input(pixels, config, lo, hi, g))
     if "bbox" in accepts:
         more_tok.setdefault("bbox", token_boxes)
     if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
         layouts.append((more_fixed, more_tok))
     # models taking several images or frames per sample: pixel_values (B, T, C, H, W), T the
     # config's num_frames (else one image)
-    frames = next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
-                   and n > 0), 1)
+    frames = _num_frames(config, 1)
     for f, t in list(layouts):
         img = f.get("pixel_values")
         if img is not None and img.dim() == 4:
@@ -1433,7 +1447,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         if output_attentions:
             kw["output_attentions"] = True
         for k, v in extra.items():
-            kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]))
+            kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
             kw[k] = fn(x)
         o = model(input_ids=x, **kw)
