@@ -275,6 +275,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
         cls = (_auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
                or _class_from_config_module(model_type, config))
     main = getattr(cls, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # several main inputs (OneFormer): the first
+        main = main[0] if main else "input_ids"
     n = cls.__name__
     params = _params(cls)
     # images, or clips (pixel_values_videos); a tower whose first required argument is the image
@@ -540,17 +542,64 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     # a detector grounded on text (Grounding DINO) also requires ids: a fixed prompt per image
     vocab = getattr(_text_config(config), "vocab_size", None)
     prompt = {}
+    g = torch.Generator().manual_seed(1234)
     if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
-        g = torch.Generator().manual_seed(1234)
         prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
                   and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+    # other required inputs (SegGPT's prompt image and mask): made from their documented shapes
+    for n in _required_inputs(model):
+        if n != main and n not in prompt and (v := documented_input(model, n, config, g)) is not None:
+            prompt[n] = v
 
     def with_prompt(x):
-        return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]) for n, v in prompt.items()}}
+        return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]).contiguous() for n, v in prompt.items()}}
 
     return [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
             ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
             ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+
+
+_DOC_SHAPE = r"`?\(`(?P<type>torch\.\w+)` of shape `\((?P<dims>[^`]*)\)`"
+
+
+def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tensor | None:
+    """A batch-1 value for the forward argument ``name`` built from the shape its docstring
+    documents (transformers' convention: ``name (`torch.FloatTensor` of shape `(batch_size,
+    num_channels, height, width)`)``): ``batch_size`` → 1, ``num_channels`` / ``height`` /
+    ``width`` → the config's image (:func:`image_shape`), ``sequence_length`` → the config's
+    ``<prefix>_seq_len`` for an argument ``<prefix>_…`` (OneFormer's ``task_seq_len``), else ``ENC_LEN``;
+    a ``*mask*`` argument is all ones (every position real), a ``Long`` tensor (or a plain
+    ``torch.Tensor`` named ``*ids`` / ``*inputs``: OneFormer's task tokens) random ids of the
+    text vocab, a float one random.  None when the docstring documents no shape, or a
+    dimension it names is none of those.
+
+    Shapes: the result has the documented dims with batch 1; dtype ``long`` for ``LongTensor``,
+    ``bool`` for ``BoolTensor``, else float32."""
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    m = re.search(rf"(?m)^\s*{re.escape(name)} {_DOC_SHAPE}", doc)
+    if m is None:
+        return None
+    c, h, w = image_shape(config)
+    # a sequence the config sizes for this argument (OneFormer's task_inputs: task_seq_len)
+    prefix = name.split("_")[0]
+    seq = next((v for k in (f"{prefix}_seq_len", f"{prefix}_seq_length", f"{prefix}_sequence_length")
+                if isinstance(v := getattr(config, k, None), int) and v > 0), ENC_LEN)
+    sizes = {"batch_size": 1, "num_channels": c, "channels": c, "height": h, "width": w,
+             "image_size": h, "sequence_length": seq}
+    dims = [d.strip() for d in m.group("dims").split(",") if d.strip()]
+    if not dims or any(d not in sizes for d in dims):
+        return None
+    shape = [sizes[d] for d in dims]
+    kind = m.group("type")
+    if "mask" in name:
+        return torch.ones(shape, dtype=torch.bool if "Bool" in kind else (torch.long if "Long" in kind else torch.float32))
+    if "Long" in kind or (kind == "torch.Tensor" and re.search(r"(ids|inputs)$", name)):  # token ids
+        vocab = getattr(_text_config(config), "vocab_size", None)
+        hi = vocab - RESERVED_TOP if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP else LOW_IDS + 1
+        return torch.randint(LOW_IDS, hi, shape, generator=g)
+    if "Bool" in kind:
+        return torch.ones(shape, dtype=torch.bool)
+    return torch.randn(shape, generator=g)
 
 
 def _flattened_patches_variant(vc) -> tuple[str, Callable, Callable, Callable]:
@@ -1225,7 +1274,33 @@ def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Modul
         except AttributeError as exc:
             if fill_missing_attribute(config, exc) is None:
                 raise
+        except TypeError as exc:  # ``[w] + config.sizes`` on a tuple default (VitMatte's fusion_hidden_sizes)
+            if "tuple" not in str(exc) or not _tuples_as_lists(config):
+                raise
     return _instantiate_once(cls, config, attn_implementation)
+
+
+def _tuples_as_lists(config) -> int:
+    """Turn the tuple fields of a config tree into lists, in place, as a config loaded from a
+    ``config.json`` has them (JSON has no tuples); returns how many fields changed."""
+    from transformers import PretrainedConfig
+
+    changed, queue, seen = 0, [config], set()
+    while queue:
+        c = queue.pop(0)
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        for k, v in list(vars(c).items()):
+            if isinstance(v, PretrainedConfig):
+                queue.append(v)
+            elif isinstance(v, tuple) and not k.startswith("_"):
+                try:
+                    setattr(c, k, list(v))
+                    changed += 1
+                except Exception:  # noqa: BLE001 - a field its validators keep a tuple
+                    continue
+    return changed
 
 
 def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.Module:
@@ -1298,6 +1373,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     tcfg = _text_config(config)
     accepts = _params(model)
     main = getattr(model, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # several main inputs (OneFormer's pixel_values, task_inputs): the first
+        main = main[0] if main else "input_ids"
     mods = attention_modules(model)
     facts = [module_facts(m) for _, m in mods]
     heads = next((f["heads"] for f in facts if f["heads"]), None)
