@@ -92,3 +92,15 @@ def test_video_text_model_gets_a_clip_from_its_nested_timm_tower():
     assert image_shape(m.module.config) == (3, side, side)
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == (2, x.shape[1])
+
+
+def test_patch_sequence_with_per_patch_positions_is_split_back_per_image():
+    (m,) = build_hf("hf:gemma4_vision", "gemma4_vision", sdpa=False)  # pixel_position_ids (B, N, 2)
+    assert m.info["input_layout"].startswith("patches")
+    k = m.module.config.pooling_kernel_size
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    assert x.shape[1] == (2 * k) ** 2  # 2k × 2k patches: pooled to 2 × 2 soft tokens per image
+    out = m.forward(x).out  # the model strips padding into one flat (B·4, D) sequence
+    assert out.shape[:2] == (3, 4)
+    alone = m.forward(x[1:2]).out
+    torch.testing.assert_close(out[1:2], alone, atol=1e-5, rtol=1e-4)

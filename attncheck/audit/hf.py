@@ -425,7 +425,8 @@ def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator]
 
 
 def _merge_size(config) -> int:
-    m = getattr(config, "spatial_merge_size", None) or getattr(config, "merge_kernel_size", None) or 1
+    m = (getattr(config, "spatial_merge_size", None) or getattr(config, "merge_kernel_size", None)
+         or getattr(config, "pooling_kernel_size", None) or 1)
     return int(m[0] if isinstance(m, (list, tuple)) else m)
 
 
@@ -501,7 +502,9 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         return _series_variants(model, config)
     grid = _grid_param(params)
     shapes = "spatial_shapes" if "spatial_shapes" in params else None
-    if grid is not None or shapes is not None:
+    # per-patch (x, y) positions (B, N, 2) beside the patches (Gemma 4's pixel_position_ids)
+    patch_pos = next((k for k in _required_inputs(model) if k != main and k.endswith("position_ids")), None)
+    if grid is not None or shapes is not None or patch_pos is not None:
         p = int(getattr(vc, "patch_size", None) or 14)
         tp = int(getattr(vc, "temporal_patch_size", None) or 1)
         c = int(getattr(vc, "in_channels", None) or getattr(vc, "num_channels", None) or 3)
@@ -520,6 +523,9 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
                 kw[merge_arg] = torch.tensor([m] * B)
             for k in masks:
                 kw[k] = torch.ones(B, n, dtype=torch.long)
+            if patch_pos is not None:  # row-major patches: x = column, y = row
+                xy = torch.stack([torch.arange(n) % w, torch.arange(n) // w], dim=-1)
+                kw[patch_pos] = xy.expand(B, n, 2).contiguous()
             return kw
 
         out = []
@@ -528,7 +534,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
             out.append((f"patches{tpx}", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
                         lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
             out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
-                        lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
+                        lambda x: {main: x, **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
