@@ -104,3 +104,25 @@ def test_patch_sequence_with_per_patch_positions_is_split_back_per_image():
     assert out.shape[:2] == (3, 4)
     alone = m.forward(x[1:2]).out
     torch.testing.assert_close(out[1:2], alone, atol=1e-5, rtol=1e-4)
+
+
+def test_frame_tower_gets_the_frames_of_whole_clips():
+    (m,) = build_hf("hf:xclip_vision_model", "xclip_vision_model", sdpa=False)  # B·T frames of B clips
+    assert m.info["input_layout"] == "clip-frames"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape[1] == m.module.config.num_frames
+    out = m.forward(x).out
+    assert out.shape[:2] == (2, m.module.config.num_frames)
+    torch.testing.assert_close(out[1:], m.forward(x[1:]).out, atol=1e-5, rtol=1e-4)
+
+
+def test_per_layer_types_left_unset_are_filled_with_the_documented_values():
+    from attncheck.audit.shrink import documented_values, shrink_config
+
+    default = tf.AutoConfig.for_model("deepseek_ocr2_text")
+    assert default.mlp_layer_types is None  # the model indexes it per layer
+    assert documented_values(type(default), "mlp_layer_types") == ["dense", "sparse"]
+    assert documented_values(type(default), "no_such_field") == []
+    small = shrink_config(default, 0)
+    assert small.mlp_layer_types == ["dense", "sparse"][: small.num_hidden_layers] and small.num_hidden_layers == 2
+    assert shrink_config(default, 0, {"mlp_layer_types": ["dense"] * 2}).mlp_layer_types == ["dense", "dense"]

@@ -560,9 +560,13 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     def with_prompt(x):
         return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]).contiguous() for n, v in prompt.items()}}
 
+    def frames_flat(x):  # a frame tower (X-CLIP's vision model): the B·T frames of B clips
+        return with_prompt(x.reshape(-1, *x.shape[2:]))
+
     return [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
             ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
-            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep),
+            ("clip-frames", lambda b, g: torch.randn(b, frames, *shape, generator=g), frames_flat, split)]
 
 
 _DOC_SHAPE = r"`?\(`(?P<type>torch\.\w+)` of shape `\((?P<dims>[^`]*)\)`"

@@ -658,6 +658,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     for k, x in vals.items():
         if _is_config(x):
             new[k] = shrink_config(x, level, _ties=_ties)
+    _fill_documented_layer_types(cls, vals, new, overrides or {})
     if isinstance(vals.get("architecture"), str) and "model_args" in vals:  # a timm model (TimmWrapperConfig)
         args = timm_model_args(vals["architecture"], vals.get("model_args"), level)
         if args:
@@ -682,6 +683,34 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     made = _construct(cls, given, new, overrides or {})
     made.use_cache = getattr(made, "use_cache", True)
     return made
+
+
+def documented_values(cls, field: str) -> list[str]:
+    """The string values the config class's docstring quotes for ``field`` (``mlp_layer_types
+    (`list[str]`, *optional*): MLP type (`"dense"` or `"sparse"`) for each decoder layer`` →
+    ``["dense", "sparse"]``), in order, without repeats; ``[]`` when it quotes none."""
+    doc = cls.__doc__ or ""
+    m = re.search(rf"(?m)^(\s*){re.escape(field)} \(`", doc)
+    if m is None:
+        return []
+    rest = doc[m.end():]
+    nxt = re.search(rf"(?m)^{m.group(1)}\w+ \(`", rest)  # the next documented field
+    return list(dict.fromkeys(re.findall(r'`"([^"`]+)"`', rest[: nxt.start() if nxt else None])))
+
+
+def _fill_documented_layer_types(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """A per-layer type list (``*layer_types``) that the defaults leave ``None`` while the model
+    indexes it per layer (DeepSeek-OCR-2's ``mlp_layer_types``): one entry per layer, cycling
+    through the values the config's docstring names, the layer count raised to hold each once."""
+    layer_key = next((k for k, x in new.items() if _LAYERS.search(k) and _int(x) and k == "num_hidden_layers"), None)
+    for k, x in vals.items():
+        if x is not None or not k.endswith("layer_types") or k in overrides or new.get(k) is not None:
+            continue
+        kinds = documented_values(cls, k)
+        if not kinds or layer_key is None:
+            continue
+        new[layer_key] = max(new[layer_key], len(kinds))
+        new[k] = [kinds[i % len(kinds)] for i in range(new[layer_key])]
 
 
 class _Captured(Exception):
