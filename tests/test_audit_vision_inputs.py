@@ -126,3 +126,11 @@ def test_per_layer_types_left_unset_are_filled_with_the_documented_values():
     small = shrink_config(default, 0)
     assert small.mlp_layer_types == ["dense", "sparse"][: small.num_hidden_layers] and small.num_hidden_layers == 2
     assert shrink_config(default, 0, {"mlp_layer_types": ["dense"] * 2}).mlp_layer_types == ["dense", "dense"]
+
+
+def test_joint_model_with_a_patch_sequence_tower_gets_its_fixed_image_as_patches():
+    (m,) = build_hf("hf:siglip2", "siglip2", sdpa=False)  # spatial_shapes + pixel_attention_mask
+    assert m.info["input_layout"].startswith("input_ids+pixel_values")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[:2] == tuple(x.shape) and torch.isfinite(out).all()

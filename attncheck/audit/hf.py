@@ -684,6 +684,7 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
             fixed[n] = v
     if "pixel_values" in accepts and kind != "decoder" and getattr(config, "vision_config", None) is not None:
         fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
+    _as_patch_image(model, config, fixed)
     layouts = [(fixed, per_token)]
     more_fixed, more_tok = dict(fixed), dict(per_token)
     # the optional image (else clip) input of a text model that takes one
@@ -692,6 +693,7 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         more_fixed.setdefault(pixels, _fixed_input(pixels, config, lo, hi, g))
     if "bbox" in accepts:
         more_tok.setdefault("bbox", token_boxes)
+    _as_patch_image(model, config, more_fixed)
     if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
         layouts.append((more_fixed, more_tok))
     # models taking several images or frames per sample: pixel_values (B, T, C, H, W), T the
@@ -705,6 +707,26 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     if "pixel_values" not in required and "pixel_values" in fixed:
         layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
     return layouts
+
+
+def _as_patch_image(model, config, fixed: dict[str, torch.Tensor]) -> None:
+    """Turn, in place, the fixed image of a joint model whose image tower takes NaFlex-style patch
+    sequences (SigLIP2: ``spatial_shapes``) into that form: ``pixel_values`` ``(1, h·w, C·p²)``,
+    ``spatial_shapes`` ``[[h, w]]`` and a ``*pixel_attention_mask`` of ones ``(1, h·w)`` (every
+    patch real), ``h = w = 2·merge size`` as for the tower alone (:func:`_dense_variants`)."""
+    params = _params(model)
+    img = fixed.get("pixel_values")
+    if img is None or img.dim() != 4 or "spatial_shapes" not in params:
+        return
+    vc = _vision_config(config)
+    p = int(getattr(vc, "patch_size", None) or 14)
+    h = w = 2 * _merge_size(vc)
+    g = torch.Generator().manual_seed(4321)
+    fixed["pixel_values"] = torch.randn(1, h * w, img.shape[1] * p * p, generator=g)
+    fixed["spatial_shapes"] = torch.tensor([[h, w]])
+    for k in params:
+        if k.endswith("pixel_attention_mask"):
+            fixed[k] = torch.ones(1, h * w, dtype=torch.long)
 
 
 def _encoder_input_options(ids: torch.Tensor, config, accepts: dict, g: torch.Generator) -> list[dict[str, torch.Tensor]]:
