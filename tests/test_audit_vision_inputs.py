@@ -134,3 +134,15 @@ def test_joint_model_with_a_patch_sequence_tower_gets_its_fixed_image_as_patches
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     out = m.forward(x).out
     assert out.shape[:2] == tuple(x.shape) and torch.isfinite(out).all()
+
+
+def test_navit_packed_tower_keeps_each_image_to_itself():
+    (m,) = build_hf("hf:minicpmv4_6_vision", "minicpmv4_6_vision", sdpa=False)  # target_sizes + one strip
+    assert m.info["input_layout"] == "navit-packed"
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    cfg = m.module.config
+    side = cfg.image_size // cfg.patch_size
+    assert x.shape == (3, side * side, cfg.num_channels, cfg.patch_size, cfg.patch_size)
+    out = m.forward(x).out  # (1, 3·L, D) packed → (3, L, D)
+    assert out.shape[0] == 3
+    torch.testing.assert_close(out[2:], m.forward(x[2:]).out, atol=1e-5, rtol=1e-4)

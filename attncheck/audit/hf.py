@@ -540,6 +540,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
         return out
+    if "target_sizes" in params and main == "pixel_values":
+        return _navit_packed_variants(vc, main)
     if main == "flattened_patches":
         return [_flattened_patches_variant(vc)]
     shape = image_shape(config)
@@ -610,6 +612,29 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     if "Bool" in kind:
         return torch.ones(shape, dtype=torch.bool)
     return torch.randn(shape, generator=g)
+
+
+def _navit_packed_variants(vc, main: str) -> list[tuple[str, Callable, Callable, Callable]]:
+    """NaViT-packed images (MiniCPM-V's tower, as transformers' tests build them): all patches of
+    the ``B`` images side by side in one ``(1, C, p, B·h·w·p)`` strip, with ``target_sizes``
+    ``[[h, w]] * B`` (``h = w`` = the config's patches per side); the checked ``x`` is the patch
+    pixels ``(B, h·w, C, p, p)``, and the packed ``(1, B·L, …)`` output is split back per image."""
+    p = int(getattr(vc, "patch_size", None) or 14)
+    c = int(getattr(vc, "num_channels", None) or 3)
+    side = _side(getattr(vc, "image_size", None), p * 4)[0] // p
+    n = side * side
+
+    def packed(x):
+        B = x.shape[0]
+        strip = x.reshape(B * n, c, p, p).permute(1, 2, 0, 3).reshape(1, c, p, B * n * p)
+        return {main: strip, "target_sizes": torch.tensor([[side, side]] * B, dtype=torch.int32)}
+
+    def unpack(out, B):
+        if out is not None and out.dim() >= 2 and out.shape[0] == 1 and out.shape[1] % B == 0 and B > 1:
+            return out.reshape(B, out.shape[1] // B, *out.shape[2:])
+        return out
+
+    return [("navit-packed", lambda b, g: torch.randn(b, n, c, p, p, generator=g), packed, unpack)]
 
 
 def _flattened_patches_variant(vc) -> tuple[str, Callable, Callable, Callable]:
