@@ -279,6 +279,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
         cls = (_auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
                or _class_from_config_module(model_type, config))
     main = getattr(cls, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # several main inputs (OneFormer): the first
+        main = main[0] if main else "input_ids"
     n = cls.__name__
     params = _params(cls)
     # images, or clips (pixel_values_videos); a tower whose first required argument is the image
@@ -366,9 +368,14 @@ def _vision_config(config):
     if getattr(config, "image_size", None) is None:
         from transformers import PretrainedConfig
 
-        for sub in vars(config).values():
-            if isinstance(sub, PretrainedConfig) and getattr(sub, "image_size", None) is not None:
+        subs = [sub for sub in vars(config).values() if isinstance(sub, PretrainedConfig)]
+        for sub in subs:
+            if getattr(sub, "image_size", None) is not None:
                 return sub
+        for sub in subs:  # a video tower around an image tower (PE-Video's video_config.vision_config)
+            inner = _vision_config(sub)
+            if inner is not sub:
+                return inner
     return config
 
 
@@ -386,7 +393,9 @@ def image_shape(config) -> tuple[int, int, int]:
     vc = _vision_config(config)
     if vc is not config and getattr(vc, "image_size", None) is None:
         vc = _vision_config(vc)
-    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None))
+    timm_args = getattr(vc, "model_args", None)  # a timm model's constructor arguments (TimmWrapperConfig)
+    timm_side = timm_args.get("img_size") if isinstance(timm_args, dict) else None
+    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side)
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w
 
@@ -457,7 +466,8 @@ def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator]
 
 
 def _merge_size(config) -> int:
-    m = getattr(config, "spatial_merge_size", None) or getattr(config, "merge_kernel_size", None) or 1
+    m = (getattr(config, "spatial_merge_size", None) or getattr(config, "merge_kernel_size", None)
+         or getattr(config, "pooling_kernel_size", None) or 1)
     return int(m[0] if isinstance(m, (list, tuple)) else m)
 
 
@@ -533,7 +543,9 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         return _series_variants(model, config)
     grid = _grid_param(params)
     shapes = "spatial_shapes" if "spatial_shapes" in params else None
-    if grid is not None or shapes is not None:
+    # per-patch (x, y) positions (B, N, 2) beside the patches (Gemma 4's pixel_position_ids)
+    patch_pos = next((k for k in _required_inputs(model) if k != main and k.endswith("position_ids")), None)
+    if grid is not None or shapes is not None or patch_pos is not None:
         p = int(getattr(vc, "patch_size", None) or 14)
         tp = int(getattr(vc, "temporal_patch_size", None) or 1)
         c = int(getattr(vc, "in_channels", None) or getattr(vc, "num_channels", None) or 3)
@@ -552,6 +564,9 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
                 kw[merge_arg] = torch.tensor([m] * B)
             for k in masks:
                 kw[k] = torch.ones(B, n, dtype=torch.long)
+            if patch_pos is not None:  # row-major patches: x = column, y = row
+                xy = torch.stack([torch.arange(n) % w, torch.arange(n) // w], dim=-1)
+                kw[patch_pos] = xy.expand(B, n, 2).contiguous()
             return kw
 
         out = []
@@ -560,12 +575,14 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
             out.append((f"patches{tpx}", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
                         lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
             out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
-                        lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
+                        lambda x: {main: x, **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
         return out
+    if "target_sizes" in params and main == "pixel_values":
+        return _navit_packed_variants(vc, main)
     if main == "flattened_patches":
         return [_flattened_patches_variant(vc)]
     shape = image_shape(config)
@@ -574,29 +591,102 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     # a detector grounded on text (Grounding DINO) also requires ids: a fixed prompt per image
     vocab = getattr(_text_config(config), "vocab_size", None)
     prompt = {}
+    g = torch.Generator().manual_seed(1234)
     if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
-        g = torch.Generator().manual_seed(1234)
         prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
                   and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+    # other required inputs (SegGPT's prompt image and mask): made from their documented shapes
+    for n in _required_inputs(model):
+        if n != main and n not in prompt and (v := documented_input(model, n, config, g)) is not None:
+            prompt[n] = v
 
     # a detector that needs a text prompt without declaring it required (SAM 3: "exactly one of
     # input_ids or text_embeds"): tried after the layouts without it
     optional = {}
     if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
-        g = torch.Generator().manual_seed(1234)
         optional = {n: v for n in params if n != main and n.endswith("input_ids") and n not in prompt
                     and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
 
     def with_prompt(x, prompt=prompt):
-        return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]) for n, v in prompt.items()}}
+        return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]).contiguous() for n, v in prompt.items()}}
+
+    def frames_flat(x):  # a frame tower (X-CLIP's vision model): the B·T frames of B clips
+        return with_prompt(x.reshape(-1, *x.shape[2:]))
 
     out = [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
-           ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+           ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep),
+           ("clip-frames", lambda b, g: torch.randn(b, frames, *shape, generator=g), frames_flat, split)]
     if optional:
         out.append(("image-text", lambda b, g: torch.randn(b, *shape, generator=g),
                     lambda x: with_prompt(x, {**prompt, **optional}), keep))
     return out
+
+
+_DOC_SHAPE = r"`?\(`(?P<type>torch\.\w+)` of shape `\((?P<dims>[^`]*)\)`"
+
+
+def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tensor | None:
+    """A batch-1 value for the forward argument ``name`` built from the shape its docstring
+    documents (transformers' convention: ``name (`torch.FloatTensor` of shape `(batch_size,
+    num_channels, height, width)`)``): ``batch_size`` → 1, ``num_channels`` / ``height`` /
+    ``width`` → the config's image (:func:`image_shape`), ``sequence_length`` → the config's
+    ``<prefix>_seq_len`` for an argument ``<prefix>_…`` (OneFormer's ``task_seq_len``), else ``ENC_LEN``;
+    a ``*mask*`` argument is all ones (every position real), a ``Long`` tensor (or a plain
+    ``torch.Tensor`` named ``*ids`` / ``*inputs``: OneFormer's task tokens) random ids of the
+    text vocab, a float one random.  None when the docstring documents no shape, or a
+    dimension it names is none of those.
+
+    Shapes: the result has the documented dims with batch 1; dtype ``long`` for ``LongTensor``,
+    ``bool`` for ``BoolTensor``, else float32."""
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    m = re.search(rf"(?m)^\s*{re.escape(name)} {_DOC_SHAPE}", doc)
+    if m is None:
+        return None
+    c, h, w = image_shape(config)
+    # a sequence the config sizes for this argument (OneFormer's task_inputs: task_seq_len)
+    prefix = name.split("_")[0]
+    seq = next((v for k in (f"{prefix}_seq_len", f"{prefix}_seq_length", f"{prefix}_sequence_length")
+                if isinstance(v := getattr(config, k, None), int) and v > 0), ENC_LEN)
+    sizes = {"batch_size": 1, "num_channels": c, "channels": c, "height": h, "width": w,
+             "image_size": h, "sequence_length": seq}
+    dims = [d.strip() for d in m.group("dims").split(",") if d.strip()]
+    if not dims or any(d not in sizes for d in dims):
+        return None
+    shape = [sizes[d] for d in dims]
+    kind = m.group("type")
+    if "mask" in name:
+        return torch.ones(shape, dtype=torch.bool if "Bool" in kind else (torch.long if "Long" in kind else torch.float32))
+    if "Long" in kind or (kind == "torch.Tensor" and re.search(r"(ids|inputs)$", name)):  # token ids
+        vocab = getattr(_text_config(config), "vocab_size", None)
+        hi = vocab - RESERVED_TOP if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP else LOW_IDS + 1
+        return torch.randint(LOW_IDS, hi, shape, generator=g)
+    if "Bool" in kind:
+        return torch.ones(shape, dtype=torch.bool)
+    return torch.randn(shape, generator=g)
+
+
+def _navit_packed_variants(vc, main: str) -> list[tuple[str, Callable, Callable, Callable]]:
+    """NaViT-packed images (MiniCPM-V's tower, as transformers' tests build them): all patches of
+    the ``B`` images side by side in one ``(1, C, p, B·h·w·p)`` strip, with ``target_sizes``
+    ``[[h, w]] * B`` (``h = w`` = the config's patches per side); the checked ``x`` is the patch
+    pixels ``(B, h·w, C, p, p)``, and the packed ``(1, B·L, …)`` output is split back per image."""
+    p = int(getattr(vc, "patch_size", None) or 14)
+    c = int(getattr(vc, "num_channels", None) or 3)
+    side = _side(getattr(vc, "image_size", None), p * 4)[0] // p
+    n = side * side
+
+    def packed(x):
+        B = x.shape[0]
+        strip = x.reshape(B * n, c, p, p).permute(1, 2, 0, 3).reshape(1, c, p, B * n * p)
+        return {main: strip, "target_sizes": torch.tensor([[side, side]] * B, dtype=torch.int32)}
+
+    def unpack(out, B):
+        if out is not None and out.dim() >= 2 and out.shape[0] == 1 and out.shape[1] % B == 0 and B > 1:
+            return out.reshape(B, out.shape[1] // B, *out.shape[2:])
+        return out
+
+    return [("navit-packed", lambda b, g: torch.randn(b, n, c, p, p, generator=g), packed, unpack)]
 
 
 def _flattened_patches_variant(vc) -> tuple[str, Callable, Callable, Callable]:
@@ -633,11 +723,19 @@ def token_boxes(ids: torch.Tensor) -> torch.Tensor:
     return torch.stack([x0, y0, x0 + 1 + ids % 499, y0 + 1 + (3 * ids) % 499], dim=-1)
 
 
+def _num_frames(config, default: int) -> int:
+    """Frames per clip: the ``num_frames`` of the image tower config, else of the config."""
+    return next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
+                 and n > 0), default)
+
+
 def _fixed_input(name: str, config, lo: int, hi: int, g: torch.Generator) -> torch.Tensor | None:
     """A batch-1 input for a forward argument next to the checked ids: an image for
     ``pixel_values``, ``ENC_LEN`` ids for another ``*input_ids`` (Q-Former text); else None."""
     if name == "pixel_values":
         return torch.randn(1, *image_shape(config), generator=g)
+    if name.startswith("pixel_values_video"):  # a clip (1, T, C, H, W) of the config's num_frames (else 2)
+        return torch.randn(1, _num_frames(config, 2), *image_shape(config), generator=g)
     if name.endswith("input_ids"):
         return torch.randint(lo, hi, (1, ENC_LEN), generator=g)
     return None
@@ -664,18 +762,19 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
             fixed[n] = v
     if "pixel_values" in accepts and kind != "decoder" and getattr(config, "vision_config", None) is not None:
         fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
+    _as_patch_image(model, config, fixed)
     layouts = [(fixed, per_token)]
     more_fixed, more_tok = dict(fixed), dict(per_token)
     if "pixel_values" in accepts:
         more_fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
     if "bbox" in accepts:
         more_tok.setdefault("bbox", token_boxes)
+    _as_patch_image(model, config, more_fixed)
     if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
         layouts.append((more_fixed, more_tok))
     # models taking several images or frames per sample: pixel_values (B, T, C, H, W), T the
     # config's num_frames (else one image)
-    frames = next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
-                   and n > 0), 1)
+    frames = _num_frames(config, 1)
     for f, t in list(layouts):
         img = f.get("pixel_values")
         if img is not None and img.dim() == 4:
@@ -708,6 +807,26 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     return layouts
 
 
+def _as_patch_image(model, config, fixed: dict[str, torch.Tensor]) -> None:
+    """Turn, in place, the fixed image of a joint model whose image tower takes NaFlex-style patch
+    sequences (SigLIP2: ``spatial_shapes``) into that form: ``pixel_values`` ``(1, h·w, C·p²)``,
+    ``spatial_shapes`` ``[[h, w]]`` and a ``*pixel_attention_mask`` of ones ``(1, h·w)`` (every
+    patch real), ``h = w = 2·merge size`` as for the tower alone (:func:`_dense_variants`)."""
+    params = _params(model)
+    img = fixed.get("pixel_values")
+    if img is None or img.dim() != 4 or "spatial_shapes" not in params:
+        return
+    vc = _vision_config(config)
+    p = int(getattr(vc, "patch_size", None) or 14)
+    h = w = 2 * _merge_size(vc)
+    g = torch.Generator().manual_seed(4321)
+    fixed["pixel_values"] = torch.randn(1, h * w, img.shape[1] * p * p, generator=g)
+    fixed["spatial_shapes"] = torch.tensor([[h, w]])
+    for k in params:
+        if k.endswith("pixel_attention_mask"):
+            fixed[k] = torch.ones(1, h * w, dtype=torch.long)
+
+
 def _declared_dim(config, name: str) -> int | None:
     """The width a config declares for a forward argument by its name (``visual_pos`` →
     ``visual_pos_dim``, ``visual_feats`` → ``visual_feat_dim``), else None."""
@@ -730,10 +849,7 @@ def _modality_inputs(name: str, config, g: torch.Generator) -> list[torch.Tensor
     if name == "flattened_patches":
         return [_flattened_patches_variant(_vision_config(config))[1](1, g)]
     if name.startswith("pixel_values"):
-        vc = _vision_config(config)
-        t = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
-        t = int(t) if isinstance(t, int) and t > 0 else 2
-        return [torch.randn(1, t, *image_shape(config), generator=g)]
+        return [torch.randn(1, _num_frames(config, 2), *image_shape(config), generator=g)]
     if name in ("input_features", "input_values"):
         return [mk(1, g) for mk in _audio_candidates(config, name)]
     return []
@@ -1438,7 +1554,33 @@ def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Modul
         except (AttributeError, KeyError) as exc:
             if fill_missing_attribute(config, exc) is None and fill_missing_layer_rope(config, exc) is None:
                 raise
+        except TypeError as exc:  # ``[w] + config.sizes`` on a tuple default (VitMatte's fusion_hidden_sizes)
+            if "tuple" not in str(exc) or not _tuples_as_lists(config):
+                raise
     return _instantiate_once(cls, config, attn_implementation)
+
+
+def _tuples_as_lists(config) -> int:
+    """Turn the tuple fields of a config tree into lists, in place, as a config loaded from a
+    ``config.json`` has them (JSON has no tuples); returns how many fields changed."""
+    from transformers import PretrainedConfig
+
+    changed, queue, seen = 0, [config], set()
+    while queue:
+        c = queue.pop(0)
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        for k, v in list(vars(c).items()):
+            if isinstance(v, PretrainedConfig):
+                queue.append(v)
+            elif isinstance(v, tuple) and not k.startswith("_"):
+                try:
+                    setattr(c, k, list(v))
+                    changed += 1
+                except Exception:  # noqa: BLE001 - a field its validators keep a tuple
+                    continue
+    return changed
 
 
 def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.Module:
@@ -1554,6 +1696,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     tcfg = _text_config(config)
     accepts = _params(model)
     main = getattr(model, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # several main inputs (OneFormer's pixel_values, task_inputs): the first
+        main = main[0] if main else "input_ids"
     mods = attention_modules(model)
     facts = [module_facts(m) for _, m in mods]
     heads = next((f["heads"] for f in facts if f["heads"]), None)
@@ -1710,7 +1854,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         if output_attentions:
             kw["output_attentions"] = True
         for k, v in extra.items():
-            kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]))
+            kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
             kw[k] = fn(x)
         o = model(input_ids=x, **kw)

@@ -90,7 +90,8 @@ _SSM_STATE = re.compile(r"(^|_)(d_state|state_size|ssm_state_size)$")
 SSM_STATE = 16
 _LAYERS = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|layers|num_blocks|depth|"
                      r"num_decoder_layers|num_encoder_layers|num_self_attends_per_block)$")
-_DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$")
+#: per-stage block counts (``depths``; timm's ``layers = (3, 4, 6, 3)`` of a ResNet / FastViT)
+_DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$|^layers$")
 _EXPERTS = re.compile(r"(^|_)(num_experts|num_local_experts|n_routed_experts|moe_num_experts|"
                       r"num_routed_experts|n_experts|num_expert)$")
 _TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|top_k_experts|"
@@ -340,7 +341,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > hidden // 2:
             f = (hidden // 2 if k.endswith("conv_dim") else hidden) / x[0]
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
-        elif k == side_key and "patch_size" in v:
+        elif (k == side_key or k == "img_size") and "patch_size" in v:  # img_size: timm's model_args
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
@@ -778,6 +779,11 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     for k, x in vals.items():
         if _is_config(x):
             new[k] = shrink_config(x, level, _ties=_ties, _sides=_sides)
+    _fill_documented_layer_types(cls, vals, new, overrides or {})
+    if isinstance(vals.get("architecture"), str) and "model_args" in vals:  # a timm model (TimmWrapperConfig)
+        args = timm_model_args(vals["architecture"], vals.get("model_args"), level)
+        if args:
+            new["model_args"] = args
     if "vocab_size" not in vals and level < 3:  # a composite: its token ids index the text vocab
         sub_vocab = [getattr(c, "vocab_size", None) for c in new.values() if _is_config(c)]
         sub_vocab = [n for n in sub_vocab if _int(n)]
@@ -798,6 +804,107 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     made = _construct(cls, given, new, overrides or {})
     made.use_cache = getattr(made, "use_cache", True)
     return made
+
+
+def documented_values(cls, field: str) -> list[str]:
+    """The string values the config class's docstring quotes for ``field`` (``mlp_layer_types
+    (`list[str]`, *optional*): MLP type (`"dense"` or `"sparse"`) for each decoder layer`` →
+    ``["dense", "sparse"]``), in order, without repeats; ``[]`` when it quotes none."""
+    doc = cls.__doc__ or ""
+    m = re.search(rf"(?m)^(\s*){re.escape(field)} \(`", doc)
+    if m is None:
+        return []
+    rest = doc[m.end():]
+    nxt = re.search(rf"(?m)^{m.group(1)}\w+ \(`", rest)  # the next documented field
+    return list(dict.fromkeys(re.findall(r'`"([^"`]+)"`', rest[: nxt.start() if nxt else None])))
+
+
+def _fill_documented_layer_types(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """A per-layer type list (``*layer_types``) that the defaults leave ``None`` while the model
+    indexes it per layer (DeepSeek-OCR-2's ``mlp_layer_types``): one entry per layer, cycling
+    through the values the config's docstring names, the layer count raised to hold each once."""
+    layer_key = next((k for k, x in new.items() if _LAYERS.search(k) and _int(x) and k == "num_hidden_layers"), None)
+    for k, x in vals.items():
+        if x is not None or not k.endswith("layer_types") or k in overrides or new.get(k) is not None:
+            continue
+        kinds = documented_values(cls, k)
+        if not kinds or layer_key is None:
+            continue
+        new[layer_key] = max(new[layer_key], len(kinds))
+        new[k] = [kinds[i % len(kinds)] for i in range(new[layer_key])]
+
+
+class _Captured(Exception):
+    """Raised by the stand-in of timm's ``build_model_with_cfg``: the arguments were recorded."""
+
+
+def timm_architecture_args(architecture: str) -> dict[str, Any]:
+    """The constructor arguments of timm model ``architecture``: the ``__init__`` defaults of the
+    class its registered entry point builds, updated with the keyword arguments the entry point
+    passes to timm's ``build_model_with_cfg`` (recorded by a stand-in that builds nothing).  Only
+    plain values (numbers, strings, tuples / lists of them) are kept.  ``{}`` when timm is not
+    installed or does not register ``architecture``."""
+    import importlib.util
+    import inspect
+    import sys
+
+    if importlib.util.find_spec("timm") is None:
+        return {}
+    try:
+        import timm
+        from timm.models import _builder
+
+        entry = timm.models.model_entrypoint(architecture.split("/")[-1].split(".")[0])
+    except Exception:  # noqa: BLE001 - an unknown name, or a timm that does not import
+        return {}
+    got: dict[str, Any] = {}
+
+    def stand_in(model_cls, variant, pretrained, *args, **kwargs):
+        got.update(kwargs, _class=model_cls)
+        raise _Captured
+
+    original = _builder.build_model_with_cfg
+    patched = [m for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("timm.")
+               and getattr(m, "build_model_with_cfg", None) is original]
+    for m in patched:
+        m.build_model_with_cfg = stand_in
+    try:
+        entry(pretrained=False)
+    except _Captured:
+        pass
+    except Exception:  # noqa: BLE001 - an entry point that needs more than its defaults
+        return {}
+    finally:
+        for m in patched:
+            m.build_model_with_cfg = original
+    cls = got.pop("_class", None)
+    if cls is None:
+        return {}
+    try:
+        params = inspect.signature(cls.__init__).parameters.values()
+    except (TypeError, ValueError):
+        params = ()
+    out = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    out.update(got)
+
+    def plain(x):
+        return (isinstance(x, (int, float, str)) or x is None
+                or (isinstance(x, (list, tuple)) and all(isinstance(e, (int, float, str)) for e in x)))
+
+    return {k: x for k, x in out.items() if plain(x)}
+
+
+def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int) -> dict[str, Any]:
+    """``model_args`` for a tiny timm ``architecture`` (as transformers' own tests shrink a
+    ``TimmWrapperConfig``: ``embed_dim``, ``depth``, ``img_size`` …): its constructor arguments
+    (:func:`timm_architecture_args`, with the ``given`` ones over them) shrunk by the same rules
+    as config fields; only the arguments the rules change are returned, over ``given``."""
+    given = dict(given or {})
+    full = {**timm_architecture_args(architecture), **given}
+    if not full:
+        return given
+    small = shrink_values(full, level)
+    return {**given, **{k: x for k, x in small.items() if k in given or not _same_value(x, full.get(k))}}
 
 
 @functools.lru_cache(maxsize=None)
