@@ -218,11 +218,34 @@ def test_sub_config_submodule_the_parent_does_not_call_stays_unsupported():
         build_hf("hf:sam_prompt_encoder", "sam_prompt_encoder", sdpa=False)
 
 
-def test_sub_config_submodule_fed_hidden_states_is_not_audited_on_its_mask():
+def test_sub_config_submodule_fed_hidden_states_is_audited_on_them_not_on_its_mask():
     # T5GemmaModuleConfig configures T5GemmaSelfAttention, fed hidden_states (B, L, D) and a 4-D
-    # float mask by its parent: the mask is never taken for the checked input
-    with pytest.raises(Unsupported, match="first input hidden_states is not image-like"):
-        build_hf("hf:t5_gemma_module", "t5_gemma_module", sdpa=False)
+    # float mask by its parent: the hidden states are the checked input, the mask stays fixed
+    (m,) = build_hf("hf:t5_gemma_module", "t5_gemma_module", sdpa=False)
+    assert (m.info["class"], m.kind) == ("T5GemmaSelfAttention", "vision")
+    assert m.info["input"].startswith("hidden_states")
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    assert x.dim() == 3 and x.is_floating_point()
+    alone, batch = m.forward(x[:1]).out, m.forward(x).out
+    torch.testing.assert_close(batch[:1], alone, atol=1e-5, rtol=1e-4)
+
+
+def test_model_class_needing_its_parents_features_is_audited_through_the_parent():
+    # Sam3DetrDecoder is a PreTrainedModel of its own config whose forward needs the text and
+    # image features Sam3Model computes: run alone on them, the image features (B, L, D) checked
+    models = build_hf("hf:sam3_detr_decoder", "sam3_detr_decoder", sdpa=False)
+    m = models[0]
+    assert (m.info["class"], m.info["parent"]) == ("Sam3DetrDecoder", "Sam3Model")
+    assert m.info["input"].startswith("vision_features")
+    assert m.forward(m.make_inputs(2, generator=torch.Generator().manual_seed(0))).out.shape[0] >= 1
+
+
+def test_prompt_encoder_without_attention_runs_on_its_parents_points():
+    # Sam2PromptEncoder (the outermost class built from its config, not the positional embedding
+    # inside it) embeds the points Sam2Model gives it: it runs, and no attention is seen
+    (m,) = build_hf("hf:sam2_prompt_encoder", "sam2_prompt_encoder", sdpa=False)
+    assert (m.info["class"], m.info["parent"]) == ("Sam2PromptEncoder", "Sam2Model")
+    assert m.info["input"].startswith("input_points") and not m.attention_modules
 def test_spectrogram_takes_the_mel_bins_of_a_nested_encoder_config():
     from attncheck.audit.hf import _audio_feature_size
 
@@ -257,3 +280,80 @@ def test_transducer_is_audited_through_its_encoder():
     assert m.attention_modules
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_image_tokenizer_without_forward_is_audited_through_encode():
+    # ChameleonVQVAE defines encode(pixel_values) and no forward; its encoder has a VQGAN
+    # attention block over the H·W positions of the last stage
+    kind, cls = _class_of("chameleon_vqgan")
+    assert (kind, cls.__name__) == ("vision", "ChameleonVQVAE")
+    (m,) = build_hf("hf:chameleon_vqgan", "chameleon_vqgan", sdpa=False)
+    assert (m.info["class"], m.info["method"]) == ("ChameleonVQVAE", "encode")
+    assert "ImageEncoding" not in {getattr(o, "__name__", "") for o in m.source_objects}
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    alone, batch = m.forward(x[:1]).out, m.forward(x).out
+    torch.testing.assert_close(batch[:1], alone, atol=1e-4, rtol=1e-4)
+
+
+def test_video_tracker_fed_a_session_object_is_unsupported_with_the_reason():
+    with pytest.raises(Unsupported, match="takes inference_session: Sam3VideoInferenceSession, a stateful object"):
+        build_hf("hf:sam3_video", "sam3_video", sdpa=False)
+
+
+def test_token_model_refusing_ids_is_fed_embeddings():
+    # the Qwen3-Omni code predictor takes its parent's hidden states: input_ids is refused
+    (m,) = build_hf("hf:qwen3_omni_moe_talker_code_predictor", "qwen3_omni_moe_talker_code_predictor", sdpa=False)
+    assert m.info["input"] == "inputs_embeds" and m.info["built_as"] == "embeds"
+    assert m.input_kind == "features" and m.feature_dim == m.module.config.hidden_size
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (2, m.seq_len, m.feature_dim)
+    assert m.forward(x).out.shape[:2] == x.shape[:2]
+
+
+def test_encoder_returning_a_pooled_vector_is_checked_on_its_last_hidden_state():
+    # DPRQuestionEncoder returns pooler_output (B, D) only: the per-position output is the last
+    # of its hidden states
+    (m,) = build_hf("hf:dpr", "dpr", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape == (2, x.shape[1], m.module.config.hidden_size) and "built_as" not in m.info
+    o = m.module(input_ids=x, output_hidden_states=True)
+    torch.testing.assert_close(out, o.hidden_states[-1])
+
+
+def test_seq2seq_encoder_fed_flattened_patches():
+    (m,) = build_hf("hf:pix2struct", "pix2struct", sdpa=False)
+    assert m.info["encoder_input"] == "flattened_patches"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_sub_model_of_a_class_without_a_forward():
+    from attncheck.audit.hf import forward_submodel_config
+
+    config = tf.AutoConfig.for_model("qwen2_5_omni")
+    _, cls = choose_class("qwen2_5_omni", config)
+    assert cls.forward is torch.nn.Module.forward  # its generate() runs the thinker
+    field, sub = forward_submodel_config(cls, config)
+    assert field == "thinker_config" and sub is config.thinker_config
+    assert forward_submodel_config(tf.LlamaForCausalLM, tf.LlamaConfig()) is None
+
+
+@pytest.mark.slow
+def test_class_without_a_forward_is_audited_through_the_sub_model_it_builds():
+    (m,) = build_hf("hf:qwen2_5_omni", "qwen2_5_omni", sdpa=False)
+    assert m.info["model_type"] == "qwen2_5_omni"
+    assert type(m.module) is tf.Qwen2_5OmniThinkerForConditionalGeneration
+    assert "thinker_config" in m.info["audited_submodule"]
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_cross_attention_tower_gets_the_states_it_attends_to():
+    # BLIP-2's Q-Former: learned queries (B, Q, D) attend to image features (B, N, encoder_hidden_size)
+    (m,) = build_hf("hf:blip_2_qformer", "blip_2_qformer", sdpa=False)
+    width = m.module.config.encoder_hidden_size
+    assert m.info["input"] == "query_embeds"
+    assert m.info["input_layout"].endswith(f"+encoder_hidden_states(B, 7, {width})")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape[:2]

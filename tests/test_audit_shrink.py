@@ -298,3 +298,58 @@ def test_two_layers_of_each_kind_and_widths_the_class_derives():
     assert twice.layers_block_type == ["linear_attention", "hybrid"] * 2 and twice.num_hidden_layers == 4
     assert twice.attention_hidden_size == 2 * twice.hidden_size == 128
     assert twice.num_attention_heads * twice.attention_head_dim == twice.attention_hidden_size
+def test_image_sides_and_feature_map_sides_stay_tied_across_nested_configs():
+    # SAM 2: the prompt encoder's grid (image_size / patch_size) is the side of the backbone's
+    # last feature map, and backbone_feature_sizes are the image side over the level strides
+    s = shrink_config(tf.AutoConfig.for_model("sam2"))
+    side = s.vision_config.backbone_config.image_size[0]
+    assert side <= 128 and s.prompt_encoder_config.image_size == side
+    stride = [1024 // f[0] for f in tf.AutoConfig.for_model("sam2").vision_config.backbone_feature_sizes]
+    assert [list(f) for f in s.vision_config.backbone_feature_sizes] == [[side // r] * 2 for r in stride]
+    assert s.vision_config.backbone_feature_sizes[-1][0] == side // s.prompt_encoder_config.patch_size
+    # a single tower: nothing to tie (the image side follows its own patches)
+    v = shrink_config(tf.AutoConfig.for_model("vit"))
+    assert v.image_size == 4 * v.patch_size
+
+
+def test_width_of_the_widest_stage_follows_the_base_channels():
+    # Emu3's VQ-VAE: hidden_size (its attention blocks' width) = base_channels × the largest
+    # channel multiplier
+    o = tf.AutoConfig.for_model("emu3_vqgan")
+    assert o.hidden_size == o.base_channels * max(o.channel_multiplier)
+    s = shrink_config(o)
+    assert s.base_channels < o.base_channels and s.hidden_size == s.base_channels * max(s.channel_multiplier)
+
+
+def test_hierarchical_output_width_keeps_its_stage_doubling():
+    import transformers as tf
+
+    from attncheck.audit.shrink import shrink_config
+
+    # CLAP's HTSAT audio tower: hidden_size = patch_embeds_hidden_size × 2^(stages - 1) (96 × 8)
+    default = tf.ClapAudioConfig()
+    f = 2 ** (len(default.depths) - 1)
+    assert default.hidden_size == default.patch_embeds_hidden_size * f
+    tiny = shrink_config(default, 0)
+    assert tiny.patch_embeds_hidden_size < default.patch_embeds_hidden_size
+    assert tiny.hidden_size == tiny.patch_embeds_hidden_size * f
+    # its spectrogram image side shrinks like an image side: whole windows at the last stage
+    assert tiny.spec_size < default.spec_size
+    last = tiny.spec_size // tiny.patch_size // 2 ** (len(tiny.depths) - 1)
+    assert last >= tiny.window_size and last % tiny.window_size == 0
+
+
+def test_feature_layers_a_projector_reads_become_the_last_layers():
+    import transformers as tf
+
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("molmo2")  # the adapter reads ViT layers 24 and 18 of 25
+    assert default.adapter_config.vision_feature_layer == [24, 18]
+    tiny = shrink_config(default, 0)
+    assert tiny.adapter_config.vision_feature_layer == [-1, -2]  # deepest first, as given
+    n = tiny.vision_config.num_hidden_layers
+    assert n < default.vision_config.num_hidden_layers and tiny.vision_config.hidden_size < 1152
+    assert all(-n <= i < 0 for i in tiny.adapter_config.vision_feature_layer)
+    llava = shrink_config(tf.AutoConfig.for_model("llava"), 0)
+    assert llava.vision_feature_layer == tf.AutoConfig.for_model("llava").vision_feature_layer  # negative: kept
