@@ -193,6 +193,13 @@ def _module_file(project: Project, importer: str, level: int, module: str) -> st
     return found
 
 
+#: parsed callee files: (project, path, root: the imported ``def`` whose region was parsed, or
+#: ``None`` for the whole file) -> (sha256 of the bytes, FileContext, characters parsed).  The
+#: one module-level cache the analyses share, and a pure one: an entry is used only while the
+#: file's bytes hash the same, and what it holds (the libcst tree, the module index, qualified
+#: names) is a function of those bytes, the project and the root alone.  No analysis fact of a
+#: caller is kept: each analysis builds its own analyzer over a loaded callee
+#: (``Interpreter.imported``).
 _LOADED: OrderedDict[tuple[Project, str, str | None], tuple[str, Any, int]] = OrderedDict()
 #: the top-level names of each callee file read by ``ast``: path → (sha256, functions, classes),
 #: or ``None`` for a file ``ast`` cannot read
