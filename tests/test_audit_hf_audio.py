@@ -65,3 +65,19 @@ def test_spectrogram_as_wide_as_the_first_layer_of_a_frame_stacking_encoder():
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert x.shape[-1] == width and m.info["input_layout"].endswith(f"-{width}")
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_packed_audio_encoder_gets_concatenated_frames_with_their_lengths():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("qwen2_5_omni_audio_encoder")
+    tiny = shrink_config(default, 0)
+    # its position table still covers a whole chunk of 2·n_window frames
+    assert tiny.max_source_positions >= 2 * tiny.n_window
+    (m,) = build_hf("hf:qwen2_5_omni_audio_encoder", "qwen2_5_omni_audio_encoder", sdpa=False)
+    assert m.info["input_layout"] == "audio-packed"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[0] == 2  # (ΣN, D) split back into the 2 samples
+    alone = m.forward(x[:1]).out
+    torch.testing.assert_close(out[:1], alone)

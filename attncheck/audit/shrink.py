@@ -271,7 +271,9 @@ def shrink_values(values: dict[str, Any], level: int = 0,
                     if tk in v and v[tk] is None:
                         out[tk] = tv
         elif _POSITIONS.search(k) and _int(x) and x > POSITIONS:
-            out[k] = POSITIONS
+            # a chunked audio encoder's position table covers a whole chunk of 2·n_window frames
+            chunk = 2 * v["n_window"] if _int(v.get("n_window")) else 0
+            out[k] = min(x, max(POSITIONS, chunk))
         elif _QUERIES.search(k) and _int(x) and x > QUERIES:
             out[k] = QUERIES
         elif _EXPERTS.search(k) and _int(x) and x > EXPERTS:
