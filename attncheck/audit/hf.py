@@ -1477,8 +1477,10 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         supports.add("position_ids")
     layouts = _token_input_layouts(model, config, kind, accepts, g0)
     K = _codebook_count(tcfg)
-    forms = [None, *CODEBOOK_FORMS] if K else [None]
-    (extra, per_token), form = layouts[input_layout % len(layouts)], forms[input_layout // len(layouts) % len(forms)]
+    # the codebooks alone, or with a text stream beside them (one more id per frame)
+    forms = [(None, None)] + [(f, n) for n in ((K, K + 1) if K else ()) for f in CODEBOOK_FORMS]
+    (extra, per_token) = layouts[input_layout % len(layouts)]
+    form, K = forms[input_layout // len(layouts) % len(forms)]
     info["input_layout"] = "+".join(["input_ids", *(k if v.dim() != 5 else f"{k}(B,T,C,H,W)" for k, v in extra.items()),
                                      *per_token]) + (f" as {K} codebooks {form}" if form else "")
 
