@@ -81,3 +81,26 @@ def test_packed_audio_encoder_gets_concatenated_frames_with_their_lengths():
     assert out.shape[0] == 2  # (ΣN, D) split back into the 2 samples
     alone = m.forward(x[:1]).out
     torch.testing.assert_close(out[:1], alone)
+
+
+def test_lagged_forecaster_gets_its_horizon_covariates_and_lagged_past():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("time_series_transformer")
+    assert default.prediction_length is None  # required by the model, no default
+    tiny = shrink_config(default, 0)
+    assert isinstance(tiny.prediction_length, int) and tiny.context_length == tiny.prediction_length
+    (m,) = build_hf("hf:time_series_transformer", "time_series_transformer", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (2, tiny.context_length + max(tiny.lags_sequence))  # past_length
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_returned_autocorrelations_over_channels_are_not_attention_weights():
+    from attncheck.audit.checks import AuditContext, check_batch, check_normalization
+
+    (m,) = build_hf("hf:autoformer", "autoformer", sdpa=False)
+    ctx = AuditContext()
+    assert check_normalization(m, ctx).status == "skip"  # (B, H, L, head_dim) maps are not weights
+    # the triaged defect: per-sample delays tiled over the (B·H) rows mix the samples
+    assert check_batch(m, ctx).status == "fail"

@@ -482,6 +482,9 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
     ctx = getattr(config, "context_length", None)
     patch = getattr(config, "patch_length", None) or 8
     L = int(ctx) if isinstance(ctx, int) and 0 < ctx <= 128 else 4 * int(patch)
+    lags = getattr(config, "lags_sequence", None)
+    if isinstance(lags, (list, tuple)) and lags and all(isinstance(v, int) for v in lags):
+        L += max(lags)  # lagged models read max(lags) values before the context (past_length)
     ch = getattr(config, "num_input_channels", None)
     shape = (L, int(ch)) if isinstance(ch, int) and ch > 0 else (L,)
     others = [n for n in _required_inputs(model) if n != "past_values"]
@@ -493,6 +496,12 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
                 kw[n] = torch.zeros(x.shape[:2], dtype=x.dtype)
             elif n.endswith("mask"):
                 kw[n] = torch.ones(x.shape, dtype=x.dtype)
+            elif n.startswith("past_") and n.endswith("_features"):
+                # covariates per past step (B, L, num_time_features): a fixed ramp over the steps
+                w = getattr(config, "num_" + n[len("past_"):], None)
+                w = w if isinstance(w, int) and w >= 0 else 1
+                ramp = torch.linspace(-1, 1, x.shape[1], dtype=x.dtype)
+                kw[n] = ramp[None, :, None].expand(x.shape[0], -1, w).contiguous()
             else:  # a per-sample category (TimesFM's frequency bucket ``freq``): the first one
                 kw[n] = torch.zeros(x.shape[0], 1, dtype=torch.long)
         return kw
@@ -689,6 +698,11 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     # a text model that only optionally takes images (a masked LM with a vision tower): text alone
     if "pixel_values" not in required and "pixel_values" in fixed:
         layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
+    # a joint text-audio model (PE Audio) also requires the audio: one layout per audio layout
+    # of :func:`_audio_candidates` (a waveform (1, samples), (1, 1, samples), spectrograms …)
+    for n in (n for n in required if n in ("input_values", "input_features")):
+        clips = [mk(1, g) for mk in _audio_candidates(config, n)]
+        layouts = [({**f, n: clip}, t) for clip in clips for f, t in layouts]
     return layouts
 
 
@@ -1481,7 +1495,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     forms = [(None, None)] + [(f, n) for n in ((K, K + 1) if K else ()) for f in CODEBOOK_FORMS]
     (extra, per_token) = layouts[input_layout % len(layouts)]
     form, K = forms[input_layout // len(layouts) % len(forms)]
-    info["input_layout"] = "+".join(["input_ids", *(k if v.dim() != 5 else f"{k}(B,T,C,H,W)" for k, v in extra.items()),
+    info["input_layout"] = "+".join(["input_ids", *(f"{k}(B,T,C,H,W)" if v.dim() == 5 else f"{k}{list(v.shape[1:])}"
+                                                    if k in ("input_values", "input_features") else k
+                                                    for k, v in extra.items()),
                                      *per_token]) + (f" as {K} codebooks {form}" if form else "")
 
     def ids_in(x):
@@ -1588,7 +1604,8 @@ CODEBOOK_FORMS = ("(B*K,L)", "(B,K,L)", "(B,L,K)")
 
 
 def _codebook_count(config) -> int | None:
-    """Codebooks per frame (``num_codebooks``) a token model's config declares, when more than one."""
+    """Codebooks per frame (``num_codebooks``) a token model's config declares, when more than
+    one.  The codebook layouts are tried only after plain ``(B, L)`` ids fail."""
     k = getattr(config, "num_codebooks", None)
     return k if isinstance(k, int) and not isinstance(k, bool) and k > 1 else None
 
@@ -1601,7 +1618,7 @@ def codebook_ids(x: torch.Tensor, k: int, form: str, lo: int, hi: int) -> torch.
     codes = torch.stack([lo + (x - lo + 7 * c) % n for c in range(k)], dim=1)  # (B, K, L)
     if form == "(B*K,L)":
         return codes.reshape(-1, x.shape[-1])
-    return codes if form == "(B,K,L)" else codes.transpose(1, 2)
+    return codes if form == "(B,K,L)" else codes.transpose(1, 2).contiguous()
 
 
 def _fold_codebooks(o, B: int, L: int, k: int) -> torch.Tensor | None:
