@@ -104,3 +104,14 @@ def test_returned_autocorrelations_over_channels_are_not_attention_weights():
     assert check_normalization(m, ctx).status == "skip"  # (B, H, L, head_dim) maps are not weights
     # the triaged defect: per-sample delays tiled over the (B·H) rows mix the samples
     assert check_batch(m, ctx).status == "fail"
+
+
+def test_codec_decoder_output_folded_per_latent_frame_and_checked_causal():
+    from attncheck.audit.checks import AuditContext, check_causality
+
+    (m,) = build_hf("hf:mimi_decoder", "mimi_decoder", sdpa=False)  # its transformer stack builds the mask
+    assert m.kind == "features" and m.causal is True
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[:2] == (2, x.shape[1])  # waveform (B, 1, r·L) → (B, L, r)
+    assert check_causality(m, AuditContext()).status == "pass"

@@ -1641,6 +1641,18 @@ _FEATURE_DIM_KEYS = re.compile(r"(^|_)(hidden_size|d_model|dim|embed_dim|input_d
                                r"in_channels|num_channels)$")
 
 
+def _upsampled_seq(o, B: int, L: int) -> torch.Tensor | None:
+    """The output of a decoder that upsamples its ``L`` input frames by a whole factor ``r > 1``
+    along its last axis (an audio codec's decoder: latents ``(B, D, L)`` → waveform
+    ``(B, C, r·L)``), folded to one row per input frame ``(B, L, C·r)``; None when no float
+    output has that shape."""
+    for t in _floats(o):
+        if t.dim() == 3 and t.shape[0] == B and t.shape[-1] > L and t.shape[-1] % L == 0:
+            r = t.shape[-1] // L
+            return t.reshape(B, t.shape[1], L, r).permute(0, 2, 1, 3).reshape(B, L, -1)
+    return None
+
+
 def _feature_input(model, config) -> str | None:
     """The forward argument of a model fed feature vectors (:data:`_FEATURE_ARGS`): its first
     required argument; every other required argument must be a mask (filled with ones)."""
@@ -1661,15 +1673,19 @@ def _feature_dims(config) -> list[int]:
 
 
 def _builds_own_mask(model) -> bool:
-    """Whether the model's ``forward`` builds its attention mask (calls a mask maker such as
+    """Whether the model's ``forward``, or the ``forward`` of one of its submodules (a codec
+    decoder's transformer stack), builds the attention mask (calls a mask maker such as
     transformers' ``create_causal_mask`` / ``get_extended_attention_mask``) rather than passing
     through a mask its parent model prepared."""
-    try:
-        src = inspect.getsource(type(model).forward)
-    except (OSError, TypeError):
-        return False
-    return re.search(r"\b(create_\w*mask|_?prepare_\w*mask\w*|get_extended_attention_mask|_?expand_mask|"
-                     r"_?make_\w*mask)\s*\(", src) is not None
+    for cls in dict.fromkeys(type(m) for m in model.modules()):
+        try:
+            src = inspect.getsource(cls.forward)
+        except (OSError, TypeError):
+            continue
+        if re.search(r"\b(create_\w*mask|_?prepare_\w*mask\w*|get_extended_attention_mask|_?expand_mask|"
+                     r"_?make_\w*mask)\s*\(", src) is not None:
+            return True
+    return False
 
 
 def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common) -> AuditModel:
@@ -1699,6 +1715,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
         o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
+            out = _upsampled_seq(o, x.shape[0], x.shape[1])
+        if out is None:
             out = _per_sample_output(o, x.shape[0], lambda t, B: t)
         return Forward(out, _attentions(o) if output_attentions else None)
 
@@ -1709,7 +1727,7 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     per_position = probe is not None and probe.dim() >= 2 and probe.shape[1] == SEQ_LEN
     declared = {f["is_causal"] for f in facts}
     causal = (True if declared == {True} else False if declared == {False} else None) if per_position else False
-    if not per_position and declared == {True}:
+    if probe is not None and not per_position and declared == {True}:  # (a width that fails: the next layout)
         raise Unsupported(f"{type(model).__name__}: causal attention modules but no per-position output of {arg}")
     own_mask = _builds_own_mask(model)
     if declared == {True} and not own_mask:
