@@ -115,3 +115,17 @@ def test_codec_decoder_output_folded_per_latent_frame_and_checked_causal():
     out = m.forward(x).out
     assert out.shape[:2] == (2, x.shape[1])  # waveform (B, 1, r·L) → (B, L, r)
     assert check_causality(m, AuditContext()).status == "pass"
+
+
+def test_required_sample_lengths_cover_the_whole_input():
+    (m,) = build_hf("hf:dots3_note_audio_encoder", "dots3_note_audio_encoder", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    seen = {}
+    h = m.module.register_forward_pre_hook(lambda mod, a, kw: seen.update(kw), with_kwargs=True)
+    try:
+        out = m.forward(x).out
+    finally:
+        h.remove()
+    frames = seen["input_features"].shape[-1]
+    assert seen["chunk_sample_lengths"].tolist() == [frames * m.module.config.hop_length] * 2
+    assert out.shape[0] == 2

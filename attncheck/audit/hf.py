@@ -537,10 +537,18 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         mask = f"{main}_mask" if f"{main}_mask" in params else None
         mels = _audio_feature_size(config) or 80
 
+        # required per-sample lengths (B,): the whole input real — frames, or waveform samples
+        # (``chunk_sample_lengths``: frames × the config's ``hop_length``)
+        lengths = [n for n in _required_inputs(model) if re.search(r"_(lens|lengths)$", n)]
+        hop = _nearest_field(config, ("hop_length",), lambda v: isinstance(v, int) and v > 0) or 1
+
         def audio_kw(x, mels=mels):
-            if mask is None:
-                return {main: x}
-            return {main: x, mask: torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)}
+            kw = {main: x}
+            if mask is not None:
+                kw[mask] = torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)
+            for n in lengths:
+                kw[n] = torch.full((x.shape[0],), _frames(x, mels) * (hop if "sample" in n else 1))
+            return kw
 
         # packed encoders (chunks of all samples in one sequence) return (B·N, ...): split back
         out = [(f"audio{i}", mk, audio_kw, split) for i, mk in enumerate(_audio_candidates(config, main))]
