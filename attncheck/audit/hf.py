@@ -380,7 +380,8 @@ def _audio_feature_size(config) -> int | None:
 def _extractor_feature_size(config) -> int | None:
     """The default features per frame (``feature_size``, ``num_mel_bins`` or ``n_mels`` argument)
     of the feature extractor defined in the config's transformers package (the
-    ``feature_extraction_*`` module next to its ``configuration_*``), or None."""
+    ``feature_extraction_*`` module next to its ``configuration_*``), or None (also for a
+    waveform extractor's ``feature_size = 1``)."""
     import importlib
     import pkgutil
 
@@ -405,7 +406,7 @@ def _extractor_feature_size(config) -> int | None:
                 continue
             for f in ("feature_size", "num_mel_bins", "n_mels"):
                 d = params[f].default if f in params else None
-                if isinstance(d, int) and not isinstance(d, bool) and d > 0:
+                if isinstance(d, int) and not isinstance(d, bool) and d > 1:  # 1: a waveform extractor
                     return d
     return None
 
