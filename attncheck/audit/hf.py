@@ -1651,12 +1651,12 @@ _FEATURE_DIM_KEYS = re.compile(r"(^|_)(hidden_size|d_model|dim|embed_dim|input_d
 
 
 def _upsampled_seq(o, B: int, L: int) -> torch.Tensor | None:
-    """The output of a decoder that upsamples its ``L`` input frames by a whole factor ``r > 1``
-    along its last axis (an audio codec's decoder: latents ``(B, D, L)`` → waveform
-    ``(B, C, r·L)``), folded to one row per input frame ``(B, L, C·r)``; None when no float
-    output has that shape."""
+    """The waveform of a decoder that upsamples its ``L`` input frames by a whole factor
+    ``r > 1`` (an audio codec's decoder: latents ``(B, D, L)`` → mono or stereo audio
+    ``(B, C ≤ 2, r·L)``), folded to one row per input frame ``(B, L, C·r)``; None when no float
+    output has that shape (a resampler's ``(B, latents, D)`` has more than 2 rows per sample)."""
     for t in _floats(o):
-        if t.dim() == 3 and t.shape[0] == B and t.shape[-1] > L and t.shape[-1] % L == 0:
+        if t.dim() == 3 and t.shape[0] == B and t.shape[1] <= 2 and t.shape[-1] > L and t.shape[-1] % L == 0:
             r = t.shape[-1] // L
             return t.reshape(B, t.shape[1], L, r).permute(0, 2, 1, 3).reshape(B, L, -1)
     return None
