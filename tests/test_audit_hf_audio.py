@@ -130,17 +130,3 @@ def test_required_sample_lengths_cover_the_whole_input():
     assert seen["chunk_sample_lengths"].tolist() == [frames * m.module.config.hop_length] * 2
     assert out.shape[0] == 2
 
-
-def test_joint_text_audio_model_gets_a_fixed_clip_in_each_audio_layout():
-    from attncheck.audit.hf import _params, _token_input_layouts
-
-    class TextAudio(torch.nn.Module):  # a forward requiring the audio next to the ids (PE Audio)
-        def forward(self, input_ids, input_values, attention_mask=None):
-            return input_ids
-
-    m = TextAudio()
-    layouts = _token_input_layouts(m, tf.PretrainedConfig(), "text", _params(m), torch.Generator().manual_seed(0))
-    clips = [fixed["input_values"] for fixed, _ in layouts]
-    assert all(c.shape[0] == 1 and c.is_floating_point() for c in clips)  # batch 1, expanded per batch
-    assert clips[0].dim() == 2 and clips[1].dim() == 3 and clips[1].shape[1] == 1  # (1, n), then (1, 1, n)
-    assert len({tuple(c.shape) for c in clips}) == len(clips)  # each layout a different clip

@@ -113,3 +113,89 @@ def test_model_without_a_forward_is_audited_through_its_encoder_tower():
     # Apertus1p5VisionTokenizerModel exposes encode() only; its encoder is built from the same config
     kind, cls = choose_class("apertus1p5_vision_tokenizer", tf.AutoConfig.for_model("apertus1p5_vision_tokenizer"))
     assert (kind, cls.__name__) == ("vision", "Apertus1p5VisionTokenizerEncoder")
+
+
+def test_unset_modality_placeholder_id_gets_a_reserved_id_of_its_own():
+    from attncheck.audit.shrink import RESERVED_TOP, shrink_config
+
+    default = tf.AutoConfig.for_model("blip-2")
+    assert default.image_token_index is None  # the checkpoint's processor adds the token
+    tiny = shrink_config(default, 0)
+    vocab = tiny.text_config.vocab_size
+    assert vocab - RESERVED_TOP <= tiny.image_token_index < vocab
+    others = {getattr(tiny.text_config, k) for k in ("pad_token_id", "bos_token_id", "eos_token_id")}
+    assert tiny.image_token_index not in others
+    (m,) = build_hf("hf:blip-2", "blip-2", sdpa=False)  # ids drawn below the reserved ones: text alone
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert not (x == m.module.config.image_token_index).any()
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_feed_forward_size_no_config_declares_is_the_tiny_one():
+    from attncheck.audit.shrink import FFN, fill_missing_attribute
+
+    text = tf.AutoConfig.for_model("qwen3_omni_moe_talker_text")
+    assert not hasattr(text, "shared_expert_intermediate_size")  # its model reads it
+    err = AttributeError("'Qwen3OmniMoeTalkerTextConfig' object has no attribute 'shared_expert_intermediate_size'")
+    assert fill_missing_attribute(text, err) == "Qwen3OmniMoeTalkerTextConfig.shared_expert_intermediate_size"
+    assert text.shared_expert_intermediate_size == FFN
+    err = AttributeError("'Qwen3OmniMoeTalkerTextConfig' object has no attribute 'not_a_known_role'")
+    assert fill_missing_attribute(text, err) is None
+
+
+def test_parameters_the_models_init_skips_are_drawn_and_named():
+    from attncheck.audit.hf import _instantiate
+    from attncheck.audit.shrink import shrink_config
+
+    # Qwen3OmniMoeTalkerModel's _init_weights skips its experts (torch.empty memory): NaN while
+    # built, then drawn from N(0, initializer_range²); the initialised ones are untouched
+    cls = tf.Qwen3OmniMoeTalkerModel
+    config = shrink_config(tf.AutoConfig.for_model("qwen3_omni_moe_talker_text"), 0)
+    torch.manual_seed(0)
+    m = _instantiate(cls, config, "eager")
+    assert set(m.attncheck_redrawn) == {f"layers.{i}.mlp.experts.{p}" for i in range(config.num_hidden_layers)
+                                        for p in ("gate_up_proj", "down_proj")}
+    assert all(torch.isfinite(p).all() for p in m.parameters())
+    w = m.layers[0].mlp.experts.down_proj
+    assert abs(float(w.detach().std()) - config.initializer_range) < 0.2 * config.initializer_range
+    assert not hasattr(_instantiate(tf.LlamaModel, shrink_config(tf.LlamaConfig(), 0), "eager"), "attncheck_redrawn")
+
+
+def test_per_layer_type_rope_the_defaults_leave_out_is_default_rope():
+    from attncheck.audit.shrink import ROPE_THETA, fill_missing_layer_rope, shrink_config
+
+    text = shrink_config(tf.AutoConfig.for_model("cohere_compass_text"), 0)
+    assert text.rope_parameters == {} and "full_attention" in text.layer_types  # the checkpoint fills it
+    assert fill_missing_layer_rope(text, KeyError("full_attention")) == (
+        "CohereCompassTextConfig.rope_parameters['full_attention']")
+    assert text.rope_parameters["full_attention"] == {"rope_type": "default", "rope_theta": ROPE_THETA}
+    assert fill_missing_layer_rope(text, KeyError("not_a_layer_type")) is None
+    assert fill_missing_layer_rope(text, AttributeError("full_attention")) is None
+
+
+@pytest.mark.slow
+def test_decoder_with_per_layer_type_rope_left_out_builds_and_runs():
+    (m,) = build_hf("hf:cohere_compass_text", "cohere_compass_text", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_region_features_sized_by_the_config_are_fed_next_to_the_ids():
+    from attncheck.audit.hf import _declared_dim
+
+    config = tf.AutoConfig.for_model("lxmert")
+    assert _declared_dim(config, "visual_feats") == config.visual_feat_dim
+    assert _declared_dim(config, "visual_pos") == config.visual_pos_dim
+    assert _declared_dim(config, "attention_mask") is None
+    (m,) = build_hf("hf:lxmert", "lxmert", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+visual_feats+visual_pos"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_cross_attended_images_get_a_token_to_image_mask():
+    # IDEFICS: images (B, T, C, H, W) reached through gated cross-attention, image_attention_mask (B, L, T)
+    (m,) = build_hf("hf:idefics", "idefics", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+pixel_values(B,T,C,H,W)+image_attention_mask"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape

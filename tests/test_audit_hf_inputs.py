@@ -257,3 +257,62 @@ def test_transducer_is_audited_through_its_encoder():
     assert m.attention_modules
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_token_model_refusing_ids_is_fed_embeddings():
+    # the Qwen3-Omni code predictor takes its parent's hidden states: input_ids is refused
+    (m,) = build_hf("hf:qwen3_omni_moe_talker_code_predictor", "qwen3_omni_moe_talker_code_predictor", sdpa=False)
+    assert m.info["input"] == "inputs_embeds" and m.info["built_as"] == "embeds"
+    assert m.input_kind == "features" and m.feature_dim == m.module.config.hidden_size
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape == (2, m.seq_len, m.feature_dim)
+    assert m.forward(x).out.shape[:2] == x.shape[:2]
+
+
+def test_encoder_returning_a_pooled_vector_is_checked_on_its_last_hidden_state():
+    # DPRQuestionEncoder returns pooler_output (B, D) only: the per-position output is the last
+    # of its hidden states
+    (m,) = build_hf("hf:dpr", "dpr", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape == (2, x.shape[1], m.module.config.hidden_size) and "built_as" not in m.info
+    o = m.module(input_ids=x, output_hidden_states=True)
+    torch.testing.assert_close(out, o.hidden_states[-1])
+
+
+def test_seq2seq_encoder_fed_flattened_patches():
+    (m,) = build_hf("hf:pix2struct", "pix2struct", sdpa=False)
+    assert m.info["encoder_input"] == "flattened_patches"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_sub_model_of_a_class_without_a_forward():
+    from attncheck.audit.hf import forward_submodel_config
+
+    config = tf.AutoConfig.for_model("qwen2_5_omni")
+    _, cls = choose_class("qwen2_5_omni", config)
+    assert cls.forward is torch.nn.Module.forward  # its generate() runs the thinker
+    field, sub = forward_submodel_config(cls, config)
+    assert field == "thinker_config" and sub is config.thinker_config
+    assert forward_submodel_config(tf.LlamaForCausalLM, tf.LlamaConfig()) is None
+
+
+@pytest.mark.slow
+def test_class_without_a_forward_is_audited_through_the_sub_model_it_builds():
+    (m,) = build_hf("hf:qwen2_5_omni", "qwen2_5_omni", sdpa=False)
+    assert m.info["model_type"] == "qwen2_5_omni"
+    assert type(m.module) is tf.Qwen2_5OmniThinkerForConditionalGeneration
+    assert "thinker_config" in m.info["audited_submodule"]
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_cross_attention_tower_gets_the_states_it_attends_to():
+    # BLIP-2's Q-Former: learned queries (B, Q, D) attend to image features (B, N, encoder_hidden_size)
+    (m,) = build_hf("hf:blip_2_qformer", "blip_2_qformer", sdpa=False)
+    width = m.module.config.encoder_hidden_size
+    assert m.info["input"] == "query_embeds"
+    assert m.info["input_layout"].endswith(f"+encoder_hidden_states(B, 7, {width})")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape[:2]

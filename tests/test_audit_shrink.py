@@ -215,3 +215,37 @@ def test_stage_widths_no_list_names_scale_with_the_stage_widths():
     assert list(d.encoder_in_channels) == [b.stage_out_channels[i - 1] for i in b.out_indices]
     v = shrink_config(tf.AutoConfig.for_model("dinov2"))  # stages are layers: shrunk with them
     assert v.num_hidden_layers == 2
+
+
+def test_hierarchical_output_width_keeps_its_stage_doubling():
+    import transformers as tf
+
+    from attncheck.audit.shrink import shrink_config
+
+    # CLAP's HTSAT audio tower: hidden_size = patch_embeds_hidden_size × 2^(stages - 1) (96 × 8)
+    default = tf.ClapAudioConfig()
+    f = 2 ** (len(default.depths) - 1)
+    assert default.hidden_size == default.patch_embeds_hidden_size * f
+    tiny = shrink_config(default, 0)
+    assert tiny.patch_embeds_hidden_size < default.patch_embeds_hidden_size
+    assert tiny.hidden_size == tiny.patch_embeds_hidden_size * f
+    # its spectrogram image side shrinks like an image side: whole windows at the last stage
+    assert tiny.spec_size < default.spec_size
+    last = tiny.spec_size // tiny.patch_size // 2 ** (len(tiny.depths) - 1)
+    assert last >= tiny.window_size and last % tiny.window_size == 0
+
+
+def test_feature_layers_a_projector_reads_become_the_last_layers():
+    import transformers as tf
+
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("molmo2")  # the adapter reads ViT layers 24 and 18 of 25
+    assert default.adapter_config.vision_feature_layer == [24, 18]
+    tiny = shrink_config(default, 0)
+    assert tiny.adapter_config.vision_feature_layer == [-1, -2]  # deepest first, as given
+    n = tiny.vision_config.num_hidden_layers
+    assert n < default.vision_config.num_hidden_layers and tiny.vision_config.hidden_size < 1152
+    assert all(-n <= i < 0 for i in tiny.adapter_config.vision_feature_layer)
+    llava = shrink_config(tf.AutoConfig.for_model("llava"), 0)
+    assert llava.vision_feature_layer == tf.AutoConfig.for_model("llava").vision_feature_layer  # negative: kept

@@ -30,6 +30,7 @@ and per-layer types from the config.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import math
@@ -40,7 +41,7 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, shrink_config
+from attncheck.audit.shrink import LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope, shrink_config
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -674,8 +675,9 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     to try: the forward's required arguments (plus an image for a joint text-image encoder such as
     CLIP), then also the optional image and layout boxes (``bbox``) a model may need; each with
     the image as a clip ``(B, T, C, H, W)`` of the config's ``num_frames`` (else 1) after
-    (video-text models such as X-CLIP, models taking several images per sample), and the ids
-    alone last when the image is optional (a masked LM with a vision tower)."""
+    (video-text models such as X-CLIP, models taking several images per sample), the ids
+    alone when the image is optional (a masked LM with a vision tower), then a clip, audio or
+    flattened patches for a joint model's other tower (:func:`_modality_inputs`)."""
     tcfg = _text_config(config)
     vocab = getattr(tcfg, "vocab_size", 0) or 0
     lo, hi = LOW_IDS, max(vocab - RESERVED_TOP, LOW_IDS + 1)
@@ -704,20 +706,68 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         img = f.get("pixel_values")
         if img is not None and img.dim() == 4:
             layouts.append(({**f, "pixel_values": img.unsqueeze(1).expand(-1, frames, -1, -1, -1).contiguous()}, t))
+    # a model whose text tokens attend to its images through cross-attention takes which token sees
+    # which image (IDEFICS: image_attention_mask (B, L, T)): every token sees every image
+    if "image_attention_mask" in accepts:
+        for f, t in list(layouts):
+            img = f.get("pixel_values")
+            if img is not None and img.dim() == 5 and "image_attention_mask" not in t:
+                n = img.shape[1]
+                layouts.append((f, {**t, "image_attention_mask": lambda ids, n=n: torch.ones(*ids.shape, n, dtype=torch.long)}))
     # a text model that only optionally takes images (a masked LM with a vision tower): text alone
     if "pixel_values" not in required and "pixel_values" in fixed:
         layouts.append(({k: v for k, v in fixed.items() if k != "pixel_values"}, per_token))
-    # a joint text-audio model (PE Audio) also requires the audio: one layout per audio layout
-    # of :func:`_audio_candidates` (a waveform (1, samples), (1, 1, samples), spectrograms …)
-    for n in (n for n in required if n in ("input_values", "input_features")):
-        clips = [mk(1, g) for mk in _audio_candidates(config, n)]
-        layouts = [({**f, n: clip}, t) for clip in clips for f, t in layouts]
+    # a joint model whose other tower takes clips, audio or flattened patches (CLAP's audio
+    # tower): that input fixed next to the ids, one layout per audio layout
+    for n in _OTHER_MODALITIES:
+        if n not in accepts or n in fixed:
+            continue
+        base = layouts[1][0] if len(layouts) > 1 else fixed
+        for v in _modality_inputs(n, config, g):
+            layouts.append(({**base, n: v}, layouts[0][1]))
+    # region features a config sizes by name (LXMERT: visual_feats (B, N, visual_feat_dim) and
+    # visual_pos (B, N, visual_pos_dim), in [0, 1) like normalized boxes): all of them together
+    sized = {n: torch.rand(1, ENC_LEN, d, generator=g) for n in accepts if n not in fixed
+             and (d := _declared_dim(config, n)) is not None}
+    if sized:
+        layouts.append(({**fixed, **sized}, per_token))
     return layouts
+
+
+def _declared_dim(config, name: str) -> int | None:
+    """The width a config declares for a forward argument by its name (``visual_pos`` →
+    ``visual_pos_dim``, ``visual_feats`` → ``visual_feat_dim``), else None."""
+    for n in dict.fromkeys((name, name[:-1] if name.endswith("s") else name)):
+        d = getattr(config, f"{n}_dim", None)
+        if isinstance(d, int) and not isinstance(d, bool) and d > 0:
+            return d
+    return None
+
+
+#: forward arguments of a second modality a text model may need beside its ids (:func:`_modality_inputs`)
+_OTHER_MODALITIES = ("pixel_values_videos", "input_features", "input_values", "flattened_patches")
+
+
+def _modality_inputs(name: str, config, g: torch.Generator) -> list[torch.Tensor]:
+    """Batch-1 candidates for a non-text forward argument: a clip ``(1, T, C, H, W)`` for
+    ``pixel_values_videos`` (T: the config's ``num_frames``, else 2), every audio layout of
+    :func:`_audio_candidates` for ``input_features`` / ``input_values``, Pix2Struct-style
+    ``flattened_patches`` (:func:`_flattened_patches_variant`)."""
+    if name == "flattened_patches":
+        return [_flattened_patches_variant(_vision_config(config))[1](1, g)]
+    if name.startswith("pixel_values"):
+        vc = _vision_config(config)
+        t = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
+        t = int(t) if isinstance(t, int) and t > 0 else 2
+        return [torch.randn(1, t, *image_shape(config), generator=g)]
+    if name in ("input_features", "input_values"):
+        return [mk(1, g) for mk in _audio_candidates(config, name)]
+    return []
 
 
 def _encoder_input_options(ids: torch.Tensor, config, accepts: dict, g: torch.Generator) -> list[dict[str, torch.Tensor]]:
     """Fixed encoder inputs of an encoder-decoder model, in the order to try: ids, ids with their
-    layout boxes (``bbox``), an image (``pixel_values``), ids with an image."""
+    layout boxes (``bbox``), an image (``pixel_values``), ids with an image, flattened patches."""
     options = [{"input_ids": ids}]
     if "bbox" in accepts:
         options.append({"input_ids": ids, "bbox": token_boxes(ids)})
@@ -725,6 +775,8 @@ def _encoder_input_options(ids: torch.Tensor, config, accepts: dict, g: torch.Ge
         img = torch.randn(1, *image_shape(config), generator=g)
         options.append({"pixel_values": img})
         options.append({**options[-2], "pixel_values": img} if "bbox" in accepts else {"input_ids": ids, "pixel_values": img})
+    if "flattened_patches" in accepts:  # Pix2Struct: the image as flattened patches
+        options += [{"flattened_patches": v} for v in _modality_inputs("flattened_patches", config, g)]
     return options
 
 
@@ -888,6 +940,14 @@ def _find_seq(o, B: int, L: int):
         if v.dim() >= 2 and v.shape[0] == B and v.shape[1] == L and v.is_floating_point():
             return v
     return None
+
+
+def _last_hidden_state(o, B: int, L: int) -> torch.Tensor | None:
+    """The last of a model output's ``hidden_states`` (one per layer, asked for with
+    ``output_hidden_states=True``) whose leading dims are ``(B, L)``, or None."""
+    hs = getattr(o, "hidden_states", None)
+    return next((h for h in reversed(hs or ()) if isinstance(h, torch.Tensor) and h.dim() >= 3
+                 and h.shape[:2] == (B, L) and h.is_floating_point()), None)
 
 
 def _kept_keys(cache: Any) -> int | None:
@@ -1186,6 +1246,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
+    if cls.forward is torch.nn.Module.forward:
+        return _build_forward_submodel(spec, model_type, cls, default, overrides, dtype, sdpa)
     default = config_for_class(cls, default)
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
@@ -1216,12 +1278,16 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             errors.append(f"level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
+        if getattr(base, "attncheck_redrawn", None):
+            adapter.info["uninitialized_weights"] = (f"{len(base.attncheck_redrawn)} parameters left unset by "
+                                                     f"{cls.__name__}'s initialisation, drawn N(0, σ²): "
+                                                     + ", ".join(base.attncheck_redrawn[:4]))
         if native:
             adapter.info["backbone"] = "; ".join(native)
         layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
-            other, why = _sdpa_variant(spec, cls, config, base, kind, tdtype, layout)
+            other, why = _sdpa_variant(spec, cls, config, base, adapter.info.get("built_as", kind), tdtype, layout)
             if other is not None:
                 models.append(other)
             else:
@@ -1229,6 +1295,43 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+
+
+def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
+    """``(field, sub-config)`` of the first sub-config of ``config`` whose model class has a
+    ``forward`` and is built by ``cls.__init__`` (its source names the class), or None."""
+    from transformers import PretrainedConfig
+
+    for field, sub in vars(config).items():
+        if not isinstance(sub, PretrainedConfig):
+            continue
+        try:
+            _, sub_cls = choose_class(sub.model_type, sub)
+        except Exception:  # noqa: BLE001 - a sub-config without a model class of its own
+            continue
+        if sub_cls.forward is not torch.nn.Module.forward and _contains(cls, sub_cls):
+            return field, sub
+    return None
+
+
+def _build_forward_submodel(spec: str, model_type: str, cls, default, overrides, dtype: str,
+                            sdpa: bool) -> list[AuditModel]:
+    """A mapped class without a ``forward`` of its own (Qwen2.5-Omni's
+    ``ForConditionalGeneration``, whose ``generate`` runs its thinker) is audited through the
+    sub-model its ``__init__`` builds from a sub-config (:func:`forward_submodel_config`).
+
+    Raises:
+        Unsupported: no sub-config gives such a model (or that model is unsupported: its reason).
+    """
+    found = forward_submodel_config(cls, default)
+    if found is None:
+        raise Unsupported(f"{cls.__name__} has no forward of its own and builds no sub-model with one from its sub-configs")
+    field, sub = found
+    models = _build_hf(spec, sub.model_type, overrides, dtype, sdpa, default=copy.deepcopy(sub))
+    for m in models:
+        m.info.update(model_type=model_type, audited_submodule=(
+            f"{m.info['class']}, built from its {field} ({cls.__name__} has no forward of its own)"))
+    return models
 
 
 def config_for_class(cls, config):
@@ -1255,25 +1358,41 @@ def config_for_class(cls, config):
 
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
     """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
-    inputs it ran on; raises the first layout's error when none is accepted."""
-    first_error, first_name, last = None, None, ""
-    for i in range(16):
-        adapter = _adapter(spec, model, model.config, kind, "eager", tdtype, i)
-        name = adapter.info.get("input_layout")
-        if i and name in (None, first_name):
-            break  # token models have one layout; dense layouts wrap around
-        first_name = first_name or name
-        try:
-            x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
-            adapter.forward(x0)
-        except Exception as exc:  # noqa: BLE001 - try the next layout
-            if first_error is None:
-                first_error = exc
-            elif type(exc) is not type(first_error) or str(exc) != str(first_error):
-                last = f"{name}: {type(exc).__name__}: {_short(exc, 160)}"
-            continue
-        adapter.info["input_layout_index"] = i
-        return adapter, x0
+    inputs it ran on; raises the first layout's error when none is accepted.  A token model whose
+    forward itself refuses every id layout (a talker or code predictor fed by a parent's hidden
+    states: ``input_ids`` refused, or no ``embed_tokens``) is then tried on ``inputs_embeds``
+    ``(B, L, D)`` (kind ``"embeds"``: :func:`_features_adapter`), kept only with one output row
+    per input position."""
+    first_error, last = None, ""
+    for k in (kind, "embeds"):
+        if k == "embeds" and not (kind in ("text", "decoder", "encoder") and "inputs_embeds" in _params(model)
+                                  and not isinstance(first_error, Unsupported)):
+            break
+        first_name = None
+        for i in range(16):
+            try:
+                adapter = _adapter(spec, model, model.config, k, "eager", tdtype, i)
+            except Unsupported:
+                if k == kind:
+                    raise
+                continue  # not this width of inputs_embeds
+            name = adapter.info.get("input_layout")
+            if i and name in (None, first_name):
+                break  # token models have one layout; dense layouts wrap around
+            first_name = first_name or name
+            try:
+                x0 = adapter.make_inputs(2, generator=torch.Generator().manual_seed(0))
+                adapter.forward(x0)
+            except Exception as exc:  # noqa: BLE001 - try the next layout
+                if first_error is None:
+                    first_error = exc
+                elif type(exc) is not type(first_error) or str(exc) != str(first_error):
+                    last = f"{name}: {type(exc).__name__}: {_short(exc, 160)}"
+                continue
+            adapter.info["input_layout_index"] = i
+            if k != kind:
+                adapter.info["built_as"] = k
+            return adapter, x0
     if last:
         raise type(first_error)(f"{first_error} (other inputs, {last})") if isinstance(
             first_error, (TypeError, ValueError, RuntimeError)) else first_error
@@ -1285,29 +1404,71 @@ def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Modul
     ``cls(config)`` for a plain ``nn.Module`` tower (the attention implementation set on the
     config, where transformers' attention modules read it).  An attribute the model reads that
     the config tree lacks (one a parent config writes into its sub-configs) is filled into
-    ``config`` (:func:`~attncheck.audit.shrink.fill_missing_attribute`) and the build retried."""
+    ``config`` (:func:`~attncheck.audit.shrink.fill_missing_attribute`), as are per-layer-type rotary
+    parameters it lacks (:func:`~attncheck.audit.shrink.fill_missing_layer_rope`), and the build retried."""
     for _ in range(8):
         try:
             return _instantiate_once(cls, config, attn_implementation)
-        except AttributeError as exc:
-            if fill_missing_attribute(config, exc) is None:
+        except (AttributeError, KeyError) as exc:
+            if fill_missing_attribute(config, exc) is None and fill_missing_layer_rope(config, exc) is None:
                 raise
     return _instantiate_once(cls, config, attn_implementation)
 
 
 def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.Module:
     config = copy.deepcopy(config)
-    if hasattr(cls, "_from_config"):
-        kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
-        # any batch size, and it runs in float64 (the audit's reference for dtype noise)
-        return cls._from_config(config, experts_implementation="eager", **kw)
-    if attn_implementation:
-        config._attn_implementation = attn_implementation
-    module = cls(config)
+    with _nan_filled_empty():
+        if hasattr(cls, "_from_config"):
+            kw = {"attn_implementation": attn_implementation} if attn_implementation else {}
+            # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
+            # any batch size, and it runs in float64 (the audit's reference for dtype noise)
+            module = cls._from_config(config, experts_implementation="eager", **kw)
+        else:
+            if attn_implementation:
+                config._attn_implementation = attn_implementation
+            module = cls(config)
     if not hasattr(module, "config"):  # a plain tower that does not keep its config
         module.config = config
+    _redraw_uninitialized(module)
     return module
+
+
+@contextlib.contextmanager
+def _nan_filled_empty():
+    """Fill memory that ``torch.empty`` hands out with NaN while a model is built (PyTorch's
+    ``torch.utils.deterministic.fill_uninitialized_memory``, active under
+    ``torch.use_deterministic_algorithms``), so that a parameter the model's own initialisation
+    skips is NaN every time instead of whatever the allocator returned."""
+    import torch.utils.deterministic as det
+
+    prev = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+            det.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    det.fill_uninitialized_memory = True
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(prev[0], warn_only=prev[1])
+        det.fill_uninitialized_memory = prev[2]
+
+
+def _redraw_uninitialized(module: torch.nn.Module) -> list[str]:
+    """Parameters the model's initialisation left unset (all NaN: :func:`_nan_filled_empty`),
+    drawn from ``N(0, initializer_range²)`` (the config's ``initializer_range``, else 0.02, as
+    transformers' ``_init_weights`` draws linear weights), so the audit runs on finite weights.
+    Their names are kept in ``module.attncheck_redrawn`` (reported in the audit's info) and
+    returned."""
+    std = getattr(getattr(module, "config", None), "initializer_range", None)
+    std = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0 else 0.02
+    names = []
+    with torch.no_grad():
+        for n, p in module.named_parameters():
+            if p.is_floating_point() and p.numel() and p.device.type != "meta" and bool(torch.isnan(p).all()):
+                p.normal_(0.0, std)
+                names.append(n)
+    if names:
+        module.attncheck_redrawn = names
+    return names
 
 
 def attention_bearer(model: torch.nn.Module, kind: str) -> tuple[torch.nn.Module, str]:
@@ -1433,6 +1594,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                           image_shape=image_shape(config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
+    if kind == "embeds":  # a token model fed its parent's embeddings (:func:`_first_accepted_layout`)
+        return _features_adapter(model, config, "inputs_embeds", facts, supports, input_layout, cast, info, common,
+                                 per_position_only=True)
     if "input_ids" not in accepts and (feats := _feature_input(model, config)) is not None:
         return _features_adapter(model, config, feats, facts, supports, input_layout, cast, info, common)
     if vocab is None:
@@ -1532,9 +1696,15 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             kw[k] = fn(x)
         o = model(input_ids=ids_in(x), **kw)
         out = seq_out(o, x.shape[0], x.shape[1])
+        if out is None and hidden_states_ok:
+            # an encoder that returns only a pooled vector (DPR): its last per-position hidden state
+            o = model(input_ids=ids_in(x), output_hidden_states=True, **kw)
+            out = _last_hidden_state(o, x.shape[0], x.shape[1])
         if out is None:
             raise Unsupported(f"{type(model).__name__} returns no per-position output of shape (B, L, …)")
         return Forward(out, _attentions(o) if output_attentions else None)
+
+    hidden_states_ok = "output_hidden_states" in accepts or takes_kwargs
 
     decode_fn = None
     causal = {"decoder": True, "encoder": False}.get(kind)
@@ -1697,23 +1867,33 @@ def _builds_own_mask(model) -> bool:
     return False
 
 
-def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common) -> AuditModel:
+def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common,
+                      per_position_only: bool = False) -> AuditModel:
     """A model fed feature vectors ``x`` ``(B, L, D)`` through ``arg`` (layouts: the candidate
     widths of :func:`_feature_dims`, then the same channels first ``(B, D, L)``, as convolutional
-    vocoders take spectrograms); other required arguments are masks of ones ``(B, L)``.  The
+    vocoders take spectrograms), then the same with fixed ``encoder_hidden_states`` for a tower
+    with cross-attention; other required arguments are masks of ones ``(B, L)``.  The
     checked sequence is ``L`` when the output has one row per input position; otherwise (a
     resampler to a fixed number of latents) the model is bidirectional by design over its input.
 
     Raises:
-        Unsupported: the config declares no candidate width.
+        Unsupported: the config declares no candidate width, or (``per_position_only``) the
+            output has no row per input position at this width.
     """
     dims = _feature_dims(config)
     if not dims:
         raise Unsupported(f"{type(model).__name__}: its forward takes {arg} (B, L, D) and the config declares no width D")
-    layouts = [(d, channels_first) for channels_first in (False, True) for d in dims]
-    D, channels_first = layouts[input_layout % len(layouts)]
-    masks = [n for n in _required_inputs(model)[1:]]
     accepts = _params(model)
+    # a tower with cross-attention layers (BLIP-2's Q-Former) also needs the states it attends
+    # to: a fixed (1, ENC_LEN, encoder_hidden_size) after the layouts without them
+    enc_width = getattr(config, "encoder_hidden_size", None)
+    cross = ([False, True] if "encoder_hidden_states" in accepts and isinstance(enc_width, int) and enc_width > 0
+             else [False])
+    layouts = [(d, channels_first, c) for c in cross for channels_first in (False, True) for d in dims]
+    D, channels_first, with_enc = layouts[input_layout % len(layouts)]
+    enc_states = (torch.randn(1, ENC_LEN, enc_width, generator=torch.Generator().manual_seed(1234))
+                  if with_enc else None)
+    masks = [n for n in _required_inputs(model)[1:]]
 
     def fwd_features(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {"output_attentions": True} if output_attentions else {}
@@ -1721,6 +1901,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
             kw[n] = torch.ones(x.shape[:2], dtype=torch.long if n.endswith("attention_mask") else torch.bool)
         if attention_mask is not None:
             kw["attention_mask"] = attention_mask
+        if enc_states is not None:
+            kw["encoder_hidden_states"] = cast(enc_states.expand(x.shape[0], -1, -1))
         o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
@@ -1734,6 +1916,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     except Exception:  # noqa: BLE001 - not this width: the builder tries the next layout
         probe = None
     per_position = probe is not None and probe.dim() >= 2 and probe.shape[1] == SEQ_LEN
+    if per_position_only and not per_position:
+        raise Unsupported(f"{type(model).__name__}: no per-position output of {arg} (B, L, {D})")
     declared = {f["is_causal"] for f in facts}
     causal = (True if declared == {True} else False if declared == {False} else None) if per_position else False
     if probe is not None and not per_position and declared == {True}:  # (a width that fails: the next layout)
@@ -1746,7 +1930,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     if "attention_mask" in masks or not per_position or "attention_mask" not in accepts or not own_mask:
         sup.discard("attention_mask")
     info["input"] = arg
-    info["input_layout"] = f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})"
+    info["input_layout"] = (f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})") + (
+        f"+encoder_hidden_states(B, {ENC_LEN}, {enc_width})" if with_enc else "")
     return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_features,
                       supports=frozenset(sup - {"cache", "position_ids"}), **common)
 

@@ -291,7 +291,10 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _SSM_STATE.search(k) and _int(x) and x > SSM_STATE:
             out[k] = SSM_STATE
     vision = any(k in v for k in ("image_size", "patch_size", "num_channels")) and "vocab_size" not in v
-    if vision and level == 0 and _int(v.get("window_size")) and "image_size" in v:
+    # image sides: ``spec_size`` is the side of the square spectrogram image an audio Swin (CLAP's
+    # HTSAT) folds its mel frames into
+    side_key = next((k for k in ("image_size", "spec_size") if k in v), None)
+    if vision and level == 0 and _int(v.get("window_size")) and side_key is not None:
         out["window_size"] = min(v["window_size"], VISION_WINDOW)
     if not vision:
         for k, x in v.items():
@@ -343,7 +346,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > hidden // 2:
             f = (hidden // 2 if k.endswith("conv_dim") else hidden) / x[0]
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
-        elif k == "image_size" and "patch_size" in v:
+        elif k == side_key and "patch_size" in v:
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
@@ -357,8 +360,11 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             if _HEAD_DIM.search(k) and _int(x) and x == v[rope_key] and k != rope_key:
                 out[k] = out[rope_key]
     _fill_unset(v, out)
+    if level < 3:
+        _last_feature_layers(v, out)
     _keep_head_products(v, out)
     _tie_equal_dims(v, out, ties)
+    _keep_stage_doubling(v, out)
     if keep_hd:
         return out
     # rope sections (multimodal rope): parts of half the rotary dim
@@ -393,6 +399,24 @@ def _base_channels(k: str, x: int, v: dict[str, Any]) -> int:
     while widest > WIDEST_STAGE and x % 2 == 0 and (x // 2) % step == 0:
         x, widest = x // 2, widest // 2
     return x
+
+
+_FEATURE_LAYER = re.compile(r"(^|_)feature_layers?$")
+
+
+def _last_feature_layers(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """Tower layers a projector reads (``vision_feature_layer``: indices into another config's
+    layers, which shrink to a few) given as non-negative indices become the last layers counted
+    from the end, deepest first (Molmo2's ``[24, 18]`` of 25 → ``[-1, -2]``); negative ones stay."""
+    for k, x in v.items():
+        if not _FEATURE_LAYER.search(k):
+            continue
+        xs = [x] if _int(x) else list(x) if _ints(x) else None
+        if not xs or min(xs) < 0:
+            continue
+        rank = {e: -(i + 1) for i, e in enumerate(sorted(set(xs), reverse=True)[:LAYERS])}
+        new = [rank.get(e, -LAYERS) for e in xs]
+        out[k] = new[0] if _int(x) else _same_type(x, new)
 
 
 def _source_layers(x) -> bool:
@@ -547,6 +571,22 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
             out[k] = _same_type(x, [e if e < HIDDEN else tie(e, True) for e in x])
 
 
+def _keep_stage_doubling(v: dict[str, Any], out: dict[str, Any]) -> None:
+    """A width that was another width × 2^(S−1) in the original, S the stages of a per-stage
+    ``depths`` list, keeps that ratio to the other's new value: the output width of a
+    hierarchical encoder that doubles its channels at each of its S − 1 patch mergings (Swin,
+    Liu et al. 2021; CLAP's HTSAT audio tower: ``hidden_size = patch_embeds_hidden_size × 8``)."""
+    stages = next((len(x) for k, x in v.items() if _DEPTHS.search(k) and _ints(x) and len(x) > 1), None)
+    if stages is None:
+        return
+    f = 2 ** (stages - 1)
+    widths = {k: x for k, x in v.items() if _WIDTH.search(k) and _int(x) and x > 0 and _int(out.get(k))}
+    for k, x in widths.items():
+        src = next((k2 for k2, x2 in widths.items() if k2 != k and x2 * f == x), None)
+        if src is not None:
+            out[k] = out[src] * f
+
+
 def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
     """:func:`_size_map` over a config and its nested configs (a first pass of the shrinker)."""
     vals = _values_of(config)
@@ -579,10 +619,18 @@ def _rescale_section(x, orig_head_dim: int, partial: float):
     return x
 
 
+#: placeholder tokens that mark where a multimodal model scatters image / video / audio features
+#: into the text embeddings (``input_ids == config.image_token_id``)
+_PLACEHOLDER_ID = re.compile(r"(^|_)(image|video|audio|img|vision|speech)_token_(id|index|idx)$")
+
+
 def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
     """Move special token ids (``*_token_id``, ``*_token_index``) ≥ ``vocab`` into the top
-    :data:`RESERVED_TOP` ids (distinct ids stay distinct), writing into ``out``."""
-    moved: dict[int, int] = {}
+    :data:`RESERVED_TOP` ids (distinct ids stay distinct), writing into ``out``.  A modality
+    placeholder id the defaults leave ``None`` (BLIP-2's ``image_token_index``: the checkpoint's
+    processor adds the token) gets a reserved id of its own too: the model compares ids with it,
+    and random inputs drawn below the reserved ids hold no placeholder (the text runs alone)."""
+    moved: dict[Any, int] = {}
 
     def fit(t):
         if not _int(t) or t < vocab:
@@ -597,6 +645,11 @@ def fit_token_ids(v: dict[str, Any], out: dict[str, Any], vocab: int) -> None:
                 out[k] = fit(x)
             elif _ints(x):
                 out[k] = _same_type(x, [fit(e) for e in x])
+    used = {t for k, t in out.items() if _TOKEN_ID.search(k) and _int(t)}
+    free = [t for t in range(vocab - 1, max(vocab - 1 - RESERVED_TOP, -1), -1) if t not in used]
+    for k, x in v.items():
+        if x is None and _PLACEHOLDER_ID.search(k) and out.get(k) is None and free:
+            out[k] = free.pop(0)
 
 
 def _shrink_rope_dict(d: dict, orig_head_dim: int, partial: float = 1.0) -> dict:
@@ -819,7 +872,8 @@ def fill_missing_attribute(config, exc: BaseException) -> str | None:
     config of the tree holds (what the parent would have written), else the default of the
     same-named field of another config class of the model's package (parents, which declare
     ``sub_configs``, first), shrunk by the same rules (the parent class's ``dropout_rate``), else the entry of that name in a ``rope_parameters``
-    dict of the tree (DBRX's ``rope_theta``).  The attribute is set on every
+    dict of the tree (DBRX's ``rope_theta``), else, for a feed-forward size (:data:`_FFN`), the
+    tiny one.  The attribute is set on every
     config of the tree of the named class; returns ``"Class.attribute"``, or None when the error
     is not a missing config attribute or no value is found."""
     import importlib
@@ -858,11 +912,38 @@ def fill_missing_attribute(config, exc: BaseException) -> str | None:
             if isinstance(rope, dict) and attr in rope:
                 value, found = rope[attr], True
                 break
+    if not found and _FFN.search(attr):
+        # a feed-forward size the model reads that no config of its package declares (a config
+        # that lost the field its modeling code still reads): the tiny feed-forward size
+        value, found = FFN, True
     if not found:
         return None
     for c in targets:
         setattr(c, attr, value)
     return f"{cname}.{attr}"
+
+
+#: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
+ROPE_THETA = 10000.0
+
+
+def fill_missing_layer_rope(config, exc: BaseException) -> str | None:
+    """Repair a config tree whose model looks up per-layer-type rotary parameters
+    (``config.rope_parameters[layer_type]``) that its defaults leave out (``KeyError:
+    'full_attention'``: an empty ``rope_parameters`` the checkpoint fills): the layer type gets
+    default RoPE with the base of another entry of the dict, else :data:`ROPE_THETA`.  Returns
+    ``"Class.rope_parameters[type]"``, or None when the error is not such a lookup."""
+    if not isinstance(exc, KeyError) or len(exc.args) != 1 or not isinstance(exc.args[0], str):
+        return None
+    key = exc.args[0]
+    for c in _config_tree(config):
+        rope, types = getattr(c, "rope_parameters", None), getattr(c, "layer_types", None)
+        if isinstance(rope, dict) and isinstance(types, (list, tuple)) and key in types and key not in rope:
+            theta = next((d["rope_theta"] for d in rope.values() if isinstance(d, dict)
+                          and isinstance(d.get("rope_theta"), (int, float))), ROPE_THETA)
+            rope[key] = {"rope_type": "default", "rope_theta": float(theta)}
+            return f"{type(c).__name__}.rope_parameters[{key!r}]"
+    return None
 
 
 def consistent(config) -> list[str]:
@@ -887,5 +968,5 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute", "shrink_config",
-           "shrink_values"]
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute",
+           "fill_missing_layer_rope", "shrink_config", "shrink_values"]
