@@ -283,3 +283,66 @@ def test_model_code_raising_on_the_softmax_dtype_nan_is_left_out_not_an_error():
     assert res.status == "pass", res.message
     assert res.metrics["left"].startswith("left out")
     assert "padding left" in rep["softmax-dtype[eager]"].metrics["left_out"]
+
+
+class _CausalTowerAttention(torch.nn.Module):
+    """Single-head self-attention of a causal text tower inside a bidirectional model (SAM 3's
+    CLIP text encoder): ``sdpa`` calls SDPA, with ``is_causal`` when given no mask, as
+    transformers' SDPA path does; otherwise a hand-written softmax that applies only the mask
+    it is given (eager attention ignores ``is_causal``)."""
+
+    is_causal = True
+
+    def __init__(self, dim: int, sdpa: bool):
+        super().__init__()
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.sdpa = sdpa
+
+    def forward(self, hidden_states, attention_mask=None):
+        q, k, v = (t[:, None] for t in self.qkv(hidden_states).chunk(3, dim=-1))
+        if self.sdpa:
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=attention_mask, is_causal=attention_mask is None)
+        else:
+            scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+            if attention_mask is not None:
+                scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+            out = torch.softmax(scores, dim=-1) @ v
+        return out.squeeze(1)
+
+
+def _tower_variants(eager_gets_causal_mask: bool):
+    from attncheck.audit.model import AuditModel, Forward
+
+    L, E = 6, 8
+    torch.manual_seed(0)
+    eager, sdpa = _CausalTowerAttention(E, sdpa=False), _CausalTowerAttention(E, sdpa=True)
+    sdpa.load_state_dict(eager.state_dict())
+    causal = torch.ones(L, L, dtype=torch.bool).tril()[None, None]
+
+    def model(attn, mask):
+        def fwd(x, attention_mask=None, position_ids=None, output_attentions=False):
+            return Forward(attn(x, attention_mask=None if mask is None else mask.expand(x.shape[0], 1, L, L)))
+
+        return AuditModel(spec="tower", variant="sdpa" if attn.sdpa else "eager", module=attn, forward_fn=fwd,
+                          kind="encoder", causal=False, input_kind="features", feature_dim=E, seq_len=L,
+                          attention_modules=[("text.layers.0.attn", attn)])
+
+    return model(eager, causal if eager_gets_causal_mask else None), model(sdpa, None)
+
+
+@pytest.mark.parametrize("eager_gets_causal_mask", [True, False])
+def test_sdpa_is_causal_flag_is_the_mask_when_eager_got_a_causal_mask(eager_gets_causal_mask):
+    from attncheck.audit.checks import AuditContext, check_mask_pattern
+
+    eager, sdpa = _tower_variants(eager_gets_causal_mask)
+    ctx = AuditContext()
+    e, s = check_mask_pattern(eager, ctx), check_mask_pattern(sdpa, ctx)
+    (layer,) = s.metrics["layers"]
+    assert layer["observed"] == "causal"
+    if eager_gets_causal_mask:  # the same causal tower on both paths
+        assert e.status == s.status == "pass", (e.message, s.message)
+        assert layer["expected"] == "causal"
+    else:  # is_causal set on a module the eager path runs bidirectionally: the SDPA path differs
+        assert e.status == "pass" and s.status == "fail"
+        assert layer["expected"] == "full"

@@ -218,11 +218,34 @@ def test_sub_config_submodule_the_parent_does_not_call_stays_unsupported():
         build_hf("hf:sam_prompt_encoder", "sam_prompt_encoder", sdpa=False)
 
 
-def test_sub_config_submodule_fed_hidden_states_is_not_audited_on_its_mask():
+def test_sub_config_submodule_fed_hidden_states_is_audited_on_them_not_on_its_mask():
     # T5GemmaModuleConfig configures T5GemmaSelfAttention, fed hidden_states (B, L, D) and a 4-D
-    # float mask by its parent: the mask is never taken for the checked input
-    with pytest.raises(Unsupported, match="first input hidden_states is not image-like"):
-        build_hf("hf:t5_gemma_module", "t5_gemma_module", sdpa=False)
+    # float mask by its parent: the hidden states are the checked input, the mask stays fixed
+    (m,) = build_hf("hf:t5_gemma_module", "t5_gemma_module", sdpa=False)
+    assert (m.info["class"], m.kind) == ("T5GemmaSelfAttention", "vision")
+    assert m.info["input"].startswith("hidden_states")
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    assert x.dim() == 3 and x.is_floating_point()
+    alone, batch = m.forward(x[:1]).out, m.forward(x).out
+    torch.testing.assert_close(batch[:1], alone, atol=1e-5, rtol=1e-4)
+
+
+def test_model_class_needing_its_parents_features_is_audited_through_the_parent():
+    # Sam3DetrDecoder is a PreTrainedModel of its own config whose forward needs the text and
+    # image features Sam3Model computes: run alone on them, the image features (B, L, D) checked
+    models = build_hf("hf:sam3_detr_decoder", "sam3_detr_decoder", sdpa=False)
+    m = models[0]
+    assert (m.info["class"], m.info["parent"]) == ("Sam3DetrDecoder", "Sam3Model")
+    assert m.info["input"].startswith("vision_features")
+    assert m.forward(m.make_inputs(2, generator=torch.Generator().manual_seed(0))).out.shape[0] >= 1
+
+
+def test_prompt_encoder_without_attention_runs_on_its_parents_points():
+    # Sam2PromptEncoder (the outermost class built from its config, not the positional embedding
+    # inside it) embeds the points Sam2Model gives it: it runs, and no attention is seen
+    (m,) = build_hf("hf:sam2_prompt_encoder", "sam2_prompt_encoder", sdpa=False)
+    assert (m.info["class"], m.info["parent"]) == ("Sam2PromptEncoder", "Sam2Model")
+    assert m.info["input"].startswith("input_points") and not m.attention_modules
 def test_spectrogram_takes_the_mel_bins_of_a_nested_encoder_config():
     from attncheck.audit.hf import _audio_feature_size
 
@@ -257,6 +280,24 @@ def test_transducer_is_audited_through_its_encoder():
     assert m.attention_modules
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_image_tokenizer_without_forward_is_audited_through_encode():
+    # ChameleonVQVAE defines encode(pixel_values) and no forward; its encoder has a VQGAN
+    # attention block over the H·W positions of the last stage
+    kind, cls = _class_of("chameleon_vqgan")
+    assert (kind, cls.__name__) == ("vision", "ChameleonVQVAE")
+    (m,) = build_hf("hf:chameleon_vqgan", "chameleon_vqgan", sdpa=False)
+    assert (m.info["class"], m.info["method"]) == ("ChameleonVQVAE", "encode")
+    assert "ImageEncoding" not in {getattr(o, "__name__", "") for o in m.source_objects}
+    x = m.make_inputs(3, generator=torch.Generator().manual_seed(0))
+    alone, batch = m.forward(x[:1]).out, m.forward(x).out
+    torch.testing.assert_close(batch[:1], alone, atol=1e-4, rtol=1e-4)
+
+
+def test_video_tracker_fed_a_session_object_is_unsupported_with_the_reason():
+    with pytest.raises(Unsupported, match="takes inference_session: Sam3VideoInferenceSession, a stateful object"):
+        build_hf("hf:sam3_video", "sam3_video", sdpa=False)
 
 
 def test_token_model_refusing_ids_is_fed_embeddings():

@@ -217,6 +217,29 @@ def test_stage_widths_no_list_names_scale_with_the_stage_widths():
     assert v.num_hidden_layers == 2
 
 
+def test_image_sides_and_feature_map_sides_stay_tied_across_nested_configs():
+    # SAM 2: the prompt encoder's grid (image_size / patch_size) is the side of the backbone's
+    # last feature map, and backbone_feature_sizes are the image side over the level strides
+    s = shrink_config(tf.AutoConfig.for_model("sam2"))
+    side = s.vision_config.backbone_config.image_size[0]
+    assert side <= 128 and s.prompt_encoder_config.image_size == side
+    stride = [1024 // f[0] for f in tf.AutoConfig.for_model("sam2").vision_config.backbone_feature_sizes]
+    assert [list(f) for f in s.vision_config.backbone_feature_sizes] == [[side // r] * 2 for r in stride]
+    assert s.vision_config.backbone_feature_sizes[-1][0] == side // s.prompt_encoder_config.patch_size
+    # a single tower: nothing to tie (the image side follows its own patches)
+    v = shrink_config(tf.AutoConfig.for_model("vit"))
+    assert v.image_size == 4 * v.patch_size
+
+
+def test_width_of_the_widest_stage_follows_the_base_channels():
+    # Emu3's VQ-VAE: hidden_size (its attention blocks' width) = base_channels × the largest
+    # channel multiplier
+    o = tf.AutoConfig.for_model("emu3_vqgan")
+    assert o.hidden_size == o.base_channels * max(o.channel_multiplier)
+    s = shrink_config(o)
+    assert s.base_channels < o.base_channels and s.hidden_size == s.base_channels * max(s.channel_multiplier)
+
+
 def test_hierarchical_output_width_keeps_its_stage_doubling():
     import transformers as tf
 

@@ -197,3 +197,52 @@ def test_a_local_def_sees_names_bound_after_it():
         return scores(q, k).softmax(dim=-1)
     """
     assert factors(src) == [["0.125"]]
+
+
+@pytest.mark.parametrize("call", [
+    # the forms of test_calls_are_resolved_by_value, in the mask domain, plus starred unpacking
+    "m = causal(n)",
+    "m = functools.partial(causal, n)()",
+    "m = apply(causal, n)",
+    "m = (lambda a: causal(a))(n)",
+    "m = tuple(map(functools.partial(causal), (n,)))[0]",
+    "(m,) = map(causal, (n,))",
+    "m = [causal(a) for a in (n,)][0]",
+    "m, *_ = [causal(a) for a, b in zip((n,), (n,))]",
+    "*_, m = list(causal(a) for a in (n, n))",
+    "m = causal(*(n,))",
+    "make = lambda a: causal(a)\n        m = make(n)",
+    "make = functools.partial(apply, causal)\n        m = make(n)",
+])
+@pytest.mark.parametrize("d, blocks_diagonal", [(1, False), (0, True)])
+def test_mask_calls_are_resolved_by_value(call, d, blocks_diagonal):
+    src = f"""
+    def apply(fn, a):
+        return fn(a)
+
+    def f(s, n):
+        def causal(size):
+            return torch.triu(torch.ones(size, size, dtype=torch.bool), diagonal={d})
+        {call}
+        return s.masked_fill(m, float("-inf")).softmax(-1)
+    """
+    (use,) = [u for u in M.analyze(_ctx(src)).uses if u.consumer == "masked_fill"]
+    # triu(diagonal=1) blocks exactly the future (a causal mask); diagonal=0 also the diagonal
+    assert use.blocked == (False, blocks_diagonal, True)
+
+
+@pytest.mark.parametrize("call", ["fn = self.causal\n            m = fn(n)",
+                                  "(m,) = map(self.causal, (n,))",
+                                  "m = functools.partial(self.causal)(n)"])
+def test_mask_method_is_called_by_value(call):
+    src = f"""
+    class Attention:
+        def causal(self, size):
+            return torch.triu(torch.ones(size, size, dtype=torch.bool), diagonal=0)
+
+        def forward(self, s, n):
+            {call}
+            return s.masked_fill(m, float("-inf")).softmax(-1)
+    """
+    (use,) = [u for u in M.analyze(_ctx(src)).uses if u.consumer == "masked_fill"]
+    assert use.blocked == (False, True, True)  # triu(diagonal=0) also blocks the diagonal

@@ -97,6 +97,13 @@ STYLES = {
     "absolute_from": ("from pkg.utils import helper\n", "helper", "pkg/layer.py", {}),
     "reexport": ("from pkg import helper\n", "helper", "pkg/layer.py",
                  {"pkg/__init__.py": "from .utils import helper\n"}),
+    # the helper as a value: through a module imported without an alias, passed as an argument,
+    # wrapped in a partial
+    "module_relative": ("from . import utils\n", "utils.helper", "pkg/layer.py", {}),
+    "passed_as_argument": ("from .utils import helper\n", "(lambda fn: fn)(helper)",
+                           "pkg/layer.py", {}),
+    "partial": ("import functools\nfrom .utils import helper\n", "functools.partial(helper)",
+                "pkg/layer.py", {}),
 }
 
 
@@ -331,6 +338,19 @@ def test_files_importing_each_other_at_module_level(tmp_path, monkeypatch):
     # b.py linted; a.py for b's ``upper``; b.py again for a's module-level ``lower(8)``, whose
     # module-level ``upper(8)`` is then not followed back into a.py
     assert sorted(built) == ["a.py", "b.py", "b.py"]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_imported_helper_bound_to_a_local_name(tmp_path, same_file, family):
+    """``fn = helper; fn(...)`` calls the imported helper as ``helper(...)`` does."""
+    layer, text = _package(tmp_path, family, "from_relative")
+    line = next(ln for ln in text.splitlines() if "helper(" in ln)
+    indent = line[:len(line) - len(line.lstrip())]
+    bound = text.replace(line, f"{indent}fn = helper\n" + line.replace("helper(", "fn("))
+    layer.write_text(bound)
+    got = _relative(lint_paths([tmp_path / "pkg"], isolated=True).findings, layer, bound)
+    assert sorted(c for c, _, _ in got) == sorted(c for c, _, _ in same_file[family])
+    assert {c for c, _, _ in got} == FAMILIES[family][2]
 
 
 def test_a_function_value_returned_by_an_imported_helper_is_unknown(tmp_path):

@@ -687,6 +687,55 @@ def test_att208_tokenizer_attention_mask_used_as_numbers(pre, use, ret, inverted
     assert {c for _, c in pairs(src)} == ({"ATT208"} if inverted else set())
 
 
+# the casts and the (B, 1, 1, L) layouts of a tokenizer mask, in either order: the cast before
+# the layout is the same evidence that the mask holds 0/1 numbers as the cast after it
+_MASK_CASTS = {"bool": ".bool()", "to_bool": ".to(torch.bool)", "type_bool": ".type(torch.bool)",
+               "long": ".long()", "float": ".float()"}
+_KEY_LAYOUTS = {"index": "{m}[:, None, None, :]", "unsqueeze": "{m}.unsqueeze(1).unsqueeze(2)",
+                "view": "{m}.view(q.size(0), 1, 1, -1)",
+                "rearrange": "rearrange({m}, 'b j -> b 1 1 j')"}
+
+
+def _cast_layout(cast: str, layout: str, cast_first: bool) -> str:
+    if cast_first:
+        return _KEY_LAYOUTS[layout].format(m="attention_mask" + _MASK_CASTS[cast])
+    return _KEY_LAYOUTS[layout].format(m="attention_mask") + _MASK_CASTS[cast]
+
+
+@pytest.mark.parametrize("cast_first", [True, False], ids=["cast_first", "layout_first"])
+@pytest.mark.parametrize("layout", list(_KEY_LAYOUTS))
+@pytest.mark.parametrize("cast", list(_MASK_CASTS))
+@pytest.mark.parametrize("inverted", [True, False], ids=["inverted", "correct"])
+def test_att208_cast_and_key_layout_in_either_order(cast, layout, cast_first, inverted):
+    """``attention_mask.bool()[:, None, None, :]`` is the same mask as
+    ``attention_mask[:, None, None, :].bool()``: True on the real tokens, so filling it masks them
+    (a boolean cast: ``masked_fill(m, …)`` vs ``masked_fill(~m, …)``; a number cast:
+    ``scores + m * c`` vs ``scores + (1 - m) * c``)."""
+    m = _cast_layout(cast, layout, cast_first)
+    if "bool" in cast:
+        use = f"scores = scores.masked_fill({'' if inverted else '~'}{m}, float('-inf'))"
+    else:
+        use = f"scores = scores + {m if inverted else f'(1 - {m})'} * -1e4"
+    src = "from einops import rearrange\n" + TOKENIZER_MASK.format(pre="", use=use, ret=_SCORES_RET)
+    assert {c for _, c in pairs(src)} == ({"ATT208"} if inverted else set()), use
+
+
+@pytest.mark.parametrize("negate", ["~{m}", "{m}.logical_not()", "torch.logical_not({m})"])
+@pytest.mark.parametrize("layout", list(_KEY_LAYOUTS))
+@pytest.mark.parametrize("consumer, inverted", [
+    ("scores = scores.masked_fill({mask}, float('-inf'))", False),
+    ("scores = torch.where({mask}, float('-inf'), scores)", False),
+    ("scores = torch.where({mask}, scores, float('-inf'))", True),
+])
+def test_att208_negated_cast_then_key_layout(negate, layout, consumer, inverted):
+    """``~attention_mask.bool()`` laid out as ``(B, 1, 1, L)`` is True on the padding: the
+    negation of a mask read as 0/1 numbers flips which tokens it marks."""
+    m = _KEY_LAYOUTS[layout].format(m="(" + negate.format(m="attention_mask.bool()") + ")")
+    src = "from einops import rearrange\n" + TOKENIZER_MASK.format(
+        pre="", use=consumer.format(mask=m), ret=_SCORES_RET)
+    assert {c for _, c in pairs(src)} == ({"ATT208"} if inverted else set()), m
+
+
 def test_att208_additive_message_names_the_remedy():
     src = TOKENIZER_MASK.format(pre="", use="scores = scores + attention_mask[:, None, None, :] * -1e4",
                                 ret=_SCORES_RET)

@@ -905,6 +905,26 @@ def _owner_hooks(m: AuditModel, probe) -> tuple[list, dict[int, dict[str, Any]]]
     return handles, owners
 
 
+def _with_sdpa_causal_flag(r, facts: dict[str, Any] | None, eager: LayerMap | None) -> dict[str, Any] | None:
+    """Module facts of an SDPA call made with ``is_causal=True`` and no ``attn_mask`` by a module
+    given no mask, when the eager variant's module of the same name made the same map (``eager``)
+    with a causal mask: the flag is then the mask the call was given (transformers' SDPA path
+    drops a purely causal mask and passes ``is_causal`` instead), a top-left causal
+    ``(L_q, L_k)`` map as SDPA applies it.  Without that eager evidence the facts are unchanged:
+    a module whose ``is_causal`` is set by mistake in a bidirectional model also calls SDPA so,
+    while its eager path (which ignores ``is_causal``) attends to every key."""
+    if (facts is None or r.kind != "sdpa" or not r.is_causal or r.attn_mask is not None
+            or facts.get("passed_allowed") is not None or r.probs is None or eager is None):
+        return facts
+    lq, lk = r.rows().shape[-2:]
+    ef = eager.module or {}
+    if ef.get("name") != facts.get("name") or tuple(eager.probs.shape[-2:]) != (lq, lk) \
+            or ef.get("passed_mask") != ("causal", None):
+        return facts
+    causal = torch.ones(lq, lk, dtype=torch.bool).tril()
+    return dict(facts, passed_mask=_passed_pattern(causal), passed_allowed=causal)
+
+
 def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list[str]]:
     """Run one forward under the :class:`~attncheck.dynamic.probe.Probe`; return the attention
     maps (falling back to the model's returned weights) and what could not be observed.
@@ -926,6 +946,8 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
             h.remove()
     ctx.causal_evidence[m.label] = _probe_says_causal(p, m.seq_len)
     maps = []
+    # the eager variant's maps (probed first), read for SDPA's is_causal flag
+    eager = ctx.probe_cache.get(f"{m.spec}[eager]", ([], []))[0] if m.variant not in (None, "eager") else []
     for i, r in enumerate(p.attention_records()):
         if r.probs is None or r.probs.dim() < 2:
             continue
@@ -934,7 +956,9 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
             pr = pr[..., :r.extra["qk_columns"]]
         pr = pr.reshape(-1, *pr.shape[-3:]) if pr.dim() >= 3 else pr.reshape(1, 1, *pr.shape[-2:])
         maps.append(LayerMap(i, r.kind, pr.detach(), r.effective_scale, r.scale_source, r.k,
-                             bool(r.enable_gqa), r.num_heads, r.head_dim, owners.get(r.index)))
+                             bool(r.enable_gqa), r.num_heads, r.head_dim,
+                             _with_sdpa_causal_flag(r, owners.get(r.index),
+                                                    eager[len(maps)] if len(maps) < len(eager) else None)))
     not_obs = list(p.not_observable)
     if not maps and f.attentions:
         # returned "attentions" count only when shaped like weights (B, H, L_q, L_k) over the

@@ -209,8 +209,8 @@ def config_module_classes(config) -> tuple[list[type], list[type]]:
             if not obj.__module__.startswith(ccls.__module__.rpartition(".")[0] + "."):
                 continue
             seen.add(obj)
-            if obj.forward is torch.nn.Module.forward:
-                continue  # no forward of its own (a VQ tokenizer exposing ``encode`` only)
+            if obj.forward is torch.nn.Module.forward and not encodes_images_only(obj):
+                continue  # no forward of its own (a tokenizer exposing an ``encode`` of codes only)
             if issubclass(obj, PreTrainedModel):
                 if getattr(obj, "config_class", None) is ccls:
                     models.append(obj)
@@ -232,19 +232,22 @@ def _class_from_config_module(model_type: str, config):
             the ``nn.Module`` that takes it and the inputs its forward needs, if any).
     """
     models, subs = config_module_classes(config)
-    if models:
-        return models[0]
+    own = [m for m in models if not encodes_images_only(m)]
+    if own:
+        return own[0]
     cname = type(config).__name__
     if subs and any(k in _params(subs[0]) for k in MAIN_INPUTS):
         return subs[0]  # a tower built as a plain nn.Module from its config (no PreTrainedModel)
+    if models:
+        return models[0]  # an image tokenizer run through encode (no tower of its own takes the config)
     if subs:
         c = subs[0]
         need = _required_inputs(c)
         raise NeedsParent(f"no model class for {model_type!r}: {cname} configures {c.__name__}, a submodule "
                           f"(not a PreTrainedModel) whose forward needs {', '.join(need) or 'no tensor input'}"
                           " — inputs made by its parent model", subs)
-    raise Unsupported(f"no model class for {model_type!r}: not in transformers' auto mappings and no class of "
-                      f"its package is built from a {cname} alone")
+    raise NeedsParent(f"no model class for {model_type!r}: not in transformers' auto mappings and no class of "
+                      f"its package is built from a {cname} alone", [])
 
 
 def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
@@ -276,6 +279,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
         cls = (_auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
                or _class_from_config_module(model_type, config))
     main = getattr(cls, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # several main inputs (OneFormer): the first
+        main = main[0] if main else "input_ids"
     n = cls.__name__
     params = _params(cls)
     # images, or clips (pixel_values_videos); a tower whose first required argument is the image
@@ -303,10 +308,44 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
 
 
 def _params(cls_or_model) -> dict:
+    """Forward arguments of a class or a built model (``encode``'s for an image tokenizer
+    without a forward, :func:`encodes_images_only`)."""
     try:
-        return dict(inspect.signature(cls_or_model.forward).parameters)
+        fn = cls_or_model.encode if encodes_images_only(cls_or_model) else cls_or_model.forward
+        return dict(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
         return {}
+
+
+def encodes_images_only(cls_or_model) -> bool:
+    """Whether a model class (or model) has no ``forward`` of its own but an ``encode`` that takes
+    ``pixel_values`` (a VQ-VAE image tokenizer of a multimodal LM: Chameleon's, Emu3's)."""
+    t = cls_or_model if isinstance(cls_or_model, type) else type(cls_or_model)
+    enc = getattr(t, "encode", None)
+    if not (isinstance(t, type) and issubclass(t, torch.nn.Module) and t.forward is torch.nn.Module.forward
+            and callable(enc)):
+        return False
+    try:
+        return "pixel_values" in inspect.signature(enc).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class ImageEncoding(torch.nn.Module):
+    """An image tokenizer without a forward of its own run through its ``encode(pixel_values)``
+    (:func:`encodes_images_only`); an ``image_sizes`` argument gets each image's ``(H, W)``, the
+    size of the unpadded image as transformers' image processors report it."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model, self.config = model, model.config
+
+    def forward(self, pixel_values: torch.Tensor, **kwargs):
+        if "image_sizes" in inspect.signature(self.model.encode).parameters and "image_sizes" not in kwargs:
+            kwargs["image_sizes"] = torch.tensor([list(pixel_values.shape[-2:])] * pixel_values.shape[0])
+        return self.model.encode(pixel_values, **kwargs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -329,9 +368,14 @@ def _vision_config(config):
     if getattr(config, "image_size", None) is None:
         from transformers import PretrainedConfig
 
-        for sub in vars(config).values():
-            if isinstance(sub, PretrainedConfig) and getattr(sub, "image_size", None) is not None:
+        subs = [sub for sub in vars(config).values() if isinstance(sub, PretrainedConfig)]
+        for sub in subs:
+            if getattr(sub, "image_size", None) is not None:
                 return sub
+        for sub in subs:  # a video tower around an image tower (PE-Video's video_config.vision_config)
+            inner = _vision_config(sub)
+            if inner is not sub:
+                return inner
     return config
 
 
@@ -344,9 +388,14 @@ def _side(v, default=32) -> tuple[int, int]:
 
 
 def image_shape(config) -> tuple[int, int, int]:
-    """``(C, H, W)`` of the images a (vision) config expects."""
+    """``(C, H, W)`` of the images a (vision) config expects (the image tower's, or its
+    backbone's when the tower config leaves the size to it: SAM 2's Hiera ``backbone_config``)."""
     vc = _vision_config(config)
-    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None))
+    if vc is not config and getattr(vc, "image_size", None) is None:
+        vc = _vision_config(vc)
+    timm_args = getattr(vc, "model_args", None)  # a timm model's constructor arguments (TimmWrapperConfig)
+    timm_side = timm_args.get("img_size") if isinstance(timm_args, dict) else None
+    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side)
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w
 
@@ -465,7 +514,8 @@ def _audio_candidates(config, main: str, mels: int | None = None,
 
 
 def _merge_size(config) -> int:
-    m = getattr(config, "spatial_merge_size", None) or getattr(config, "merge_kernel_size", None) or 1
+    m = (getattr(config, "spatial_merge_size", None) or getattr(config, "merge_kernel_size", None)
+         or getattr(config, "pooling_kernel_size", None) or 1)
     return int(m[0] if isinstance(m, (list, tuple)) else m)
 
 
@@ -571,7 +621,9 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         return _series_variants(model, config)
     grid = _grid_param(params)
     shapes = "spatial_shapes" if "spatial_shapes" in params else None
-    if grid is not None or shapes is not None:
+    # per-patch (x, y) positions (B, N, 2) beside the patches (Gemma 4's pixel_position_ids)
+    patch_pos = next((k for k in _required_inputs(model) if k != main and k.endswith("position_ids")), None)
+    if grid is not None or shapes is not None or patch_pos is not None:
         p = int(getattr(vc, "patch_size", None) or 14)
         tp = int(getattr(vc, "temporal_patch_size", None) or 1)
         c = int(getattr(vc, "in_channels", None) or getattr(vc, "num_channels", None) or 3)
@@ -590,6 +642,9 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
                 kw[merge_arg] = torch.tensor([m] * B)
             for k in masks:
                 kw[k] = torch.ones(B, n, dtype=torch.long)
+            if patch_pos is not None:  # row-major patches: x = column, y = row
+                xy = torch.stack([torch.arange(n) % w, torch.arange(n) // w], dim=-1)
+                kw[patch_pos] = xy.expand(B, n, 2).contiguous()
             return kw
 
         out = []
@@ -598,12 +653,14 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
             out.append((f"patches{tpx}", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
                         lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
             out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
-                        lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
+                        lambda x: {main: x, **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x, **grid_kw(x.shape[0])}, keep))
         return out
+    if "target_sizes" in params and main == "pixel_values":
+        return _navit_packed_variants(vc, main)
     if main == "flattened_patches":
         return [_flattened_patches_variant(vc)]
     shape = image_shape(config)
@@ -612,17 +669,102 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     # a detector grounded on text (Grounding DINO) also requires ids: a fixed prompt per image
     vocab = getattr(_text_config(config), "vocab_size", None)
     prompt = {}
+    g = torch.Generator().manual_seed(1234)
     if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
-        g = torch.Generator().manual_seed(1234)
         prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
                   and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+    # other required inputs (SegGPT's prompt image and mask): made from their documented shapes
+    for n in _required_inputs(model):
+        if n != main and n not in prompt and (v := documented_input(model, n, config, g)) is not None:
+            prompt[n] = v
 
-    def with_prompt(x):
-        return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]) for n, v in prompt.items()}}
+    # a detector that needs a text prompt without declaring it required (SAM 3: "exactly one of
+    # input_ids or text_embeds"): tried after the layouts without it
+    optional = {}
+    if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
+        optional = {n: v for n in params if n != main and n.endswith("input_ids") and n not in prompt
+                    and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
 
-    return [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
-            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
-            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep)]
+    def with_prompt(x, prompt=prompt):
+        return {main: x, **{n: v.expand(x.shape[0], *v.shape[1:]).contiguous() for n, v in prompt.items()}}
+
+    def frames_flat(x):  # a frame tower (X-CLIP's vision model): the B·T frames of B clips
+        return with_prompt(x.reshape(-1, *x.shape[2:]))
+
+    out = [("image", lambda b, g: torch.randn(b, *shape, generator=g), with_prompt, keep),
+           ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
+           ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep),
+           ("clip-frames", lambda b, g: torch.randn(b, frames, *shape, generator=g), frames_flat, split)]
+    if optional:
+        out.append(("image-text", lambda b, g: torch.randn(b, *shape, generator=g),
+                    lambda x: with_prompt(x, {**prompt, **optional}), keep))
+    return out
+
+
+_DOC_SHAPE = r"`?\(`(?P<type>torch\.\w+)` of shape `\((?P<dims>[^`]*)\)`"
+
+
+def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tensor | None:
+    """A batch-1 value for the forward argument ``name`` built from the shape its docstring
+    documents (transformers' convention: ``name (`torch.FloatTensor` of shape `(batch_size,
+    num_channels, height, width)`)``): ``batch_size`` → 1, ``num_channels`` / ``height`` /
+    ``width`` → the config's image (:func:`image_shape`), ``sequence_length`` → the config's
+    ``<prefix>_seq_len`` for an argument ``<prefix>_…`` (OneFormer's ``task_seq_len``), else ``ENC_LEN``;
+    a ``*mask*`` argument is all ones (every position real), a ``Long`` tensor (or a plain
+    ``torch.Tensor`` named ``*ids`` / ``*inputs``: OneFormer's task tokens) random ids of the
+    text vocab, a float one random.  None when the docstring documents no shape, or a
+    dimension it names is none of those.
+
+    Shapes: the result has the documented dims with batch 1; dtype ``long`` for ``LongTensor``,
+    ``bool`` for ``BoolTensor``, else float32."""
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    m = re.search(rf"(?m)^\s*{re.escape(name)} {_DOC_SHAPE}", doc)
+    if m is None:
+        return None
+    c, h, w = image_shape(config)
+    # a sequence the config sizes for this argument (OneFormer's task_inputs: task_seq_len)
+    prefix = name.split("_")[0]
+    seq = next((v for k in (f"{prefix}_seq_len", f"{prefix}_seq_length", f"{prefix}_sequence_length")
+                if isinstance(v := getattr(config, k, None), int) and v > 0), ENC_LEN)
+    sizes = {"batch_size": 1, "num_channels": c, "channels": c, "height": h, "width": w,
+             "image_size": h, "sequence_length": seq}
+    dims = [d.strip() for d in m.group("dims").split(",") if d.strip()]
+    if not dims or any(d not in sizes for d in dims):
+        return None
+    shape = [sizes[d] for d in dims]
+    kind = m.group("type")
+    if "mask" in name:
+        return torch.ones(shape, dtype=torch.bool if "Bool" in kind else (torch.long if "Long" in kind else torch.float32))
+    if "Long" in kind or (kind == "torch.Tensor" and re.search(r"(ids|inputs)$", name)):  # token ids
+        vocab = getattr(_text_config(config), "vocab_size", None)
+        hi = vocab - RESERVED_TOP if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP else LOW_IDS + 1
+        return torch.randint(LOW_IDS, hi, shape, generator=g)
+    if "Bool" in kind:
+        return torch.ones(shape, dtype=torch.bool)
+    return torch.randn(shape, generator=g)
+
+
+def _navit_packed_variants(vc, main: str) -> list[tuple[str, Callable, Callable, Callable]]:
+    """NaViT-packed images (MiniCPM-V's tower, as transformers' tests build them): all patches of
+    the ``B`` images side by side in one ``(1, C, p, B·h·w·p)`` strip, with ``target_sizes``
+    ``[[h, w]] * B`` (``h = w`` = the config's patches per side); the checked ``x`` is the patch
+    pixels ``(B, h·w, C, p, p)``, and the packed ``(1, B·L, …)`` output is split back per image."""
+    p = int(getattr(vc, "patch_size", None) or 14)
+    c = int(getattr(vc, "num_channels", None) or 3)
+    side = _side(getattr(vc, "image_size", None), p * 4)[0] // p
+    n = side * side
+
+    def packed(x):
+        B = x.shape[0]
+        strip = x.reshape(B * n, c, p, p).permute(1, 2, 0, 3).reshape(1, c, p, B * n * p)
+        return {main: strip, "target_sizes": torch.tensor([[side, side]] * B, dtype=torch.int32)}
+
+    def unpack(out, B):
+        if out is not None and out.dim() >= 2 and out.shape[0] == 1 and out.shape[1] % B == 0 and B > 1:
+            return out.reshape(B, out.shape[1] // B, *out.shape[2:])
+        return out
+
+    return [("navit-packed", lambda b, g: torch.randn(b, n, c, p, p, generator=g), packed, unpack)]
 
 
 def _flattened_patches_variant(vc) -> tuple[str, Callable, Callable, Callable]:
@@ -659,11 +801,19 @@ def token_boxes(ids: torch.Tensor) -> torch.Tensor:
     return torch.stack([x0, y0, x0 + 1 + ids % 499, y0 + 1 + (3 * ids) % 499], dim=-1)
 
 
+def _num_frames(config, default: int) -> int:
+    """Frames per clip: the ``num_frames`` of the image tower config, else of the config."""
+    return next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
+                 and n > 0), default)
+
+
 def _fixed_input(name: str, config, lo: int, hi: int, g: torch.Generator) -> torch.Tensor | None:
     """A batch-1 input for a forward argument next to the checked ids: an image for
     ``pixel_values``, ``ENC_LEN`` ids for another ``*input_ids`` (Q-Former text); else None."""
     if name == "pixel_values":
         return torch.randn(1, *image_shape(config), generator=g)
+    if name.startswith("pixel_values_video"):  # a clip (1, T, C, H, W) of the config's num_frames (else 2)
+        return torch.randn(1, _num_frames(config, 2), *image_shape(config), generator=g)
     if name.endswith("input_ids"):
         return torch.randint(lo, hi, (1, ENC_LEN), generator=g)
     return None
@@ -690,18 +840,19 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
             fixed[n] = v
     if "pixel_values" in accepts and kind != "decoder" and getattr(config, "vision_config", None) is not None:
         fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
+    _as_patch_image(model, config, fixed)
     layouts = [(fixed, per_token)]
     more_fixed, more_tok = dict(fixed), dict(per_token)
     if "pixel_values" in accepts:
         more_fixed.setdefault("pixel_values", _fixed_input("pixel_values", config, lo, hi, g))
     if "bbox" in accepts:
         more_tok.setdefault("bbox", token_boxes)
+    _as_patch_image(model, config, more_fixed)
     if more_fixed.keys() != fixed.keys() or more_tok.keys() != per_token.keys():
         layouts.append((more_fixed, more_tok))
     # models taking several images or frames per sample: pixel_values (B, T, C, H, W), T the
     # config's num_frames (else one image)
-    frames = next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
-                   and n > 0), 1)
+    frames = _num_frames(config, 1)
     for f, t in list(layouts):
         img = f.get("pixel_values")
         if img is not None and img.dim() == 4:
@@ -734,6 +885,26 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     return layouts
 
 
+def _as_patch_image(model, config, fixed: dict[str, torch.Tensor]) -> None:
+    """Turn, in place, the fixed image of a joint model whose image tower takes NaFlex-style patch
+    sequences (SigLIP2: ``spatial_shapes``) into that form: ``pixel_values`` ``(1, h·w, C·p²)``,
+    ``spatial_shapes`` ``[[h, w]]`` and a ``*pixel_attention_mask`` of ones ``(1, h·w)`` (every
+    patch real), ``h = w = 2·merge size`` as for the tower alone (:func:`_dense_variants`)."""
+    params = _params(model)
+    img = fixed.get("pixel_values")
+    if img is None or img.dim() != 4 or "spatial_shapes" not in params:
+        return
+    vc = _vision_config(config)
+    p = int(getattr(vc, "patch_size", None) or 14)
+    h = w = 2 * _merge_size(vc)
+    g = torch.Generator().manual_seed(4321)
+    fixed["pixel_values"] = torch.randn(1, h * w, img.shape[1] * p * p, generator=g)
+    fixed["spatial_shapes"] = torch.tensor([[h, w]])
+    for k in params:
+        if k.endswith("pixel_attention_mask"):
+            fixed[k] = torch.ones(1, h * w, dtype=torch.long)
+
+
 def _declared_dim(config, name: str) -> int | None:
     """The width a config declares for a forward argument by its name (``visual_pos`` →
     ``visual_pos_dim``, ``visual_feats`` → ``visual_feat_dim``), else None."""
@@ -756,10 +927,7 @@ def _modality_inputs(name: str, config, g: torch.Generator) -> list[torch.Tensor
     if name == "flattened_patches":
         return [_flattened_patches_variant(_vision_config(config))[1](1, g)]
     if name.startswith("pixel_values"):
-        vc = _vision_config(config)
-        t = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
-        t = int(t) if isinstance(t, int) and t > 0 else 2
-        return [torch.randn(1, t, *image_shape(config), generator=g)]
+        return [torch.randn(1, _num_frames(config, 2), *image_shape(config), generator=g)]
     if name in ("input_features", "input_values"):
         return [mk(1, g) for mk in _audio_candidates(config, name)]
     return []
@@ -829,11 +997,16 @@ def _int_attr(module, *names) -> int | None:
 
 def attention_modules(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     """Innermost modules that look like attention: a declared scale, or a class name containing
-    ``Attention`` / ``Attn`` with q/k projections or a ``head_dim``."""
+    ``Attention`` / ``Attn`` with q/k projections or a ``head_dim``.  A ``scale`` on a module
+    without weights or layers of its own and without such a name is not a softmax scale (the
+    frequency scale of a random-Fourier position embedding, Tancik et al. 2020, as in SAM, or the
+    2π of DETR-style sine position embeddings, Carion et al. 2020)."""
     found = []
     for name, mod in model.named_modules():
         cname = type(mod).__name__.lower()
-        if declared_scale(mod) is not None or (("attention" in cname or "attn" in cname)
+        named = "attention" in cname or "attn" in cname
+        bare = not named and not list(mod.children()) and not list(mod.parameters(recurse=False))
+        if (declared_scale(mod) is not None and not bare) or (named
                                                 and (_int_attr(mod, "head_dim", "attention_head_size",
                                                                "head_size", "d_kv") is not None
                                                      or hasattr(mod, "q_proj") or hasattr(mod, "query"))):
@@ -1133,18 +1306,28 @@ class ParentFed(torch.nn.Module):
             if isinstance(v, torch.Tensor):
                 self.register_buffer(f"fixed_{i}", v.detach().clone(), persistent=False)
                 self._plain[k] = f"fixed_{i}"
+            elif isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) for e in v):
+                # per-level feature maps: each a buffer (moved with the module's dtype)
+                for j, e in enumerate(v):
+                    self.register_buffer(f"fixed_{i}_{j}", e.detach().clone(), persistent=False)
+                self._plain[k] = ("list", type(v), [f"fixed_{i}_{j}" for j in range(len(v))])
             else:
                 self._plain[k] = ("value", v)
+
+    def _batched(self, ref: str, B: int) -> torch.Tensor:
+        t = getattr(self, ref)
+        return t.expand(B, *t.shape[1:]) if t.dim() and t.shape[0] == 1 else t
 
     def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False):
         B = pixel_values.shape[0]
         kw = {}
         for k, ref in self._plain.items():
-            if isinstance(ref, tuple):
+            if isinstance(ref, tuple) and ref[0] == "list":
+                kw[k] = ref[1](self._batched(r, B) for r in ref[2])
+            elif isinstance(ref, tuple):
                 kw[k] = ref[1]
-                continue
-            t = getattr(self, ref)
-            kw[k] = t.expand(B, *t.shape[1:]) if t.dim() and t.shape[0] == 1 else t
+            else:
+                kw[k] = self._batched(ref, B)
         return self.sub(**{self.arg: pixel_values}, **kw)
 
 
@@ -1171,13 +1354,16 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                           sdpa: bool) -> list[AuditModel]:
     """Audit a sub-config type through the submodule its parent model builds from it: the parent
     (its own default config with this type's default as the sub-config) is built and run once;
-    the submodule is then run alone on the recorded inputs, its first required argument (an
-    image-like ``(B, C, H, W)`` float tensor, such as SAM's image embeddings) being the checked
-    one.
+    the submodule is then run alone on the recorded inputs, its first required argument that is
+    a float tensor of one sample — an image-like ``(B, C, H, W)`` map such as SAM's image
+    embeddings (or prompt points ``(B, P, N, 2)``), or a ``(B, L, D)`` sequence such as a DETR
+    decoder's image features — being the checked one, the other recorded inputs fixed (batch 1
+    broadcast).  The submodule is audited as a vision model: bidirectional over its input by
+    design, its masks being the ones its parent gave it.
 
     Raises:
         Unsupported: no parent builds, its forward does not call the submodule, or the submodule
-            takes no image-like input (the reason, after ``need``'s).
+            takes no such input (the reason, after ``need``'s).
     """
     import transformers as tf
 
@@ -1190,20 +1376,31 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         except Unsupported as exc:
             why.append(f"parent {pcls.model_type}: {_short(exc, 200)}")
             continue
-        subs = [next((m for m in p.module.modules() if type(m) in need.classes), None) for p in parents]
+        # the outermost class built from the config (the prompt encoder, not the positional
+        # embedding it builds), in the parent's module order; a module that keeps its config must
+        # have been built from this one (a layer class shared by a text and a vision tower)
+        subs = [next((m for c in need.classes for m in p.module.modules() if type(m) is c
+                      and isinstance(getattr(m, "config", default), type(default))), None) for p in parents]
+        if not need.classes:  # no class of the package takes the config: the parent's module that keeps it
+            subs = [next((m for m in p.module.modules() if m is not p.module
+                          and isinstance(getattr(m, "config", None), type(default))), None) for p in parents]
         if subs[0] is None:
-            why.append(f"parent {pcls.model_type} builds no {need.classes[0].__name__}")
+            what = need.classes[0].__name__ if need.classes else "module"
+            why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
             continue
         rec = _record_call(parents[0], subs[0])
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
             continue
-        first = next(iter(_required_inputs(subs[0])), None)  # the submodule's main input
-        v = rec.get(first)
-        if not (isinstance(v, torch.Tensor) and v.is_floating_point() and v.dim() == 4 and v.shape[0] == 1):
-            why.append(f"{type(subs[0]).__name__}'s first input {first} is not image-like (B, C, H, W)")
+        # the checked input: the first required argument that is a float tensor of one sample,
+        # an image-like (B, C, H, W) map or a (B, L, D) sequence of feature vectors
+        req = _required_inputs(subs[0])
+        arg = next((n for n in req if isinstance(v := rec.get(n), torch.Tensor) and v.is_floating_point()
+                    and v.dim() in (3, 4) and v.shape[0] == 1), None)
+        if arg is None:
+            why.append(f"{type(subs[0]).__name__} takes no float (B, C, H, W) or (B, L, D) input "
+                       f"(required: {', '.join(req) or 'none'})")
             continue
-        arg = first
         shape = tuple(rec[arg].shape[1:])
         fixed = {k: v for k, v in rec.items() if k != arg}
         out = []
@@ -1246,9 +1443,13 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
-    if cls.forward is torch.nn.Module.forward:
+    session = _session_argument(cls)
+    if session is not None:
+        raise Unsupported(f"{cls.__name__}.forward takes {session}, a stateful object its processor builds "
+                          "(a video tracker fed frame by frame), not tensors")
+    if cls.forward is torch.nn.Module.forward and not encodes_images_only(cls):
         return _build_forward_submodel(spec, model_type, cls, default, overrides, dtype, sdpa)
-    default = config_for_class(cls, default)
+    own_default, default = default, config_for_class(cls, default)
     if kind == "decoder" and getattr(default, "is_decoder", None) is False:
         # a causal-LM class whose config switches the causal mask (BERT-style decoders)
         overrides = {"is_decoder": True, **(overrides or {})}
@@ -1294,7 +1495,26 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 adapter.info["sdpa_unavailable"] = why
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
-    raise Unsupported(f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown))
+    reason = f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown)
+    if any(n not in MAIN_INPUTS for n in _required_inputs(cls)) and _parent_configs(own_default):
+        # a model class whose forward needs what its parent model computes (a DETR decoder fed
+        # text and image features): audited through the parent, like a sub-config's submodule
+        return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
+                                     dtype, sdpa)
+    raise Unsupported(reason)
+
+
+def _session_argument(cls) -> str | None:
+    """``"name: Class"`` when the forward's first required argument is annotated with a class of
+    the model's own package that is neither a tensor nor a module (a video tracker's
+    ``inference_session``), else None."""
+    req = _required_inputs(cls)
+    ann = _params(cls)[req[0]].annotation if req else None
+    pkg = cls.__module__.rpartition(".")[0] + "."
+    if (isinstance(ann, type) and ann.__module__.startswith(pkg)
+            and not issubclass(ann, (torch.Tensor, torch.nn.Module))):
+        return f"{req[0]}: {ann.__name__}"
+    return None
 
 
 def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
@@ -1412,7 +1632,33 @@ def _instantiate(cls, config, attn_implementation: str | None) -> torch.nn.Modul
         except (AttributeError, KeyError) as exc:
             if fill_missing_attribute(config, exc) is None and fill_missing_layer_rope(config, exc) is None:
                 raise
+        except TypeError as exc:  # ``[w] + config.sizes`` on a tuple default (VitMatte's fusion_hidden_sizes)
+            if "tuple" not in str(exc) or not _tuples_as_lists(config):
+                raise
     return _instantiate_once(cls, config, attn_implementation)
+
+
+def _tuples_as_lists(config) -> int:
+    """Turn the tuple fields of a config tree into lists, in place, as a config loaded from a
+    ``config.json`` has them (JSON has no tuples); returns how many fields changed."""
+    from transformers import PretrainedConfig
+
+    changed, queue, seen = 0, [config], set()
+    while queue:
+        c = queue.pop(0)
+        if id(c) in seen:
+            continue
+        seen.add(id(c))
+        for k, v in list(vars(c).items()):
+            if isinstance(v, PretrainedConfig):
+                queue.append(v)
+            elif isinstance(v, tuple) and not k.startswith("_"):
+                try:
+                    setattr(c, k, list(v))
+                    changed += 1
+                except Exception:  # noqa: BLE001 - a field its validators keep a tuple
+                    continue
+    return changed
 
 
 def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.Module:
@@ -1423,6 +1669,8 @@ def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.
             # MoE experts as the reference loop, not torch._grouped_mm: the same per-token result at
             # any batch size, and it runs in float64 (the audit's reference for dtype noise)
             module = cls._from_config(config, experts_implementation="eager", **kw)
+            if encodes_images_only(cls):
+                module = ImageEncoding(module)
         else:
             if attn_implementation:
                 config._attn_implementation = attn_implementation
@@ -1526,6 +1774,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     tcfg = _text_config(config)
     accepts = _params(model)
     main = getattr(model, "main_input_name", "input_ids")
+    if isinstance(main, (list, tuple)):  # several main inputs (OneFormer's pixel_values, task_inputs): the first
+        main = main[0] if main else "input_ids"
     mods = attention_modules(model)
     facts = [module_facts(m) for _, m in mods]
     heads = next((f["heads"] for f in facts if f["heads"]), None)
@@ -1544,7 +1794,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     takes_kwargs = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in accepts.values())
     if impl == "eager" and ("output_attentions" in accepts or takes_kwargs):
         supports.add("output_attentions")  # kept only when a forward returns them (build_hf)
-    info = {"model_type": config.model_type, "class": type(model).__name__, "attn_implementation": impl,
+    encoded = isinstance(model, ImageEncoding)  # reported as the tokenizer's class, run through encode
+    info = {"model_type": config.model_type, "class": type(model.model if encoded else model).__name__,
+            "attn_implementation": impl,
             "num_layers": getattr(tcfg, "num_hidden_layers", None), "num_heads": heads,
             "num_kv_heads": kv, "head_dim": head_dim, "hidden_size": getattr(tcfg, "hidden_size", None),
             "sliding_window": window, "vocab_size": vocab, "dtype": str(tdtype).replace("torch.", ""),
@@ -1552,6 +1804,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     sinks = sorted({f["class"] for f in facts if f["sinks"]})
     if sinks:
         info["attention_sinks"] = sinks
+    if encoded:
+        info["method"] = "encode"
     def retype(dt: torch.dtype) -> AuditModel:
         return _adapter(spec, copy.deepcopy(model).to(dt), config, kind, impl, dt, input_layout)
 
@@ -1691,7 +1945,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         if output_attentions:
             kw["output_attentions"] = True
         for k, v in extra.items():
-            kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]))
+            kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
             kw[k] = fn(x)
         o = model(input_ids=ids_in(x), **kw)
@@ -1949,7 +2203,8 @@ def adapt_hf_model(spec: str, model: torch.nn.Module) -> AuditModel:
 
 
 def _sources(model) -> list[Any]:
-    objs: list[Any] = [type(m) for m in model.modules()]
+    """The model's classes (not the audit's own wrappers) and the attention functions it calls."""
+    objs: list[Any] = [type(m) for m in model.modules() if not type(m).__module__.startswith("attncheck.")]
     try:  # the attention functions and mask builders the model dispatches to
         from transformers import masking_utils
         from transformers.integrations import sdpa_attention

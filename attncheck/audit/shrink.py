@@ -90,7 +90,8 @@ _SSM_STATE = re.compile(r"(^|_)(d_state|state_size|ssm_state_size)$")
 SSM_STATE = 16
 _LAYERS = re.compile(r"(^|_)(num_hidden_layers|num_layers|n_layers?|layers|num_blocks|depth|"
                      r"num_decoder_layers|num_encoder_layers|num_self_attends_per_block)$")
-_DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$")
+#: per-stage block counts (``depths``; timm's ``layers = (3, 4, 6, 3)`` of a ResNet / FastViT)
+_DEPTHS = re.compile(r"(^|_)(depths|num_layers_per_stage|layers_per_stage|block_sizes|block_repeats)$|^layers$")
 _EXPERTS = re.compile(r"(^|_)(num_experts|num_local_experts|n_routed_experts|moe_num_experts|"
                       r"num_routed_experts|n_experts|num_expert)$")
 _TOP_K = re.compile(r"(^|_)(num_experts_per_tok|num_experts_per_token|moe_topk|moe_k|top_k|top_k_experts|"
@@ -346,12 +347,21 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         elif _WIDTH_LIST.search(k) and _ints(x) and x[0] > hidden // 2:
             f = (hidden // 2 if k.endswith("conv_dim") else hidden) / x[0]
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
-        elif k == side_key and "patch_size" in v:
+        elif (k == side_key or k == "img_size") and "patch_size" in v:  # img_size: timm's model_args
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
         elif _BASE_CHANNELS.search(k) and _int(x):
             out[k] = _base_channels(k, x, v)
+    # a width equal to the widest stage of a base channel count in the original (Emu3's VQ-VAE:
+    # hidden_size = base_channels × the largest channel multiplier, the width of its attention
+    # blocks) stays the widest stage's width
+    mult = [max(e) for kk, e in v.items() if _ints(e) and kk.endswith("multiplier")]
+    for bk, bx in v.items():
+        if mult and _BASE_CHANNELS.search(bk) and _int(bx) and _int(out.get(bk)) and out[bk] != bx:
+            for k, x in v.items():
+                if _WIDTH.search(k) and _int(x) and x == bx * max(mult):
+                    out[k] = out[bk] * max(mult)
     # MLA (DeepSeek-V3-style: separate no-rope and rope parts): a head dim equal to the rope
     # dim is the rotary embedding's width (LongCat-Flash's ``head_dim``), not the q·k width
     rope_key = next((k for k, x in v.items() if _ROPE_DIM.search(k) and _int(x)), None)
@@ -599,6 +609,61 @@ def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
     return mapped
 
 
+#: spatial sizes of feature maps (``backbone_feature_sizes``: side per feature level)
+_FEATURE_SIZES = re.compile(r"(^|_)feature_sizes?$")
+
+
+def _side_of(x) -> int | None:
+    """The first side of an image size (an int, or an ``[height, width]`` list)."""
+    return x if _int(x) else (x[0] if _ints(x) else None)
+
+
+def _tree_image_sides(config, level: int) -> dict[int, int]:
+    """Original → shrunk image side over a config and its nested configs (a first pass of the
+    shrinker); the largest when nested configs of the same original side shrink differently."""
+    sides: dict[int, int] = {}
+
+    def walk(c):
+        vals = _values_of(c)
+        flat = {k: x for k, x in vals.items() if not _is_config(x)}
+        a = _side_of(flat.get("image_size"))
+        b = _side_of(shrink_values(flat, level).get("image_size")) if a else None
+        if a and b and b != a:
+            sides[a] = max(sides.get(a, 0), b)
+        for x in vals.values():
+            if _is_config(x):
+                walk(x)
+
+    walk(config)
+    return sides
+
+
+def _tie_image_sides(v: dict[str, Any], out: dict[str, Any], sides: dict[int, int]) -> None:
+    """Image sizes and feature-map sizes tied across nested configs: an ``image_size`` equal to
+    another nested config's in the original takes the same shrunk side (SAM 2's prompt encoder
+    places points on the image its Hiera backbone sees: the prompt grid ``image_size /
+    patch_size`` is the side of the last feature map); ``*feature_sizes`` (the side of each
+    feature level, ``backbone_feature_sizes``) scale with the image side when every entry stays
+    an integer."""
+    a = _side_of(v.get("image_size"))
+    if a in sides and _side_of(out.get("image_size")) != sides[a]:
+        x = v["image_size"]
+        out["image_size"] = sides[a] if _int(x) else _same_type(x, [sides[a]] * len(x))
+    for k, x in v.items():
+        if not (_FEATURE_SIZES.search(k) and out.get(k) == x):
+            continue
+        flat = [e for e in (x if isinstance(x, (list, tuple)) else [x]) for e in (e if isinstance(e, (list, tuple)) else [e])]
+        if not (flat and all(_int(e) and e > 0 for e in flat)):
+            continue
+        for orig, new in sides.items():
+            if all(e * new % orig == 0 for e in flat):
+                scale = lambda e, orig=orig, new=new: e * new // orig  # noqa: E731
+                out[k] = (scale(x) if _int(x) else
+                          _same_type(x, [_same_type(e, [scale(i) for i in e]) if isinstance(e, (list, tuple))
+                                         else scale(e) for e in x]))
+                break
+
+
 def _partial_rotary(v: dict[str, Any]) -> float:
     rope = v.get("rope_parameters")
     f = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
@@ -693,7 +758,7 @@ def _values_of(config) -> dict[str, Any]:
 
 
 def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *,
-                  _ties: dict[tuple[bool, int], set] | None = None):
+                  _ties: dict[tuple[bool, int], set] | None = None, _sides: dict[int, int] | None = None):
     """A tiny config of the same class as ``config`` (see the module docstring).
 
     Args:
@@ -712,12 +777,21 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     vals = _values_of(config)
     if _ties is None and level < 2:
         _ties = _tree_ties(config, level)
+    if _sides is None:
+        _sides = _tree_image_sides(config, level)
     given = vals  # what the validators may get back
     vals = _with_code_sections(cls, vals) if level == 0 else vals
-    new = shrink_values({k: x for k, x in vals.items() if not _is_config(x)}, level, _ties)
+    flat = {k: x for k, x in vals.items() if not _is_config(x)}
+    new = shrink_values(flat, level, _ties)
+    _tie_image_sides(flat, new, _sides)
     for k, x in vals.items():
         if _is_config(x):
-            new[k] = shrink_config(x, level, _ties=_ties)
+            new[k] = shrink_config(x, level, _ties=_ties, _sides=_sides)
+    _fill_documented_layer_types(cls, vals, new, overrides or {})
+    if isinstance(vals.get("architecture"), str) and "model_args" in vals:  # a timm model (TimmWrapperConfig)
+        args = timm_model_args(vals["architecture"], vals.get("model_args"), level)
+        if args:
+            new["model_args"] = args
     if "vocab_size" not in vals and level < 3:  # a composite: its token ids index the text vocab
         sub_vocab = [getattr(c, "vocab_size", None) for c in new.values() if _is_config(c)]
         sub_vocab = [n for n in sub_vocab if _int(n)]
@@ -738,6 +812,107 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     made = _construct(cls, given, new, overrides or {})
     made.use_cache = getattr(made, "use_cache", True)
     return made
+
+
+def documented_values(cls, field: str) -> list[str]:
+    """The string values the config class's docstring quotes for ``field`` (``mlp_layer_types
+    (`list[str]`, *optional*): MLP type (`"dense"` or `"sparse"`) for each decoder layer`` →
+    ``["dense", "sparse"]``), in order, without repeats; ``[]`` when it quotes none."""
+    doc = cls.__doc__ or ""
+    m = re.search(rf"(?m)^(\s*){re.escape(field)} \(`", doc)
+    if m is None:
+        return []
+    rest = doc[m.end():]
+    nxt = re.search(rf"(?m)^{m.group(1)}\w+ \(`", rest)  # the next documented field
+    return list(dict.fromkeys(re.findall(r'`"([^"`]+)"`', rest[: nxt.start() if nxt else None])))
+
+
+def _fill_documented_layer_types(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any]) -> None:
+    """A per-layer type list (``*layer_types``) that the defaults leave ``None`` while the model
+    indexes it per layer (DeepSeek-OCR-2's ``mlp_layer_types``): one entry per layer, cycling
+    through the values the config's docstring names, the layer count raised to hold each once."""
+    layer_key = next((k for k, x in new.items() if _LAYERS.search(k) and _int(x) and k == "num_hidden_layers"), None)
+    for k, x in vals.items():
+        if x is not None or not k.endswith("layer_types") or k in overrides or new.get(k) is not None:
+            continue
+        kinds = documented_values(cls, k)
+        if not kinds or layer_key is None:
+            continue
+        new[layer_key] = max(new[layer_key], len(kinds))
+        new[k] = [kinds[i % len(kinds)] for i in range(new[layer_key])]
+
+
+class _Captured(Exception):
+    """Raised by the stand-in of timm's ``build_model_with_cfg``: the arguments were recorded."""
+
+
+def timm_architecture_args(architecture: str) -> dict[str, Any]:
+    """The constructor arguments of timm model ``architecture``: the ``__init__`` defaults of the
+    class its registered entry point builds, updated with the keyword arguments the entry point
+    passes to timm's ``build_model_with_cfg`` (recorded by a stand-in that builds nothing).  Only
+    plain values (numbers, strings, tuples / lists of them) are kept.  ``{}`` when timm is not
+    installed or does not register ``architecture``."""
+    import importlib.util
+    import inspect
+    import sys
+
+    if importlib.util.find_spec("timm") is None:
+        return {}
+    try:
+        import timm
+        from timm.models import _builder
+
+        entry = timm.models.model_entrypoint(architecture.split("/")[-1].split(".")[0])
+    except Exception:  # noqa: BLE001 - an unknown name, or a timm that does not import
+        return {}
+    got: dict[str, Any] = {}
+
+    def stand_in(model_cls, variant, pretrained, *args, **kwargs):
+        got.update(kwargs, _class=model_cls)
+        raise _Captured
+
+    original = _builder.build_model_with_cfg
+    patched = [m for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("timm.")
+               and getattr(m, "build_model_with_cfg", None) is original]
+    for m in patched:
+        m.build_model_with_cfg = stand_in
+    try:
+        entry(pretrained=False)
+    except _Captured:
+        pass
+    except Exception:  # noqa: BLE001 - an entry point that needs more than its defaults
+        return {}
+    finally:
+        for m in patched:
+            m.build_model_with_cfg = original
+    cls = got.pop("_class", None)
+    if cls is None:
+        return {}
+    try:
+        params = inspect.signature(cls.__init__).parameters.values()
+    except (TypeError, ValueError):
+        params = ()
+    out = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    out.update(got)
+
+    def plain(x):
+        return (isinstance(x, (int, float, str)) or x is None
+                or (isinstance(x, (list, tuple)) and all(isinstance(e, (int, float, str)) for e in x)))
+
+    return {k: x for k, x in out.items() if plain(x)}
+
+
+def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int) -> dict[str, Any]:
+    """``model_args`` for a tiny timm ``architecture`` (as transformers' own tests shrink a
+    ``TimmWrapperConfig``: ``embed_dim``, ``depth``, ``img_size`` …): its constructor arguments
+    (:func:`timm_architecture_args`, with the ``given`` ones over them) shrunk by the same rules
+    as config fields; only the arguments the rules change are returned, over ``given``."""
+    given = dict(given or {})
+    full = {**timm_architecture_args(architecture), **given}
+    if not full:
+        return given
+    small = shrink_values(full, level)
+    return {**given, **{k: x for k, x in small.items() if k in given or not _same_value(x, full.get(k))}}
 
 
 @functools.lru_cache(maxsize=None)

@@ -85,8 +85,14 @@ def _audit_one(model_type: str, checks: str, dtype: str, seed: int) -> dict[str,
 
 
 def _worker(conn) -> None:  # pragma: no cover - runs in a child process
+    import os
+
     import torch
 
+    # results go through the pipe; what a model prints (transformers' docstring checker prints
+    # "[ERROR] … not documented" lines when PE-Video builds) goes to stderr, not into the
+    # parent's stdout, which carries the sweep's JSON report
+    os.dup2(2, 1)
     torch.set_num_threads(1)
     while True:
         try:

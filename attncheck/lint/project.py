@@ -184,6 +184,11 @@ def _module_file(project: Project, importer: str, level: int, module: str) -> st
     return found
 
 
+#: parsed callee files: (project, path) -> (sha256 of the bytes, FileContext, size).  The one
+#: module-level cache the analyses share, and a pure one: an entry is used only while the file's
+#: bytes hash the same, and what it holds (the libcst tree, the module index, qualified names)
+#: is a function of those bytes and the project alone.  No analysis fact of a caller is kept:
+#: each analysis builds its own analyzer over a loaded callee (``Interpreter.imported``).
 _LOADED: OrderedDict[tuple[Project, str], tuple[str, Any, int]] = OrderedDict()
 
 

@@ -18,9 +18,12 @@ path (manual softmax or SDPA), scores op (``@``, ``matmul``, ``einsum`` incl. he
 ``bmm``, ``baddbmm``), head split/merge (view+transpose, reshape+permute, unflatten/flatten,
 einops incl. a ``three`` axis, ``map`` over a lambda / local ``def`` / helper method, a
 comprehension, ``qkv[0], qkv[1], qkv[2]``, ``unbind``), head-dim source, scale form and
-placement, softmax form and dim, causal-mask construction / polarity change / consumer / fill,
+placement, softmax form and dim, causal-mask construction (inline, a buffer, a helper called
+directly, through a lambda, a ``functools.partial``, ``map``, a comprehension over ``zip`` or
+passed to another function) / polarity change / consumer / fill,
 key padding mask (a ``forward(x, attention_mask=None)`` argument of shape ``(B, L)``, 1 = token,
-0 = padding, laid out as ``(B, 1, 1, L)`` and used as a fill, ``torch.where``, an additive
+0 = padding, laid out as ``(B, 1, 1, L)`` by indexing, ``unsqueeze``, ``view`` or
+``einops.rearrange``, cast before or after the layout, and used as a fill, ``torch.where``, an additive
 ``(1 - m) * c`` or SDPA's ``attn_mask``), dropout form (in the Hugging Face shape also a
 probability the caller gates, leaves at its default or passes ungated, or a ``training``
 argument), GQA key/value expansion.
@@ -285,23 +288,38 @@ class _Mask:
         g.axes["mask_build"] = label
         self.polarity = "keep" if want_keep else "blocked"
         self.dtype = dtype
-        where = g.pick("mask_where", ["forward", "buffer", "helper"])
+        # a helper reached by value: called, through a lambda, a partial, map, a comprehension
+        # over zip, or passed to another function
+        where = g.pick("mask_where", ["forward", "buffer", "helper", "helper_lambda",
+                                      "helper_partial", "helper_map", "helper_zip_comp",
+                                      "helper_passed"])
+        self.expr = "mask"
+        self.var_lines: list[str] = []
         if where == "buffer":
             name = g.pick("mask_attr", ["causal_mask", "mask", "tril"])
             g.o.init.append(f"self.register_buffer({name!r}, {expr.format(n='max_len')}, persistent=False)")
             self.expr = f"{n.mod}.{name}[:{size_expr}, :{size_expr}]"
-        elif where == "helper":
+        elif where == "helper_lambda":
+            self.var_lines = [f"make_mask = lambda size: {expr.format(n='size')}",
+                              f"mask = make_mask({size_expr})"]
+        elif where.startswith("helper"):
             g.o.funcs.append(f"def causal_mask(size):\n    return {expr.format(n='size')}\n")
-            self.var_line = f"mask = causal_mask({size_expr})"
-            self.expr = "mask"
+            if where == "helper_passed":
+                g.o.funcs.append("def build_mask(fn, size):\n    return fn(size)\n")
+            if where == "helper_partial":
+                g.o.imports.add("import functools")
+            self.var_lines = [{
+                "helper": f"mask = causal_mask({size_expr})",
+                "helper_partial": f"mask = functools.partial(causal_mask, {size_expr})()",
+                "helper_map": f"(mask,) = map(causal_mask, ({size_expr},))",
+                "helper_zip_comp": f"mask = [causal_mask(a) for a, _ in zip(({size_expr},), (None,))][0]",
+                "helper_passed": f"mask = build_mask(causal_mask, {size_expr})",
+            }[where]]
         else:
-            self.var_line = f"mask = {expr.format(n=size_expr)}"
-            self.expr = "mask"
-        if where == "buffer":
-            self.var_line = None
+            self.var_lines = [f"mask = {expr.format(n=size_expr)}"]
 
     def setup(self) -> list[str]:
-        return [self.var_line] if self.var_line else []
+        return list(self.var_lines)
 
     def keep(self) -> tuple[str, str]:
         if self.polarity == "keep":
@@ -523,57 +541,75 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
 # key padding mask: ``attention_mask`` (B, L), 1 = token, 0 = padding (the Hugging Face tokenizer
 # convention), laid out as (B, 1, 1, L) over (B, H, L_q, L_k) scores
 
-_PAD_LAYOUTS = [("index", "attention_mask[:, None, None, :]"),
-                ("unsqueeze", "attention_mask.unsqueeze(1).unsqueeze(2)"),
-                ("view", "attention_mask.view(attention_mask.size(0), 1, 1, -1)")]
+_PAD_LAYOUTS = [("index", "{m}[:, None, None, :]"),
+                ("unsqueeze", "{m}.unsqueeze(1).unsqueeze(2)"),
+                ("view", "{m}.view(attention_mask.size(0), 1, 1, -1)"),
+                ("rearrange", "rearrange({m}, 'b j -> b 1 1 j')")]
 
 
-def _pad_layout(g: _Gen) -> str:
-    return g.pick("pad_layout", _PAD_LAYOUTS)
+class _PadLayout:
+    """The (B, 1, 1, L) layout of ``attention_mask`` (:attr:`m`) and where a cast goes:
+    ``cast(c)`` is the laid-out mask cast with ``c`` (``.bool()``, ``.to(x.dtype)``), the cast
+    written before the layout or after it (the ``pad_cast`` axis)."""
+
+    def __init__(self, g: _Gen) -> None:
+        self.layout = g.pick("pad_layout", _PAD_LAYOUTS)
+        if "rearrange" in self.layout:
+            g.o.imports.add("from einops import rearrange")
+        self.before = g.pick("pad_cast", ["after_layout", "before_layout"]) == "before_layout"
+        self.m = self.layout.format(m="attention_mask")
+
+    def __str__(self) -> str:
+        return self.m
+
+    def cast(self, c: str) -> str:
+        return self.layout.format(m="attention_mask" + c) if self.before else self.m + c
 
 
 def _padding_scores(g: _Gen, fault: str | None, att: str, body: list[str], after: list[str]) -> None:
     """Mask padded keys in the scores (ATT208: with the polarity inverted), or, for ATT206, zero
     them in the probabilities after the softmax."""
-    m = _pad_layout(g)
+    m = _PadLayout(g)
     if fault == "ATT206":
         form = g.pick("pad_use", ["masked_fill_eq0_after", "multiply_after", "keep_local_after",
                                   "multiply_cast_after"])
         lines = {"masked_fill_eq0_after": [f"{att} = {att}.masked_fill({m} == 0, 0.0)"],
                  "multiply_after": [f"{att} = {att} * {m}"],
-                 "keep_local_after": [f"keep = {m}.bool()", f"{att} = {att}.masked_fill(~keep, 0)"],
-                 "multiply_cast_after": [f"{att} = {att} * {m}.to({att}.dtype)"]}[form]
+                 "keep_local_after": [f"keep = {m.cast('.bool()')}", f"{att} = {att}.masked_fill(~keep, 0)"],
+                 "multiply_cast_after": [f"{att} = {att} * {m.cast(f'.to({att}.dtype)')}"]}[form]
         after += ["if attention_mask is not None:"] + ["    " + line for line in lines]
         return
     fill = _fill(g, None, att)
     neg = g.pick("pad_neg", ["-1e4", "-10000.0", f"torch.finfo({att}.dtype).min"])
+    b, to = m.cast(".bool()"), m.cast(f".to({att}.dtype)")
     if fault == "ATT208":
         forms = {"masked_fill_eq1": f"{att} = {att}.masked_fill({m} == 1, {fill})",
-                 "masked_fill_bool": f"{att} = {att}.masked_fill({m}.bool(), {fill})",
+                 "masked_fill_bool": f"{att} = {att}.masked_fill({b}, {fill})",
                  "masked_fill_ne0": f"{att} = {att}.masked_fill({m} != 0, {fill})",
                  "where_eq0_keep": f"{att} = torch.where({m} == 0, {att}, {fill})",
-                 "where_bool_fill": f"{att} = torch.where({m}.bool(), {fill}, {att})",
-                 "additive_no_one_minus": f"{att} = {att} + {m}.to({att}.dtype) * {neg}"}
+                 "where_bool_fill": f"{att} = torch.where({b}, {fill}, {att})",
+                 "additive_no_one_minus": f"{att} = {att} + {to} * {neg}"}
     else:
         forms = {"masked_fill_eq0": f"{att} = {att}.masked_fill({m} == 0, {fill})",
-                 "masked_fill_not_bool": f"{att} = {att}.masked_fill(~{m}.bool(), {fill})",
+                 "masked_fill_not_bool": f"{att} = {att}.masked_fill(~{b}, {fill})",
                  "masked_fill_eq0_method": f"{att} = {att}.masked_fill({m}.eq(0), {fill})",
-                 "where_bool_keep": f"{att} = torch.where({m}.bool(), {att}, {fill})",
+                 "where_bool_keep": f"{att} = torch.where({b}, {att}, {fill})",
                  "where_eq0_fill": f"{att} = torch.where({m} == 0, {fill}, {att})",
-                 "additive_one_minus": f"{att} = {att} + (1.0 - {m}.to({att}.dtype)) * {neg}"}
+                 "additive_one_minus": f"{att} = {att} + (1.0 - {to}) * {neg}"}
     line = forms[g.pick("pad_use", list(forms))]
     body += ["if attention_mask is not None:", "    " + line]
 
 
 def _padding_sdpa(g: _Gen, fault: str | None, q: str) -> str:
     """SDPA's ``attn_mask`` from the padding mask: boolean True = attend, or additive."""
-    m = _pad_layout(g)
+    m = _PadLayout(g)
+    b, to = m.cast(".bool()"), m.cast(f".to({q}.dtype)")
     if fault == "ATT208":
-        forms = {"bool_eq0": f"({m} == 0)", "bool_not": f"~{m}.bool()",
-                 "additive_no_one_minus": f"{m}.to({q}.dtype) * torch.finfo({q}.dtype).min"}
+        forms = {"bool_eq0": f"({m} == 0)", "bool_not": f"~{b}",
+                 "additive_no_one_minus": f"{to} * torch.finfo({q}.dtype).min"}
     else:
-        forms = {"bool": f"{m}.bool()", "bool_eq1": f"({m} == 1)",
-                 "additive_one_minus": f"(1.0 - {m}.to({q}.dtype)) * torch.finfo({q}.dtype).min"}
+        forms = {"bool": b, "bool_eq1": f"({m} == 1)",
+                 "additive_one_minus": f"(1.0 - {to}) * torch.finfo({q}.dtype).min"}
     e = forms[g.pick("pad_use", list(forms))]
     return f"{e} if attention_mask is not None else None"
 

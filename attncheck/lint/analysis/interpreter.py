@@ -17,6 +17,12 @@ imports nor runs the linted code.  What they share is here:
   ``lambda``, a function passed as an argument, a method reached through ``self``, a
   ``functools.partial`` of any of these.  Names that no local binds resolve through
   :meth:`Interpreter.lookup_function`, the one place that consults the module index.
+* Sequences are domain-independent: a tuple or list of known length is a :class:`Tup` of the
+  domain's values, any number of like values (the parts of a split, a ``map`` over them) a
+  :class:`Many`.  ``map``, ``zip``, comprehensions / generator expressions, starred arguments
+  and starred unpacking are computed over them here (:meth:`Frame.map_values`,
+  :func:`zip_values`, :meth:`Frame.eval_comp`, :func:`positional_values`, :func:`unpack`),
+  calling a function value through the domain's :meth:`Frame.call_value`.
 * A resolved helper is *inlined* at its call site: its body runs in a new frame with the caller's
   argument values bound to its parameters, at most :data:`MAX_INLINE_DEPTH` calls deep (and never
   into a function already being run: recursion is unknown).
@@ -63,6 +69,79 @@ class FuncRef:
         if not self.args and not self.kwargs:
             return pos, kw
         return list(self.args) + list(pos), {**dict(self.kwargs), **kw}
+
+
+@dataclass(frozen=True)
+class Tup:
+    """A tuple or list of known length: ``items`` are the domain's values; ``star_unknown``:
+    it holds a part of unknown length (``(*xs, y)`` with ``xs`` unknown), so positions are not
+    known."""
+
+    items: tuple
+    star_unknown: bool = False
+
+
+@dataclass(frozen=True)
+class Many:
+    """Any number of like values, each ``t`` (the parts of ``split`` / ``chunk`` / ``unbind``, a
+    ``map`` or a generator expression over them)."""
+
+    t: Any
+
+
+def positional_values(node: cst.Call, args: list) -> list:
+    """The positional argument values of a call (``args``: the value of each argument): a
+    starred tuple of known length (``f(*qkv)`` with ``qkv = (q, k, v)``) spreads its items; any
+    other starred argument leaves the positions after it unknown, so they are dropped."""
+    pos: list = []
+    for a, v in zip(node.args, args):
+        if a.keyword is not None or a.star == "**":
+            continue
+        if a.star:
+            if not isinstance(v, Tup) or v.star_unknown:
+                break
+            pos.extend(v.items)
+        else:
+            pos.append(v)
+    return pos
+
+
+def keyword_values(node: cst.Call, args: list) -> dict:
+    """The keyword argument values of a call, by name (``args`` as for :func:`positional_values`)."""
+    return {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
+
+
+def zip_values(seqs: list, unknown: Any) -> Any:
+    """``zip(a, b, ...)``: tuples of known length pair item by item (to the shortest); like values
+    (:class:`Many`) give like tuples; anything else is ``unknown``."""
+    if all(isinstance(p, Tup) and not p.star_unknown for p in seqs):
+        return Tup(tuple(Tup(items) for items in zip(*(p.items for p in seqs))))
+    if all(isinstance(p, (Tup, Many)) for p in seqs):
+        return Many(Tup(tuple(p.t if isinstance(p, Many) else unknown for p in seqs)))
+    return unknown
+
+
+def unpack(elts: list, v: Any, unknown: Any) -> list:
+    """The values ``a, *b, c = v`` binds to each of the target elements ``elts`` (``Element``
+    nodes; at most one ``StarredElement``): from a :class:`Tup` of known length, names before the
+    star take leading items, names after it trailing ones and the starred name a :class:`Tup` of
+    what is left; from :class:`Many`, its value for each plain name; else ``unknown``."""
+    stars = [i for i, e in enumerate(elts) if type(e) is cst.StarredElement]
+    n = len(elts)
+    if len(stars) > 1:
+        return [unknown] * n
+    if isinstance(v, Many):
+        return [v.t if type(e) is not cst.StarredElement else Many(v.t) for e in elts]
+    if not isinstance(v, Tup) or v.star_unknown:
+        return [unknown] * n
+    items = v.items
+    if not stars:
+        return list(items) if len(items) == n else [unknown] * n
+    i0 = stars[0]
+    n_after = n - i0 - 1
+    if len(items) < n - 1:
+        return [unknown] * n
+    return [*items[:i0], Tup(items[i0:len(items) - n_after]), *items[len(items) - n_after:]]
 
 
 #: ``functools.partial`` (and ``partial`` imported from it)
@@ -126,6 +205,20 @@ class Interpreter:
                 self.loading.discard(callee.path)
             self.adopt_imported(an)
         return an, f
+
+    def function_value(self, node: cst.Name, env: dict) -> FuncRef | None:
+        """The function a name that no local binds (not in ``env``) refers to, as a value
+        (``f = helper``, ``apply(helper, x)``, ``map(helper, xs)``): a top-level function of this
+        file, else a top-level function of another linted file imported here (:meth:`imported`);
+        ``None`` for any other name."""
+        f = self.lookup_function(node.value)
+        if f is not None:
+            return FuncRef(node.value, fn=f.node)
+        found = self.imported(node, env)
+        if found is not None:
+            an, f = found
+            return FuncRef(f.name, fn=f.node, owner=an)
+        return None
 
     def adopt_imported(self, an: Interpreter) -> None:
         """Prepare the analyzer of another file whose functions this one runs (a domain hook)."""
@@ -253,6 +346,57 @@ class Frame:
 
     def define(self, s: cst.FunctionDef) -> None:
         """A local ``def``: bound by value, called wherever its name's value goes."""
+
+    # ---- sequences and function values
+    def is_unknown(self, v: Any) -> bool:
+        """Whether ``v`` says nothing (an element of a sequence that is not worth keeping)."""
+        return v is self.UNKNOWN
+
+    def as_sequence(self, v: Any) -> Any:
+        """``v`` as a :class:`Tup` / :class:`Many` where the domain iterates it as one (a hook:
+        the parts of a split tensor are :class:`Many`)."""
+        return v
+
+    def call_value(self, f: Any, node: cst.Call, pos: list, kw: dict) -> Any:
+        """The value of calling the function value ``f`` (a :class:`FuncRef`, a module) with
+        ``pos`` / ``kw`` at ``node`` (a domain hook: it inlines a :class:`FuncRef`)."""
+        return self.UNKNOWN
+
+    def map_values(self, f: Any, it: Any, node: cst.Call) -> Any:
+        """``map(f, it)`` over a tuple (item by item) or like values (:class:`Many`)."""
+        it = self.as_sequence(it)
+        if isinstance(it, Tup) and not it.star_unknown:
+            return Tup(tuple(self.call_value(f, node, [x], {}) for x in it.items))
+        if isinstance(it, Many):
+            r = self.call_value(f, node, [it.t], {})
+            return Many(r) if not self.is_unknown(r) else self.UNKNOWN
+        return self.UNKNOWN
+
+    def eval_comp(self, node: Any) -> Any:
+        """A list comprehension or generator expression with one ``for``: over a tuple, item by
+        item (a :class:`Tup`); over like values (:class:`Many`), one element for all.  The target
+        (a name or a tuple pattern) is bound in the comprehension's own scope."""
+        comp = node.for_in
+        if comp.inner_for_in is not None:
+            return self.UNKNOWN
+        it = self.as_sequence(self.eval(comp.iter))
+        saved = self.env
+
+        def element(item: Any) -> Any:
+            self.env = dict(saved)
+            if type(comp.target) is cst.Name:
+                self.env[comp.target.value] = item
+            else:
+                self.assign(comp.target, item)
+            return self.eval(node.elt)
+
+        try:
+            if isinstance(it, Tup) and not it.star_unknown:
+                return Tup(tuple(element(item) for item in it.items))
+            elt = element(it.t if isinstance(it, Many) else self.UNKNOWN)
+        finally:
+            self.env = saved
+        return Many(elt) if not self.is_unknown(elt) else self.UNKNOWN
 
     def loop_target(self, s: cst.For) -> None:
         """Bind a ``for`` loop's target at the start of an iteration."""

@@ -41,7 +41,20 @@ import libcst as cst
 
 from attncheck.lint.analysis import ops
 from attncheck.lint.analysis.index import ClassInfo, FunctionInfo
-from attncheck.lint.analysis.interpreter import MISSING, Frame, FuncRef, Interpreter
+from attncheck.lint.analysis.interpreter import (
+    MISSING,
+    PARTIAL,
+    Frame,
+    FuncRef,
+    Interpreter,
+    Many,
+    Tup,
+    keyword_values,
+    positional_params,
+    positional_values,
+    unpack,
+    zip_values,
+)
 from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
 from attncheck.lint.context import dotted_name
 from attncheck.lint.project import rehome
@@ -174,6 +187,28 @@ class MaskVal:
         if self.polarity is None and self.numeric_polarity is not None:
             return replace(self, polarity=self.numeric_polarity)
         return self
+
+
+def key_layout(m: MaskVal) -> MaskVal:
+    """``m`` laid out as a key padding mask of shape ``(…, 1, L_k)`` (``m[:, None, None, :]``,
+    ``m.unsqueeze(1).unsqueeze(2)``, ``m.view(B, 1, 1, L)``, ``rearrange(m, 'b j -> b 1 1 j')``):
+    it selects keys, the same for every query (:attr:`MaskVal.key_only`).  A boolean cast before
+    the layout (``m.bool()[:, None, None, :]``) is the same evidence that ``m`` held 0/1 numbers
+    as the cast after it (:meth:`MaskVal.as_numbers`); a number cast already applied it."""
+    if m.dtype == "bool":
+        m = m.as_numbers()
+    return m if m.key_only else replace(m, key_only=True)
+
+
+def negated(m: MaskVal) -> MaskVal:
+    """``~m`` / ``m.logical_not()`` / ``torch.logical_not(m)``: a boolean mask with the pattern and
+    the padding polarity flipped.  The numeric polarity of a mask the code treats as booleans is
+    dropped (``~attention_mask``: already a boolean mask), but the negation of a boolean *cast*
+    of one (``~attention_mask.bool()``) is True where the 0/1 numbers were 0: it flips too, and
+    holds once the code lays the result out as a key padding mask (:func:`key_layout`)."""
+    num = _flip(m.numeric_polarity) if m.dtype == "bool" else None
+    return _same_axes(MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin,
+                              m.repeated, numeric_polarity=num), m)
 
 
 def _same_axes(new: Any, old: MaskVal) -> Any:
@@ -689,23 +724,10 @@ _NOT_MASK_WORDS = frozenset({
 })
 
 
-_NAMED: dict[str, MaskVal | None] = {}
-
-
-def _named_mask(name: str) -> MaskVal | None:
+def named_mask(name: str) -> MaskVal | None:
     """An otherwise unknown variable whose name says it is a mask (``attention_mask``,
-    ``key_padding_mask``, ``valid``): pattern unknown, padding polarity from the name."""
-    try:
-        return _NAMED[name]  # a pure function of the name; MaskVal is frozen
-    except KeyError:
-        pass
-    if len(_NAMED) > 20000:
-        _NAMED.clear()
-    v = _NAMED[name] = _named_mask_uncached(name)
-    return v
-
-
-def _named_mask_uncached(name: str) -> MaskVal | None:
+    ``key_padding_mask``, ``valid``): pattern unknown, padding polarity from the name; ``None``
+    for any other name."""
     low = name.lower()
     if not low.endswith("mask") and set(low.split("_")) & _NOT_MASK_WORDS:
         return None
@@ -744,6 +766,8 @@ class _Analyzer(Interpreter):
         #: the functions defined inside functions, by ``id`` of their node (kept alive by the
         #: module): what a local ``def``'s :class:`FuncRef` runs
         self.local_defs: dict[int, FunctionInfo] = {}
+        #: :func:`named_mask` of the names read in this file (a name is read many times)
+        self._named: dict[str, MaskVal | None] = {}
         self._collect(ctx.module)
 
     # ---- module structure ---------------------------------------------------------------
@@ -757,6 +781,14 @@ class _Analyzer(Interpreter):
                         v = self.ev(small.value, {})
                         if isinstance(v, (Fill, MaskVal)):
                             self.globals[small.targets[0].target.value] = v
+
+    def named_mask(self, name: str) -> MaskVal | None:
+        """:func:`named_mask`, once per name in this file."""
+        try:
+            return self._named[name]
+        except KeyError:
+            v = self._named[name] = named_mask(name)
+            return v
 
     def _attrs(self, cls: ClassInfo) -> dict[str, Any]:
         attrs = self.class_attrs.get(id(cls))
@@ -827,27 +859,60 @@ class _Analyzer(Interpreter):
             self.recording, self.current = saved
             self._return_depth -= 1
 
+    def call_ref(self, ref: FuncRef, node: cst.Call, pos: list, kw: dict) -> Any:
+        """The value of calling the function value ``ref`` with the argument values ``pos`` /
+        ``kw`` at ``node``: a lambda's expression or a ``def``'s body run with them bound to its
+        parameters (:meth:`returns_with`); in the file that defines it when another linted file
+        does (the value then belongs to ``node``)."""
+        pos, kw = ref.call_args(pos, kw)
+        if ref.owner is not None and ref.owner is not self:
+            an = ref.owner
+            an._return_depth = self._return_depth
+            v = an.call_ref(replace(ref, owner=None), node, pos, kw)
+            # a function value of that file is not run as code of this one
+            return rehome(v, an.ctx, node, opaque=(FuncRef,)) if isinstance(v, _RETURNED) else None
+        fn = ref.fn
+        if type(fn) is cst.Lambda:
+            if not self.can_inline(fn, self._return_depth + 1):
+                return None
+            env = dict(ref.closure or {})
+            for i, p in enumerate(positional_params(fn)):
+                v = pos[i] if i < len(pos) else kw.get(p)
+                if v is None:
+                    env.pop(p, None)  # a parameter shadows the enclosing name
+                else:
+                    env[p] = v
+            self._return_depth += 1
+            try:
+                v = self.run_body(_MaskFrame(self, env, None), fn)
+            finally:
+                self._return_depth -= 1
+            return v if isinstance(v, _RETURNED) else None
+        f = self.local_defs.get(id(fn)) if fn is not None else None
+        if f is None:
+            cls = ref.bound_self.cls if isinstance(ref.bound_self, InstanceRef) else None
+            f = self.lookup_function(ref.name, cls)
+            if f is None or (fn is not None and f.node is not fn):
+                return None
+        params = self._params(f)
+        args = {i: v for i, v in enumerate(pos) if v is not None}
+        args.update((params.index(k), v) for k, v in kw.items() if k in params and v is not None)
+        v = self.returns_with(f, args)
+        return v if isinstance(v, _RETURNED) else None
+
     @staticmethod
     def _params(f: FunctionInfo) -> list[str]:
         return f.call_params()
 
     def _call_args(self, f: FunctionInfo, call: cst.Call, env: dict[str, Any]) -> dict[int, Any]:
         """The known argument values of ``call`` (evaluated in ``env``) by parameter index of ``f``
-        (``self`` not counted); stops at a ``*args``."""
-        out: dict[int, Any] = {}
+        (``self`` not counted); a starred tuple of known length spreads its items, any other
+        ``*args`` leaves the positions after it unknown."""
         params = self._params(f)
-        for i, a in enumerate(call.args):
-            if a.star:
-                break
-            if a.keyword is not None:
-                if a.keyword.value not in params:
-                    continue
-                idx = params.index(a.keyword.value)
-            else:
-                idx = i
-            v = self.ev(a.value, env)
-            if v is not None:
-                out[idx] = v
+        args = [self.ev(a.value, env) for a in call.args]
+        out = {i: v for i, v in enumerate(positional_values(call, args)) if v is not None}
+        out.update((params.index(k), v) for k, v in keyword_values(call, args).items()
+                   if k in params and v is not None)
         return out
 
     def _param_env(self, f: FunctionInfo) -> dict[str, Any]:
@@ -872,7 +937,7 @@ class _Analyzer(Interpreter):
                 pol = _polarity_of_name(name)  # ``valid = attention_mask.bool()``
                 if pol is not None:
                     val = replace(val, polarity=pol)
-            if isinstance(val, Dtype) and _named_mask(name) is not None:
+            if isinstance(val, Dtype) and self.named_mask(name) is not None:
                 val = None  # ``valid = valid.float()``: still the mask its name says
             if val is None:
                 state.env.pop(name, None)
@@ -888,11 +953,9 @@ class _Analyzer(Interpreter):
                 for i, e in enumerate(elems):
                     self._bind(e, IndicesVal(val.pattern, i, val.origin), None, state, cls_env, None)
                 return
-            vals = None
-            if type(value_node) in (cst.Tuple, cst.List) and len(value_node.elements) == len(elems):
-                vals = [self.ev(e.value, state.env) for e in value_node.elements]
-            for i, e in enumerate(elems):
-                self._bind(e, vals[i] if vals else None, None, state, cls_env, None)
+            vals = unpack(target.elements, val, None)
+            for e, v in zip(elems, vals):
+                self._bind(e, v, None, state, cls_env, None)
         elif type(target) is cst.Attribute and cls_env is not None:
             d = dotted_name(target)
             if d is not None and d.startswith("self.") and d.count(".") == 1 and val is not None:
@@ -1466,7 +1529,8 @@ class _Analyzer(Interpreter):
                 return Fill("literal", 1.0 if node.value == "True" else 0.0, node, is_bool=True)
             if node.value in self.globals:
                 return self.globals[node.value]
-            return _named_mask(node.value)
+            ref = self.function_value(node, env)
+            return ref if ref is not None else self.named_mask(node.value)
         if t is _Attribute:
             return self._ev_attribute(node, env)
         if t is _Call:
@@ -1483,8 +1547,7 @@ class _Analyzer(Interpreter):
                     return inner.with_pattern(p_scale(inner.pattern, -1.0))
                 return None
             if top is cst.BitInvert and isinstance(inner, MaskVal):
-                return _same_axes(MaskVal(p_not(inner.pattern), "bool", None, _flip(inner.polarity),
-                                          inner.origin, inner.repeated), inner)
+                return negated(inner)
             if top is cst.Not:
                 return None
             return inner if top is cst.Plus else None
@@ -1495,6 +1558,21 @@ class _Analyzer(Interpreter):
                                self._ev(node.right, env, origin), node)
         if t is cst.Comparison:
             return self._compare(node, env)
+        if t is cst.Tuple or t is cst.List:
+            items: list = []
+            for e in node.elements:
+                v = self._ev(e.value, env, origin)
+                if type(e) is not cst.StarredElement:
+                    items.append(v)
+                elif isinstance(v, Tup) and not v.star_unknown:
+                    items.extend(v.items)
+                else:
+                    return Tup(tuple(items), star_unknown=True)
+            return Tup(tuple(items))
+        if t is cst.ListComp or t is cst.GeneratorExp:
+            return _MaskFrame(self, env, None).eval_comp(node)
+        if t is cst.Lambda:
+            return FuncRef("<lambda>", fn=node, closure=env)
         if t is cst.IfExp:
             # ``mask if is_causal else None``: ``None`` passes no mask at all, so it adds nothing to
             # the join and the mask seen is the other branch's
@@ -1521,7 +1599,8 @@ class _Analyzer(Interpreter):
             v = self.class_attr(self.current.cls, attr)
             if isinstance(v, (MaskVal, Fill)):
                 return v
-            return None
+            f = self.method(self.current.cls, attr)  # a method as a value: ``fn = self.m``
+            return FuncRef(attr, InstanceRef(f.cls), fn=f.node) if f is not None else None
         inner = None
         if attr in ("T", "mT"):
             inner = self._ev(node.value, env, node)
@@ -1586,6 +1665,11 @@ class _Analyzer(Interpreter):
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
         base = self._ev(node.value, env, node)
         elems = [e.slice for e in node.slice]
+        if isinstance(base, Tup) and len(elems) == 1 and type(elems[0]) is cst.Index:
+            i = int_of(elems[0].value)
+            if i is None or base.star_unknown or not -len(base.items) <= i < len(base.items):
+                return None
+            return base.items[i]
         if isinstance(base, IndicesVal) and base.part is None and len(elems) == 1:
             i = int_of(elems[0].value) if type(elems[0]) is cst.Index else None
             if i in (0, 1):
@@ -1619,7 +1703,7 @@ class _Analyzer(Interpreter):
             if plain and len(elems) >= 2 and type(elems[-1]) is cst.Slice \
                     and type(elems[-2]) is cst.Index and type(elems[-2].value) is cst.Name \
                     and elems[-2].value.value == "None":
-                return replace(base, key_only=True)  # m[:, None, None, :]: (B, 1, 1, L_k)
+                return key_layout(base)  # m[:, None, None, :]: (B, 1, 1, L_k)
             if plain or (len(elems) >= 2 and all(type(e) is cst.Slice for e in elems[-2:])):
                 return base
             return base.with_pattern(None)
@@ -1658,17 +1742,28 @@ class _Analyzer(Interpreter):
                 return None
             return replace(inner, wide=True) if self._wide_dtype(kwarg(node, "dtype"), env) \
                 else inner
-        # --- same-file functions
-        if "." not in q and (f := self.callee(q, env)) is not None:
-            v = self.return_value(f, node, env)
-            return v if isinstance(v, (MaskVal, Fill, IndexVal)) else None
-        # --- functions of other linted files: run there, with this call's argument values
-        found = self.imported(func, env)
-        if found is not None:
-            an, f = found
-            an._return_depth = self._return_depth
-            v = an.returns_with(f, self._call_args(f, node, env))
-            return rehome(v, an.ctx, node) if isinstance(v, (MaskVal, Fill, IndexVal)) else None
+        # --- functions, by value: local defs, lambdas, partials, functions passed in, helpers of
+        # this file and of other linted files
+        ref = self.resolve_callee(_MaskFrame(self, env, None), func) \
+            if type(func) in _CALLEE_EXPRS else None
+        if not isinstance(ref, FuncRef) and "." in q:  # ``U.f(...)`` / ``pkg.mod.f(...)``
+            found = self.imported(func, env)
+            ref = FuncRef(found[1].name, fn=found[1].node, owner=found[0]) if found else None
+        if isinstance(ref, FuncRef) or q in PARTIAL or (q in _SEQUENCE_BUILTINS and type(func) is _Name
+                                                        and func.value not in env):
+            args = [self._ev(a.value, env, origin) for a in node.args]
+            pos, kw = positional_values(node, args), keyword_values(node, args)
+            if isinstance(ref, FuncRef):
+                return self.call_ref(ref, node, pos, kw)
+            if q in PARTIAL:
+                return pos[0].partial(pos[1:], kw) if pos and isinstance(pos[0], FuncRef) else None
+            if q == "map" and len(pos) == 2 and len(node.args) == 2:
+                return _MaskFrame(self, env, None).map_values(pos[0], pos[1], node)
+            if q == "zip" and pos and len(pos) == len(node.args):
+                return zip_values(pos, None)
+            if len(pos) == 1 and len(node.args) == 1:  # tuple(xs) / list(xs)
+                return pos[0] if isinstance(pos[0], (Tup, Many)) else None
+            return None
         if q.startswith("self.") and q.count(".") == 1 and self.current is not None:
             v = self.class_attr(self.current.cls, q[5:])
             if isinstance(v, ModuleRef):
@@ -1731,10 +1826,7 @@ class _Analyzer(Interpreter):
         fop = ops.FUNCTIONS.get(q)
         if fop is not None and fop.family == "logical" and fop.kind == "not":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
-            if isinstance(src, MaskVal):
-                return _same_axes(MaskVal(p_not(src.pattern), "bool", None, _flip(src.polarity),
-                                          src.origin, src.repeated), src)
-            return None
+            return negated(src) if isinstance(src, MaskVal) else None
         if fop is not None and fop.family in ("logical", "pointwise") and fop.other is not None:
             if len(node.args) < 2:
                 return None
@@ -1768,6 +1860,8 @@ class _Analyzer(Interpreter):
                 return _same_axes(MaskVal(p_where(c.pattern, fa.region, fb.region), dt, fill,
                                           pol, c.origin or origin, c.repeated, unit=unit), c)
             return None
+        if fop is not None and fop.family == "einops" and fop.kind == "rearrange":
+            return self._rearrange(node, env, origin)
         if q.endswith("functional.pad") or q == "torch.nn.functional.pad":
             src = self._ev(arg_value(node, 0), env, origin) if node.args else None
             if isinstance(src, MaskVal) and src.pattern == ALL_P:
@@ -1813,7 +1907,7 @@ class _Analyzer(Interpreter):
             if meth == "repeat" and node.args and int_of(node.args[0].value) != 1:
                 return replace(m, repeated=True)
             if self._query_axis_added(node, meth):
-                return replace(m, key_only=True)
+                return key_layout(m)
             return m
         if meth in ("transpose", "swapaxes") and len(node.args) == 2:
             dims = {int_of(node.args[0].value), int_of(node.args[1].value)}
@@ -1845,8 +1939,7 @@ class _Analyzer(Interpreter):
                 return replace(m.as_numbers(), dtype="float")
             return m
         if meth == "logical_not":
-            return _same_axes(MaskVal(p_not(m.pattern), "bool", None, _flip(m.polarity), m.origin,
-                                      m.repeated), m)
+            return negated(m)
         mop = ops.METHODS.get(meth)
         if mop is not None and mop.family in ("logical", "pointwise") and mop.other is not None \
                 and not mop.inplace and mop.kind in _BINARY:
@@ -1878,6 +1971,24 @@ class _Analyzer(Interpreter):
         if meth in ("flip", "roll", "sum", "cumsum", "any", "all", "nonzero", "float_power"):
             return None
         return None
+
+    def _rearrange(self, node: cst.Call, env, origin) -> Any:
+        """``einops.rearrange(m, 'b j -> b 1 1 j')``: a key padding layout when the output's
+        second-to-last axis is a literal 1 and its last is the input's last; the mask itself when
+        the last two axes stay as they are; unknown otherwise (axes grouped or moved)."""
+        x, pattern = arg_value(node, 0, "tensor"), arg_value(node, 1, "pattern")
+        if x is None or type(pattern) is not cst.SimpleString:
+            return None
+        m = self._ev(x, env, origin)
+        text = pattern.evaluated_value
+        if not isinstance(m, MaskVal) or not isinstance(text, str) or text.count("->") != 1:
+            return None
+        lhs, rhs = (side.split() for side in text.split("->"))
+        if len(lhs) < 2 or len(rhs) < 2 or "(" in text or "..." in lhs[-2:] + rhs[-2:]:
+            return None
+        if rhs[-2] == "1" and rhs[-1] == lhs[-1] != "1":
+            return key_layout(m)
+        return m if rhs[-2:] == lhs[-2:] else None
 
     @staticmethod
     def _query_axis_added(node: cst.Call, meth: str) -> bool:
@@ -2043,6 +2154,16 @@ class _Analyzer(Interpreter):
         return None
 
 
+#: what a call of a function value gives the mask domain (anything else is unknown)
+_RETURNED = (MaskVal, Fill, IndexVal, Tup, Many, FuncRef)
+#: call targets whose value is the callee (``f(x)``, ``functools.partial(f, a)(x)``,
+#: ``(lambda a: ...)(x)``, ``fns[0](x)``); attribute targets other than ``self.m`` are methods
+#: of their receiver
+_CALLEE_EXPRS = frozenset({cst.Name, cst.Call, cst.Lambda, cst.Subscript})
+#: builtins computed over sequences of values
+_SEQUENCE_BUILTINS = frozenset({"map", "zip", "tuple", "list"})
+
+
 def _normalised(expr: cst.CSTNode) -> bool:
     """``x / x.sum(dim, ...)`` or ``x / torch.sum(x, dim, ...)``: a row normalisation (a
     written-out softmax when ``x`` is exponentiated scores).  A sum without ``dim`` divides by
@@ -2167,6 +2288,9 @@ class _MaskFrame(Frame):
 
     def define(self, s: cst.FunctionDef) -> None:
         self.env[s.name.value] = FuncRef(s.name.value, fn=s)
+
+    def call_value(self, f: Any, node: cst.Call, pos: list, kw: dict) -> Any:
+        return self.an.call_ref(f, node, pos, kw) if isinstance(f, FuncRef) else None
 
     def returned(self, value: cst.BaseExpression | None) -> Any:
         if value is None:

@@ -24,9 +24,9 @@ Everything unknown stays unknown: rules only fire on established facts.
 """
 from __future__ import annotations
 
-import contextvars
 import re
 from dataclasses import dataclass, field, replace
+from collections.abc import Collection
 from typing import Any
 
 import libcst as cst
@@ -38,7 +38,11 @@ from attncheck.lint.analysis.interpreter import (
     Frame,
     FuncRef,
     Interpreter,
+    Many,
+    Tup,
     positional_params,
+    positional_values,
+    zip_values,
 )
 from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
@@ -82,25 +86,14 @@ def _leaf(text: str) -> str:
     return text.rsplit(".", 1)[-1].lower()
 
 
-#: leaf names found to be head counts by structure in the function being analysed: ``width // X``
-#: or ``width / X`` (``C // self.n_head`` whatever ``n_head`` is called) makes ``X`` the heads and
-#: the quotient the head dim.  Scoped by :meth:`Analyzer.run`: a method sees what its own body (and
-#: the helpers it inlines) and its class's ``__init__`` establish, a function what its own body
-#: does; never what another class or function of the file does.  The scope is exactly what a
-#: region parse keeps of a method (its class's ``__init__`` and the helpers it names), so findings
-#: do not depend on code a region parse drops, nor on the order of definitions.  Empty outside
-#: :func:`analyze`: a rule asking for a role afterwards gets the role by name.  The set is the
-#: running :class:`Analyzer`'s (``Analyzer.heads``), visible through this context variable while
-#: :func:`analyze` runs, so that :func:`role_by_name` and :meth:`Dim.get_atoms` need no analyzer.
-_HEADS_BY_STRUCTURE: contextvars.ContextVar[set[str] | frozenset[str]] = contextvars.ContextVar(
-    "heads_by_structure", default=frozenset())
+def role_by_name(text: str, heads: Collection[str] = frozenset()) -> str:
+    """Role of a dimension from its name: ``d`` head dim, ``E`` width, ``H`` heads, ``B``, ``L``, ``?``.
 
-
-def role_by_name(text: str) -> str:
-    """Role of a dimension from its name: ``d`` head dim, ``E`` width, ``H`` heads, ``B``, ``L``, ``?``."""
+    ``heads``: leaf names found to be head counts by structure in the scope being analysed
+    (:attr:`Analyzer.heads`); without it, the role by name alone."""
     leaf = _leaf(text)
     raw = text.rsplit(".", 1)[-1]
-    if leaf in _HEADS_NAMES or leaf in _HEADS_BY_STRUCTURE.get():
+    if leaf in _HEADS_NAMES or leaf in heads:
         return "H"
     if leaf in _HEAD_DIM_NAMES:
         return "d"
@@ -124,10 +117,11 @@ class Dim:
     value: float | None = None
     atoms: tuple[str, ...] | None = None
 
-    def get_atoms(self) -> tuple[str, ...]:
+    def get_atoms(self, heads: Collection[str] = frozenset()) -> tuple[str, ...]:
+        """Axis atoms of this dimension (``heads``: as for :func:`role_by_name`)."""
         if self.atoms is not None:
             return self.atoms
-        if self.role == "?" and _leaf(self.text) in _HEADS_BY_STRUCTURE.get():
+        if self.role == "?" and _leaf(self.text) in heads:
             return ("H",)
         return {"B": ("B",), "L": ("L",), "H": ("H",), "d": ("d",), "E": ("H", "d")}.get(
             self.role, ("?" + self.text,))
@@ -199,8 +193,9 @@ class Sym:
     def inv(self) -> Sym:
         return self.pow(-1.0)
 
-    def atoms(self) -> tuple[str, ...] | None:
-        """Axis atoms of an integer dimension expression (``B * H`` → ``('B', 'H')``)."""
+    def atoms(self, heads: Collection[str] = frozenset()) -> tuple[str, ...] | None:
+        """Axis atoms of an integer dimension expression (``B * H`` → ``('B', 'H')``;
+        ``heads``: as for :func:`role_by_name`)."""
         if self.opaque:
             return ("?" + (self.name or "opaque"),)
         out: list[str] = []
@@ -212,10 +207,10 @@ class Sym:
             out.append(f"#{self.coef:g}")
         for d, e in self.pows:
             if e == 1:
-                out.extend(d.get_atoms())
+                out.extend(d.get_atoms(heads))
         for d, e in self.pows:
             if e == -1:
-                for a in d.get_atoms():
+                for a in d.get_atoms(heads):
                     if a in out:
                         out.remove(a)
                     elif a == "H" and "d" not in out and ("H" in out or "E" in out):
@@ -318,12 +313,6 @@ class Tensor:
     #: positions -2 and -1; tracked through transposes of the last two axes and through ops that
     #: keep the layout (dropout, casts, pointwise), None once any other op reshapes the weights
     weight_axes: tuple[int, int] | None = field(default=None, compare=False, repr=False)
-
-
-@dataclass(frozen=True)
-class Tup:
-    items: tuple
-    star_unknown: bool = False  # contains an unknown-length part
 
 
 @dataclass(frozen=True)
@@ -531,7 +520,15 @@ class Analyzer(Interpreter):
         self.methods: dict[str, dict[str, cst.FunctionDef]] = {}
         self.selfs: dict[str, SelfVal] = {}
         self.called: set[str] = set()
-        #: head counts found by structure in the scope being analysed (see _HEADS_BY_STRUCTURE)
+        #: leaf names found to be head counts by structure in the scope being analysed:
+        #: ``width // X`` or ``width / X`` (``C // self.n_head`` whatever ``n_head`` is called)
+        #: makes ``X`` the heads and the quotient the head dim.  Scoped by :meth:`run`: a method
+        #: sees what its own body (and the helpers it inlines) and its class's ``__init__``
+        #: establish, a function what its own body does; never what another class or function of
+        #: the file does — exactly what a region parse keeps of a method (its class's
+        #: ``__init__`` and the helpers it names), so findings do not depend on code a region
+        #: parse drops, nor on the order of definitions.  Roles asked for after the analysis
+        #: (by the rules) are roles by name.
         self.heads: set[str] = set()
 
     def _load_index(self) -> None:
@@ -652,7 +649,7 @@ class Analyzer(Interpreter):
         if SCALE_PARAM.match(name) and v == 1.0 and not passed_somewhere:
             return Sym(coef=1.0, default_one=name)
         if init and v is not None:
-            return Sym.dim(Dim(name, role_by_name(name), v))
+            return Sym.dim(Dim(name, role_by_name(name, self.heads), v))
         if type(default) is cst.Name and default.value == "None" and bound_call:
             return NONE
         return ("param", name)
@@ -734,7 +731,7 @@ class _Frame(Frame):
 
     def assign(self, target: cst.BaseExpression, v: Any, value_node: Any = None) -> None:
         if type(target) is cst.Name:
-            v = _named(v, target.value)
+            v = _named(v, target.value, self.an.heads)
             self.env[target.value] = v
         elif type(target) in (cst.Tuple, cst.List):
             stars = [i for i, e in enumerate(target.elements) if type(e) is cst.StarredElement]
@@ -751,7 +748,7 @@ class _Frame(Frame):
                         self.assign(e, self._shape_dim(v, j if j < i0 else j - len(elts), None))
                     elif isinstance(v, Tup) and not v.star_unknown and len(v.items) >= len(elts) - 1:
                         self.assign(e, v.items[j] if j < i0 else v.items[len(v.items) - n_after + (j - i0 - 1)])
-                    elif isinstance(v, _Many):
+                    elif isinstance(v, Many):
                         self.assign(e, v.t)
                     else:
                         self.assign(e, UNK)
@@ -767,7 +764,7 @@ class _Frame(Frame):
                 sv = self.env[target.value.value]
                 val = v
                 if isinstance(v, Sym) and not v.opaque:
-                    val = _named_attr(v, f"self.{target.attr.value}")
+                    val = _named_attr(v, f"self.{target.attr.value}", self.an.heads)
                 sv.attrs[target.attr.value] = val
 
     def _shape_roles(self, elts: list, items: list) -> list:
@@ -781,7 +778,7 @@ class _Frame(Frame):
             if isinstance(it, Sym) and len(it.pows) == 1 and it.pows[0][0].role != "?":
                 r = it.pows[0][0].role
             elif type(e) is cst.Name:
-                r = role_by_name(e.value)
+                r = role_by_name(e.value, self.an.heads)
             roles.append(r)
         out = list(items)
         for r in set(roles) - {"?"}:
@@ -796,7 +793,7 @@ class _Frame(Frame):
         return out
 
     def _unpack(self, v: Any, n: int) -> list:
-        if isinstance(v, _Many):
+        if isinstance(v, Many):
             return [v.t] * n
         if isinstance(v, Tup) and len(v.items) == n and not v.star_unknown:
             return list(v.items)
@@ -833,10 +830,11 @@ class _Frame(Frame):
                 if isinstance(v, tuple) and v and v[0] == "param":
                     return _ParamRef(v[1])
                 return v
-            if self.an.lookup_function(node.value) is not None:
-                return FuncRef(node.value)
             if node.value == "None":
                 return NONE
+            ref = self.an.function_value(node, self.env)
+            if ref is not None:
+                return ref
             if node.value in ("True", "False"):
                 return UNK
             return _ParamRef(node.value, glob=True)
@@ -908,34 +906,12 @@ class _Frame(Frame):
         return any(p.name.value == v.name and type(p.default) is cst.Name and p.default.value == "None"
                    for p in (*ps.posonly_params, *ps.params, *ps.kwonly_params))
 
-    def eval_comp(self, node: Any) -> Any:
-        """A list comprehension or generator expression with one ``for``: over a tuple, item by
-        item (a :class:`Tup`); over like values (:class:`_Many`: parts of a split, a ``map``, a
-        ``zip`` of those), one element for all.  The target (a name or a tuple pattern) is bound
-        in the comprehension's own scope."""
-        comp = node.for_in
-        if comp.inner_for_in is not None:
-            return UNK
-        it = self.eval(comp.iter)
-        if isinstance(it, Tensor) and it.parts:
-            it = _Many(replace(it, parts=False))
-        saved = self.env
+    def is_unknown(self, v: Any) -> bool:
+        return isinstance(v, Unknown)
 
-        def element(item: Any) -> Any:
-            self.env = dict(saved)
-            if type(comp.target) is cst.Name:
-                self.env[comp.target.value] = item
-            else:
-                self.assign(comp.target, item)
-            return self.eval(node.elt)
-
-        try:
-            if isinstance(it, Tup) and not it.star_unknown:
-                return Tup(tuple(element(item) for item in it.items))
-            elt = element(it.t if isinstance(it, _Many) else UNK)
-        finally:
-            self.env = saved
-        return _Many(elt) if not isinstance(elt, Unknown) else UNK
+    def as_sequence(self, v: Any) -> Any:
+        # the parts of a split tensor: any number of like tensors
+        return Many(replace(v, parts=False)) if isinstance(v, Tensor) and v.parts else v
 
     # attributes: self.x, t.shape, t.T, t.mT, module.attr
     def eval_attr(self, node: cst.Attribute) -> Any:
@@ -979,7 +955,7 @@ class _Frame(Frame):
         if isinstance(v, Sym):
             return v
         if isinstance(v, _ParamRef):
-            return Sym.dim(Dim(v.name, role_by_name(v.name)))
+            return Sym.dim(Dim(v.name, role_by_name(v.name, self.an.heads)))
         return None
 
     def eval_subscript(self, node: cst.Subscript) -> Any:
@@ -1064,7 +1040,7 @@ class _Frame(Frame):
                                    normalized=s.normalized)
                 return replace(a, factors=a.factors + (Factor(Sym(coef=None, opaque=True, name="tensor"), "x",
                                                               node),))
-            s = self.as_sym(other) if not isinstance(other, _ParamRef) or not other.glob else _glob_sym(other)
+            s = self.as_sym(other) if not isinstance(other, _ParamRef) or not other.glob else _glob_sym(other, self.an.heads)
             if s is None:
                 s = Sym(coef=None, opaque=True, name=short_code(rn if ta else ln) if (rn or ln) else "?")
             if op == "Divide":
@@ -1088,15 +1064,15 @@ class _Frame(Frame):
                 return x.items if isinstance(x, Tup) else (("STAR", x),)
             return Tup(items(a) + items(b), star_unknown=True)
         if op in ("Multiply", "Divide", "Power", "FloorDivide", "Add", "Subtract"):
-            sa = self.as_sym(a) if not isinstance(a, _ParamRef) or not a.glob else _glob_sym(a)
-            sb = self.as_sym(b) if not isinstance(b, _ParamRef) or not b.glob else _glob_sym(b)
+            sa = self.as_sym(a) if not isinstance(a, _ParamRef) or not a.glob else _glob_sym(a, self.an.heads)
+            sb = self.as_sym(b) if not isinstance(b, _ParamRef) or not b.glob else _glob_sym(b, self.an.heads)
             if sa is None or sb is None:
                 return UNK
             if op == "Multiply":
                 return sa.mul(sb)
             if op in ("Divide", "FloorDivide"):
                 r = sa.mul(sb.inv())
-                _note_heads(r)
+                _note_heads(r, self.an.heads)
                 return r
             if op == "Power":
                 if sb.is_literal():
@@ -1125,7 +1101,7 @@ class _Frame(Frame):
                     return r
         args = [self.eval(a.value) for a in node.args]
         kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
-        pos = _positional(node, args)
+        pos = positional_values(node, args)
         callee = self.an.resolve_callee(self, func) if type(func) in _CALLEE_EXPRS else None
         name = q
         leaf = name.rsplit(".", 1)[-1]
@@ -1148,7 +1124,7 @@ class _Frame(Frame):
             return self.map_values(args[0], pos[1], node)
         if name == "zip" and pos and builtin and len(pos) == len(node.args):
             return _zip(pos)
-        if name in ("tuple", "list") and len(pos) == 1 and builtin and isinstance(pos[0], (Tup, _Many)):
+        if name in ("tuple", "list") and len(pos) == 1 and builtin and isinstance(pos[0], (Tup, Many)):
             return pos[0]
         if leaf in ("get_interface", "get") and any(isinstance(v, FuncRef) for v in args):
             # ALL_ATTENTION_FUNCTIONS.get_interface(impl, eager_attention_forward): the fallback
@@ -1156,8 +1132,8 @@ class _Frame(Frame):
         if leaf == "getattr" and len(node.args) >= 2 and type(node.args[1].value) is cst.SimpleString:
             attr = node.args[1].value.evaluated_value
             base = short_code(node.args[0].value)
-            if isinstance(attr, str) and role_by_name(attr) != "?":
-                return Sym.dim(Dim(f"{base}.{attr}", role_by_name(attr)))
+            if isinstance(attr, str) and role_by_name(attr, self.an.heads) != "?":
+                return Sym.dim(Dim(f"{base}.{attr}", role_by_name(attr, self.an.heads)))
             return _ParamRef(f"{base}.{attr}", glob=True)
         if isinstance(callee, ModVal):
             return self.module_call(callee, node, pos)
@@ -1289,7 +1265,7 @@ class _Frame(Frame):
             if self.an.method_of(recv, meth) is not None:
                 args = [self.eval(a.value) for a in node.args]
                 kw = {a.keyword.value: v for a, v in zip(node.args, args) if a.keyword is not None}
-                return self.inline(FuncRef(meth, bound_self=recv), node, _positional(node, args), kw)
+                return self.inline(FuncRef(meth, bound_self=recv), node, positional_values(node, args), kw)
             if meth == "register_buffer" and len(node.args) >= 2:
                 nm = node.args[0].value
                 if type(nm) is cst.SimpleString:
@@ -1364,16 +1340,16 @@ class _Frame(Frame):
             if meth == "unbind":
                 if di == -1 or (t.rank is not None and di == t.rank - 1):
                     # unbinding the feature axis leaves scalars per token: head_dim is 1
-                    return _Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None,
+                    return Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None,
                                          last=Dim("1", "d", 1.0), token_major=False, dims=()))
                 if t.axes is not None and t.rank is not None and di is not None:
                     axes = t.axes[:di] + t.axes[di + 1:]
-                    return _Many(replace(t, rank=t.rank - 1, axes=axes, dims=()))
-                return _Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None, dims=()))
+                    return Many(replace(t, rank=t.rank - 1, axes=axes, dims=()))
+                return Many(replace(t, rank=None if t.rank is None else t.rank - 1, axes=None, dims=()))
             out = t
             if t.token_major and (di == -1 or (t.rank is not None and di == t.rank - 1) or (t.rank is None and di == 2)):
                 out = replace(t, last=None)
-            return _Many(replace(out, dims=()))
+            return Many(replace(out, dims=()))
         if meth in _PASSTHROUGH_METHODS or meth in ("expand", "expand_as", "repeat", "repeat_interleave"):
             if meth in ("expand", "repeat", "repeat_interleave", "expand_as"):
                 return replace(t, dims=())
@@ -1433,7 +1409,7 @@ class _Frame(Frame):
                 d = out.pows[0][0]
                 last = d
             else:
-                role = _role_of_sym(out)
+                role = _role_of_sym(out, self.an.heads)
                 last = Dim(out.text(), role, out.value())
         axes = None
         rank = None
@@ -1451,17 +1427,6 @@ class _Frame(Frame):
             return self.inline(f, node, pos, kw)
         if isinstance(f, ModVal) and pos:
             return self.module_call(f, node, pos)
-        return UNK
-
-    def map_values(self, f: Any, it: Any, node: cst.Call) -> Any:
-        """``map(f, it)`` over a tuple (item by item) or like values (:class:`_Many`)."""
-        if isinstance(it, Tensor) and it.parts:
-            it = _Many(replace(it, parts=False))
-        if isinstance(it, Tup) and not it.star_unknown:
-            return Tup(tuple(self.call_value(f, node, [x], {}) for x in it.items))
-        if isinstance(it, _Many):
-            r = self.call_value(f, node, [it.t], {})
-            return _Many(r) if not isinstance(r, Unknown) else UNK
         return UNK
 
     def inline(self, ref: FuncRef, node: cst.Call, pos: list, kw: dict) -> Any:
@@ -1767,12 +1732,12 @@ class _Frame(Frame):
                 else:
                     axes.append(("*",))
                 continue
-            s = self.as_sym(v) if not isinstance(v, _ParamRef) or not v.glob else _glob_sym(v)
+            s = self.as_sym(v) if not isinstance(v, _ParamRef) or not v.glob else _glob_sym(v, self.an.heads)
             if s is None:
                 axes.append(("?",))
                 unknown = True
                 continue
-            at = s.atoms()
+            at = s.atoms(self.an.heads)
             if at is None:
                 axes.append(("?" + s.text(),))
                 continue
@@ -1848,14 +1813,14 @@ class _Frame(Frame):
         ps = self.as_sym(prev) if not isinstance(prev, (tuple, _ParamRef)) or (
             isinstance(prev, _ParamRef)) else None
         if isinstance(prev, _ParamRef) and prev.glob:
-            ps = _glob_sym(prev)
+            ps = _glob_sym(prev, self.an.heads)
         if ls is None or ps is None or ps.opaque or ps.coef != 1 or len(ps.pows) != 1 or ps.pows[0][1] != 1:
             return
         d = ps.pows[0][0]
         if d.role != "?" or d.atoms is not None or d.value == 1:
             return
         rest = ls.is_literal() and ls.coef == -1
-        per_head = not ls.opaque and ls.coef == 1 and len(ls.pows) >= 1 and _role_of_sym(ls) == "d"
+        per_head = not ls.opaque and ls.coef == 1 and len(ls.pows) >= 1 and _role_of_sym(ls, self.an.heads) == "d"
         if rest or per_head:
             leaf = _leaf(d.text)
             if leaf.isidentifier():
@@ -1938,7 +1903,7 @@ class _Frame(Frame):
             factors += (Factor(Sym(pows=((replace(d, role="d"), -0.5),), name="sdpa-default"), "sdpa-default", node),)
         else:
             sv = self.eval(scale_node)
-            s = self.as_sym(sv) if not isinstance(sv, _ParamRef) or not sv.glob else _glob_sym(sv)
+            s = self.as_sym(sv) if not isinstance(sv, _ParamRef) or not sv.glob else _glob_sym(sv, self.an.heads)
             if isinstance(sv, Unknown) and type(scale_node) is cst.Name and scale_node.value == "None":
                 d = q.last or Dim("q.size(-1)", "d")
                 s = Sym(pows=((replace(d, role="d"), -0.5),), name="sdpa-default")
@@ -1971,44 +1936,16 @@ class _ParamRef:
     glob: bool = False
 
 
-@dataclass(frozen=True)
-class _Many:
-    """Result of split/chunk/unbind (or a generator expression): any number of like values."""
-
-    t: Any
-
-
 #: call targets whose value is the callee (``f(x)``, ``functools.partial(f, a)(x)``,
 #: ``(lambda a: ...)(x)``, ``fns[0](x)``); attribute targets are methods on their receiver
 _CALLEE_EXPRS = frozenset({cst.Name, cst.Call, cst.Lambda, cst.Subscript})
 
 
-def _positional(node: cst.Call, args: list) -> list:
-    """The positional argument values of a call (``args``: the value of each argument): a
-    starred tuple of known length (``f(*qkv)`` with ``qkv = (q, k, v)``) spreads its items; any
-    other starred argument leaves the positions after it unknown, so they are dropped."""
-    pos: list = []
-    for a, v in zip(node.args, args):
-        if a.keyword is not None or a.star == "**":
-            continue
-        if a.star:
-            if not isinstance(v, Tup) or v.star_unknown:
-                break
-            pos.extend(v.items)
-        else:
-            pos.append(v)
-    return pos
-
-
 def _zip(pos: list) -> Any:
     """``zip(a, b, ...)``: tuples of known length pair item by item (to the shortest); like values
-    (:class:`_Many`, the parts of a split) give like tuples."""
-    seqs = [_Many(replace(p, parts=False)) if isinstance(p, Tensor) and p.parts else p for p in pos]
-    if all(isinstance(p, Tup) and not p.star_unknown for p in seqs):
-        return Tup(tuple(Tup(items) for items in zip(*(p.items for p in seqs))))
-    if all(isinstance(p, (Tup, _Many)) for p in seqs):
-        return _Many(Tup(tuple(p.t if isinstance(p, _Many) else UNK for p in seqs)))
-    return UNK
+    (:class:`Many`, the parts of a split) give like tuples."""
+    return zip_values([Many(replace(p, parts=False)) if isinstance(p, Tensor) and p.parts else p
+                       for p in pos], UNK)
 
 
 def _qk_factors(ta: Tensor, tb: Tensor) -> tuple:
@@ -2071,9 +2008,9 @@ def _inplace_receiver(expr: cst.BaseExpression) -> cst.BaseExpression | None:
     return receiver if type(receiver) in (cst.Name, cst.Attribute) else None
 
 
-def _glob_sym(v: _ParamRef) -> Sym:
+def _glob_sym(v: _ParamRef, heads: Collection[str]) -> Sym:
     # an untracked attribute / global: a dimension when its name says so, else opaque
-    role = role_by_name(v.name)
+    role = role_by_name(v.name, heads)
     if role != "?":
         return Sym.dim(Dim(v.name, role))
     return Sym.dim(Dim(v.name, "?"))
@@ -2087,9 +2024,9 @@ def _unparam(v: Any) -> Any:
     return v
 
 
-def _role_of_sym(s: Sym) -> str:
-    _note_heads(s)
-    at = s.atoms()
+def _role_of_sym(s: Sym, heads: set[str]) -> str:
+    _note_heads(s, heads)
+    at = s.atoms(heads)
     if at is None:
         return "?"
     if at == ("d",):
@@ -2103,8 +2040,9 @@ def _role_of_sym(s: Sym) -> str:
     return "?"
 
 
-def _note_heads(s: Sym) -> None:
-    """``width · X^-1`` with ``X`` an unnamed, non-literal dimension: ``X`` is the head count."""
+def _note_heads(s: Sym, heads: set[str]) -> None:
+    """``width · X^-1`` with ``X`` an unnamed, non-literal dimension: ``X`` is the head count
+    (added to ``heads``, the analysed scope's :attr:`Analyzer.heads`)."""
     if s.opaque or s.coef != 1 or len(s.pows) != 2:
         return
     ps = dict(s.pows)
@@ -2112,42 +2050,41 @@ def _note_heads(s: Sym) -> None:
     den = [d for d, e in ps.items() if e == -1 and d.role == "?" and d.atoms is None]
     if len(wid) == 1 and len(den) == 1 and den[0].value != 1:
         leaf = _leaf(den[0].text)
-        heads = _HEADS_BY_STRUCTURE.get()
-        if leaf.isidentifier() and isinstance(heads, set):  # a set only while analysing
+        if leaf.isidentifier():
             heads.add(leaf)
 
 
-def _named(v: Any, name: str) -> Any:
+def _named(v: Any, name: str, heads: set[str]) -> Any:
     """A local ``name = <dim expr>`` keeps the expression's role but gets ``name`` for messages."""
     if isinstance(v, Sym) and not v.opaque and v.coef == 1 and len(v.pows) == 1 and v.pows[0][1] == 1:
         d = v.pows[0][0]
         role = d.role
         if role == "?" and not (d.atoms and d.atoms[0].startswith("?!")):
-            role = role_by_name(name)
+            role = role_by_name(name, heads)
             if role == "?":
-                role = role_by_name(d.text)  # H = self.n_head, heads found by structure
+                role = role_by_name(d.text, heads)  # H = self.n_head, heads found by structure
             return Sym.dim(Dim(name, role, d.value))
         return Sym.dim(replace(d, text=name))
     if isinstance(v, Sym) and not v.opaque and v.pows and all(e in (1, -1) for _, e in v.pows):
-        role = _role_of_sym(v)
+        role = _role_of_sym(v, heads)
         if role in ("d", "E", "H"):
             return Sym.dim(Dim(name, role, v.value()))
-        nrole = role_by_name(name)
+        nrole = role_by_name(name, heads)
         if nrole != "?" and v.coef == 1:
             return Sym.dim(Dim(name, nrole, v.value()))
-    if isinstance(v, _Many):
+    if isinstance(v, Many):
         return replace(v.t, parts=True) if isinstance(v.t, Tensor) else v.t
     return v
 
 
-def _named_attr(v: Sym, name: str) -> Sym:
+def _named_attr(v: Sym, name: str, heads: set[str]) -> Sym:
     if v.is_literal() and v.coef is not None and float(v.coef).is_integer():
-        role = role_by_name(name)
+        role = role_by_name(name, heads)
         if role == "?":
             return replace(v, name=name)  # self.scaling = 1.0: a number, not a dimension
         return Sym.dim(Dim(name, role, v.coef))
     if v.pows and all(e in (1, -1) for _, e in v.pows):
-        return _named(v, name)
+        return _named(v, name, heads)
     return replace(v, name=name)
 
 
@@ -2226,14 +2163,10 @@ def _reorder(in_axes: tuple, out_axes: tuple, token_major: bool) -> str | None:
 def analyze(ctx: Any) -> Provenance:
     """Run score provenance over ``ctx.module`` (a :class:`FileContext`)."""
     an = Analyzer(ctx)
-    token = _HEADS_BY_STRUCTURE.set(an.heads)
     try:
-        res = an.run()
+        return an.run()
     except RecursionError:  # pragma: no cover - pathological nesting
-        res = an.result
-    finally:
-        _HEADS_BY_STRUCTURE.reset(token)
-    return res
+        return an.result
 
 
 def _index_axes(t: Tensor, sl: Any) -> tuple | None:
