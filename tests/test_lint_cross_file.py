@@ -370,3 +370,85 @@ def test_a_function_value_returned_by_an_imported_helper_is_unknown(tmp_path):
     found = lint_paths([tmp_path / "pkg"], isolated=True)
     assert found.internal_errors == []
     assert found.findings == []
+
+
+_FILLER = "".join(textwrap.dedent(f'''
+    def unrelated_{i}(x):
+        y = x + {i}
+        return y * 2
+    ''') for i in range(15))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_helper_region_of_a_long_file_gives_the_whole_file_findings(tmp_path, family):
+    """A helper file long enough for region selection: parsing only the imported ``def``'s
+    region gives what parsing the whole helper file gives (``regions=False``)."""
+    layer, text = _package(tmp_path, family, "from_relative")
+    utils = tmp_path / "pkg" / "utils.py"
+    utils.write_text(utils.read_text() + _FILLER)
+    regions = _key(lint_paths([tmp_path / "pkg"], isolated=True))
+    assert {c for _, _, _, c, _ in regions} == FAMILIES[family][2]
+    assert regions == _key(lint_paths([tmp_path / "pkg"], isolated=True, regions=False))
+
+
+def test_helper_region_keeps_the_methods_it_reads_on_the_callers_instance(tmp_path):
+    """``module.inv_width()`` inside an imported helper, ``module`` being the caller's
+    ``self``: the helper's file is searched for the method under the caller's class name (as
+    with the helper pasted into the caller's file), so the helper's region keeps that method."""
+    caller = _SCALE_CALLER.replace("HELPER(SCALE_ARG)", "helper(self)")
+    utils = _HEADER + textwrap.dedent('''
+
+        def helper(module):
+            return module.inv_width()
+
+
+        class Attention(nn.Module):
+            def __init__(self, d_model):
+                super().__init__()
+                self.d_model = d_model
+
+            def inv_width(self):
+                return 1.0 / self.d_model
+        ''') + _FILLER
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": utils,
+                      "pkg/layer.py": _HEADER + "from .utils import helper\n\n" + caller})
+    regions = _key(lint_paths([tmp_path / "pkg" / "layer.py", tmp_path / "pkg" / "utils.py"],
+                              isolated=True))
+    whole = _key(lint_paths([tmp_path / "pkg" / "layer.py", tmp_path / "pkg" / "utils.py"],
+                            isolated=True, regions=False))
+    assert [(name, code) for name, _, _, code, _ in regions] == [("layer.py", "ATT102")]
+    assert regions == whole
+
+
+def test_an_imported_class_is_not_parsed(tmp_path, monkeypatch):
+    """A class called from another file is no helper the analyses run: its file is read by
+    ``ast`` only, never parsed with libcst; an imported ``def`` has only its region parsed."""
+    from attncheck.lint import project
+
+    parsed: list[tuple[str, str | None]] = []
+    parse = project._parse
+
+    def recording_parse(proj, path, data, root):
+        parsed.append((Path(path).name, root))
+        return parse(proj, path, data, root)
+
+    monkeypatch.setattr(project, "_parse", recording_parse)
+    utils = _HEADER + textwrap.dedent('''
+
+        class Block(nn.Module):
+            def __init__(self, d_model):
+                super().__init__()
+                self.proj = nn.Linear(d_model, d_model)
+
+
+        def helper(L):
+            return torch.tril(torch.ones(L, L), diagonal=-1)
+        ''') + _FILLER
+    caller = _MASK_CALLER.replace("HELPER", "helper").replace(
+        "    L = q.size(-2)\n", "    L = q.size(-2)\n    block = Block(L)\n")
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": utils,
+                      "pkg/layer.py": _HEADER + "from .utils import Block, helper\n\n" + caller})
+    found = lint_paths([tmp_path / "pkg" / "layer.py", tmp_path / "pkg" / "utils.py"],
+                       isolated=True, select=["ATT2"])
+    assert [(Path(f.path).name, f.code) for f in found.findings] == [("layer.py", "ATT202")]
+    assert parsed == [("utils.py", "helper")]

@@ -801,3 +801,28 @@ def test_module_literals_are_kept_only_when_read(pieces, monkeypatch):
     whole, part = (lint_text(text, "x.py", ALL, REGISTRY, regions=r).findings for r in (False, True))
     assert [f.to_dict() for f in part] == [f.to_dict() for f in whole]
     assert "ATT204" in {f.code for f in whole}
+
+
+def test_root_selection_keeps_what_an_imported_helper_runs(monkeypatch):
+    """``roots``: the region of a helper another file imports — the helper, the helpers it
+    calls, the constants and imports it reads, and a method any class has under an attribute
+    name it reads (the caller's instance is looked up by class name); not its callers, nor
+    the rest."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = ("import math\nimport torch\nimport numpy as np\n\nNEG = -1e9\nOTHER = 3\n\n"
+            "def ones(L):\n    return torch.ones(L, L)\n\n"
+            "def helper(module, L):\n    m = torch.tril(ones(L)) * NEG\n"
+            "    return m * math.sqrt(module.width())\n\n"
+            "def caller(x):\n    return helper(x, 4)\n\n"
+            "class Block:\n    def __init__(self):\n        self.n = OTHER\n\n"
+            "    def width(self):\n        return 8\n\n    def forward(self, x):\n        return x\n\n"
+            "class Plain:\n    def forward(self, x):\n        return np.zeros(3)\n")
+    sel = regions.select(text, (), roots=("helper",))
+    assert sel is not None
+    assert sel.kept_defs == ["ones", "helper", "Block"]
+    assert sel.kept_methods == [None, None, ["__init__", "width"]]
+    kept = {line for line in sel.text.split("\n") if line and not line.startswith((" ", '"""'))}
+    assert kept == {"import math", "import torch", "NEG = -1e9", "OTHER = 3", "def ones(L):",
+                    "def helper(module, L):", "class Block:"}
+    # the ordinary selection (a trigger matching in the helper) keeps its caller, not the method
+    assert regions.select(text, {"tril"}).kept_defs == ["ones", "helper", "caller"]

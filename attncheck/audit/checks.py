@@ -962,10 +962,12 @@ def probe_layers(m: AuditModel, ctx: AuditContext) -> tuple[list[LayerMap], list
     not_obs = list(p.not_observable)
     if not maps and f.attentions:
         # returned "attentions" count only when shaped like weights (B, H, L_q, L_k) over the
-        # input's positions (RWKV returns its recurrent states under that name)
-        lens = {m.seq_len, m.enc_len} if m.input_kind == "tokens" else None
-        maps = [LayerMap(i, "returned-weights", a.detach()) for i, a in enumerate(f.attentions)
-                if isinstance(a, torch.Tensor) and a.dim() == 4 and (lens is None or a.shape[-1] in lens)]
+        # input's positions (RWKV returns its recurrent states under that name); for dense inputs, whose length the
+        # adapter does not fix, the keys must be the positions of some returned map's queries
+        # (Autoformer returns autocorrelations (B, H, L, head_dim) over channels, not keys)
+        returned = [a for a in f.attentions if isinstance(a, torch.Tensor) and a.dim() == 4]
+        lens = {m.seq_len, m.enc_len} if m.input_kind == "tokens" else {a.shape[-2] for a in returned}
+        maps = [LayerMap(i, "returned-weights", a.detach()) for i, a in enumerate(returned) if a.shape[-1] in lens]
     ctx.probe_cache[m.label] = (maps, not_obs)
     return maps, not_obs
 

@@ -430,9 +430,55 @@ def _nearest_field(config, names: tuple[str, ...], ok: Callable[[Any], bool]) ->
 
 def _audio_feature_size(config) -> int | None:
     """Features per spectrogram frame (mel bins, or stacked mel frames) that ``config`` or its
-    nearest nested config declares; None when no config of the tree names it."""
+    nearest nested config declares, else the default ``feature_size`` / ``num_mel_bins`` of the
+    feature extractor of the config's package (:func:`_extractor_feature_size`); None when neither
+    names it."""
     n = _nearest_field(config, _MEL_FIELDS, lambda v: isinstance(v, int) and v > 0)
-    return int(n) if n is not None else None
+    return int(n) if n is not None else _extractor_feature_size(config)
+
+
+def _extractor_feature_size(config) -> int | None:
+    """The default features per frame (``feature_size``, ``num_mel_bins`` or ``n_mels`` argument)
+    of the feature extractor defined in the config's transformers package (the
+    ``feature_extraction_*`` module next to its ``configuration_*``), or None (also for a
+    waveform extractor's ``feature_size = 1``)."""
+    import importlib
+    import pkgutil
+
+    pkg_name = type(config).__module__.rpartition(".")[0]
+    try:
+        pkg = importlib.import_module(pkg_name)
+    except Exception:  # noqa: BLE001
+        return None
+    for m in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
+        if not m.name.startswith("feature_extraction_"):
+            continue
+        try:
+            mod = importlib.import_module(f"{pkg_name}.{m.name}")
+        except Exception:  # noqa: BLE001 - an extractor needing an optional library
+            continue
+        for obj in vars(mod).values():
+            if not (isinstance(obj, type) and obj.__module__ == mod.__name__):
+                continue
+            try:
+                params = inspect.signature(obj.__init__).parameters
+            except (TypeError, ValueError):
+                continue
+            for f in ("feature_size", "num_mel_bins", "n_mels"):
+                d = params[f].default if f in params else None
+                if isinstance(d, int) and not isinstance(d, bool) and d > 1:  # 1: a waveform extractor
+                    return d
+    return None
+
+
+def _input_layer_widths(model: torch.nn.Module) -> list[int]:
+    """Input widths of the model's first linear layer (``in_features``) and first 1-d convolution
+    (``in_channels``, when more than one), in module order: the width of the spectrogram frames
+    a model takes when it stacks or expands them before its first layer (stacked frames with
+    deltas), which no config field names."""
+    lin = next((m.in_features for m in model.modules() if isinstance(m, torch.nn.Linear)), None)
+    conv = next((m.in_channels for m in model.modules() if isinstance(m, torch.nn.Conv1d)), None)
+    return [w for w in (lin, conv) if isinstance(w, int) and 1 < w <= 4096]
 
 
 def _frames(x: torch.Tensor, mels: int) -> int:
@@ -443,13 +489,15 @@ def _frames(x: torch.Tensor, mels: int) -> int:
     return int(rest[-1]) if rest else int(x.shape[-1])
 
 
-def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
+def _audio_candidates(config, main: str, mels: int | None = None,
+                      spectrograms_only: bool = False) -> list[Callable[[int, torch.Generator], torch.Tensor]]:
     """Audio input makers to try, in order (the first the model accepts wins): waveforms
     ``(B, samples)`` / ``(B, 1, samples)`` for ``input_values``, or for a generic input name when a
     (nested) config declares a conv feature encoder (a whole number of its total stride);
     spectrograms ``(B, mels, frames)`` / ``(B, frames, mels)`` / ``(B, 1, frames, mels)`` (mels:
-    :func:`_audio_feature_size`; frames from ``max_source_positions`` / ``max_length``)."""
-    mels = _audio_feature_size(config) or 80
+    :func:`_audio_feature_size` unless given; frames from ``max_source_positions`` /
+    ``max_length``); only the spectrograms when ``spectrograms_only``."""
+    mels = mels or _audio_feature_size(config) or 80
     src = getattr(config, "max_source_positions", None)
     longest = getattr(config, "max_length", None)
     frames = 2 * int(src) if isinstance(src, int) else (int(longest) if isinstance(longest, int) else 64)
@@ -463,7 +511,7 @@ def _audio_candidates(config, main: str) -> list[Callable[[int, torch.Generator]
     # waveforms for ``input_values``, or a generic input name (``inputs``) of a model whose
     # (nested) encoder config declares a convolutional feature encoder (wav2vec2's conv_stride)
     strides = _nearest_field(config, ("conv_stride",), lambda v: isinstance(v, (list, tuple)) and len(v) > 0)
-    if main == "input_values" or (main != "input_features" and strides is not None):
+    if not spectrograms_only and (main == "input_values" or (main != "input_features" and strides is not None)):
         stride = 1
         for s in strides or ():
             stride *= int(s)
@@ -496,6 +544,9 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
     ctx = getattr(config, "context_length", None)
     patch = getattr(config, "patch_length", None) or 8
     L = int(ctx) if isinstance(ctx, int) and 0 < ctx <= 128 else 4 * int(patch)
+    lags = getattr(config, "lags_sequence", None)
+    if isinstance(lags, (list, tuple)) and lags and all(isinstance(v, int) for v in lags):
+        L += max(lags)  # lagged models read max(lags) values before the context (past_length)
     ch = getattr(config, "num_input_channels", None)
     shape = (L, int(ch)) if isinstance(ch, int) and ch > 0 else (L,)
     others = [n for n in _required_inputs(model) if n != "past_values"]
@@ -507,6 +558,12 @@ def _series_variants(model, config) -> list[tuple[str, Callable, Callable, Calla
                 kw[n] = torch.zeros(x.shape[:2], dtype=x.dtype)
             elif n.endswith("mask"):
                 kw[n] = torch.ones(x.shape, dtype=x.dtype)
+            elif n.startswith("past_") and n.endswith("_features"):
+                # covariates per past step (B, L, num_time_features): a fixed ramp over the steps
+                w = getattr(config, "num_" + n[len("past_"):], None)
+                w = w if isinstance(w, int) and w >= 0 else 1
+                ramp = torch.linspace(-1, 1, x.shape[1], dtype=x.dtype)
+                kw[n] = ramp[None, :, None].expand(x.shape[0], -1, w).contiguous()
             else:  # a per-sample category (TimesFM's frequency bucket ``freq``): the first one
                 kw[n] = torch.zeros(x.shape[0], 1, dtype=torch.long)
         return kw
@@ -542,13 +599,34 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         mask = f"{main}_mask" if f"{main}_mask" in params else None
         mels = _audio_feature_size(config) or 80
 
-        def audio_kw(x):
-            if mask is None:
-                return {main: x}
-            return {main: x, mask: torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)}
+        # required per-sample lengths (B,): the whole input real — frames, or waveform samples
+        # (``chunk_sample_lengths``: frames × the config's ``hop_length``)
+        lengths = [n for n in _required_inputs(model) if re.search(r"_(lens|lengths)$", n)]
+        hop = _nearest_field(config, ("hop_length",), lambda v: isinstance(v, int) and v > 0) or 1
+
+        def audio_kw(x, mels=mels):
+            kw = {main: x}
+            if mask is not None:
+                kw[mask] = torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)
+            for n in lengths:
+                kw[n] = torch.full((x.shape[0],), _frames(x, mels) * (hop if "sample" in n else 1))
+            return kw
 
         # packed encoders (chunks of all samples in one sequence) return (B·N, ...): split back
-        return [(f"audio{i}", mk, audio_kw, split) for i, mk in enumerate(_audio_candidates(config, main))]
+        out = [(f"audio{i}", mk, audio_kw, split) for i, mk in enumerate(_audio_candidates(config, main))]
+        lens = next((n for n in params if re.search(r"(^|_)feature_(lens|lengths)$", n)), None)
+        if lens is not None:  # the samples' frames concatenated (mels, ΣT) with their lengths (B,)
+            def packed_kw(x):
+                B, _, T = x.shape
+                return {main: x.transpose(0, 1).reshape(x.shape[1], B * T), lens: torch.full((B,), T)}
+
+            out.insert(0, ("audio-packed", _audio_candidates(config, main)[0], packed_kw, split))
+        # then spectrograms as wide as the model's first layer takes (frames stacked with deltas)
+        for w in _input_layer_widths(model) if main != "input_values" else ():
+            if w != mels:
+                out += [(f"audio{i}-{w}", mk, lambda x, w=w: audio_kw(x, w), split)
+                        for i, mk in enumerate(_audio_candidates(config, main, w, spectrograms_only=True)[:2])]
+        return out
     if kind == "series":
         return _series_variants(model, config)
     grid = _grid_param(params)
@@ -1885,9 +1963,22 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if "position_ids" in accepts:
         supports.add("position_ids")
     layouts = _token_input_layouts(model, config, kind, accepts, g0)
-    extra, per_token = layouts[input_layout % len(layouts)]
-    info["input_layout"] = "+".join(["input_ids", *(k if v.dim() != 5 else f"{k}(B,T,C,H,W)" for k, v in extra.items()),
-                                     *per_token])
+    K = _codebook_count(tcfg)
+    # the codebooks alone, or with a text stream beside them (one more id per frame)
+    forms = [(None, None)] + [(f, n) for n in ((K, K + 1) if K else ()) for f in CODEBOOK_FORMS]
+    (extra, per_token) = layouts[input_layout % len(layouts)]
+    form, K = forms[input_layout // len(layouts) % len(forms)]
+    info["input_layout"] = "+".join(["input_ids", *(f"{k}(B,T,C,H,W)" if v.dim() == 5 else f"{k}{list(v.shape[1:])}"
+                                                    if k in ("input_values", "input_features") else k
+                                                    for k, v in extra.items()),
+                                     *per_token]) + (f" as {K} codebooks {form}" if form else "")
+
+    def ids_in(x):
+        return x if form is None else codebook_ids(x, K, form, lo, hi)
+
+    def seq_out(o, B, L):
+        out = _find_seq(o, B, L)
+        return out if out is not None or form is None else _fold_codebooks(o, B, L, K)
 
     def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {}
@@ -1903,11 +1994,11 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
             kw[k] = fn(x)
-        o = model(input_ids=x, **kw)
-        out = _find_seq(o, x.shape[0], x.shape[1])
+        o = model(input_ids=ids_in(x), **kw)
+        out = seq_out(o, x.shape[0], x.shape[1])
         if out is None and hidden_states_ok:
             # an encoder that returns only a pooled vector (DPR): its last per-position hidden state
-            o = model(input_ids=x, output_hidden_states=True, **kw)
+            o = model(input_ids=ids_in(x), output_hidden_states=True, **kw)
             out = _last_hidden_state(o, x.shape[0], x.shape[1])
         if out is None:
             raise Unsupported(f"{type(model).__name__} returns no per-position output of shape (B, L, …)")
@@ -1925,13 +2016,16 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             outs = []
             steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
             for a, b in steps:
-                o = model(input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
+                o = model(input_ids=ids_in(x[:, a:b]), use_cache=True, **{cache_kw: past})
                 past = _cache_of(o)
                 if past is None and b < x.shape[1]:
                     # a stateful model (RecurrentGemma: recurrent and convolution states kept in
                     # its modules) resets its state when a step gets no cache
                     raise Unsupported(f"{type(model).__name__} returns no cache to continue decoding from")
-                outs.append(_step_out(o, x.shape[0], b - a))
+                step = seq_out(o, x.shape[0], b - a)
+                if step is None:
+                    raise Unsupported("an incremental decoding step returns no per-position output")
+                outs.append(step)
             decode_tokens.kept_keys = _kept_keys(past)
             return torch.cat(outs, dim=1)
 
@@ -1987,12 +2081,59 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                       expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
 
 
+#: layouts of ``input_ids`` for a model whose tokens are parallel codebooks of an audio codec
+#: (one id per codebook per frame): ``(B·K, L)`` rows (MusicGen), ``(B, K, L)``, ``(B, L, K)``
+CODEBOOK_FORMS = ("(B*K,L)", "(B,K,L)", "(B,L,K)")
+
+
+def _codebook_count(config) -> int | None:
+    """Codebooks per frame (``num_codebooks``) a token model's config declares, when more than
+    one.  The codebook layouts are tried only after plain ``(B, L)`` ids fail."""
+    k = getattr(config, "num_codebooks", None)
+    return k if isinstance(k, int) and not isinstance(k, bool) and k > 1 else None
+
+
+def codebook_ids(x: torch.Tensor, k: int, form: str, lo: int, hi: int) -> torch.Tensor:
+    """The ``k`` codebook ids of each frame of ``x`` ``(B, L)`` (long, in ``[lo, hi)``), laid out
+    as ``form`` (:data:`CODEBOOK_FORMS`).  Codebook ``c`` of a frame is a shift of its id, so the
+    frames stay where the ids are: changing frame ``j`` of ``x`` changes only frame ``j``'s codes."""
+    n = hi - lo
+    codes = torch.stack([lo + (x - lo + 7 * c) % n for c in range(k)], dim=1)  # (B, K, L)
+    if form == "(B*K,L)":
+        return codes.reshape(-1, x.shape[-1])
+    return codes if form == "(B,K,L)" else codes.transpose(1, 2).contiguous()
+
+
+def _fold_codebooks(o, B: int, L: int, k: int) -> torch.Tensor | None:
+    """The per-frame output ``(B, L, …)`` of a codebook model whose outputs are per codebook:
+    ``(B·K, L, …)`` rows or ``(B, K, L, …)``, folded to ``(B, L, K·…)``; None when there is none."""
+    rows = _find_seq(o, B * k, L)
+    if rows is not None:
+        return rows.reshape(B, k, L, -1).transpose(1, 2).reshape(B, L, -1)
+    for t in _floats(o):
+        if t.dim() >= 3 and tuple(t.shape[:3]) == (B, k, L):
+            return t.transpose(1, 2).reshape(B, L, -1)
+    return None
+
+
 #: forward arguments that take a sequence of feature vectors ``(B, L, D)`` (a tower fed by another
 #: model's hidden states, a vocoder fed spectrogram frames)
 _FEATURE_ARGS = re.compile(r"(^|_)(hidden_states|inputs_embeds|embeds|context|latents|spectrogram|features)$")
 _FEATURE_DIM_KEYS = re.compile(r"(^|_)(hidden_size|d_model|dim|embed_dim|input_dim|input_size|input_feat_per_channel|"
                                r"num_mel_bins|mel_dim|feature_size|model_in_dim|latent_dim|hidden_dim|channels|"
                                r"in_channels|num_channels)$")
+
+
+def _upsampled_seq(o, B: int, L: int) -> torch.Tensor | None:
+    """The waveform of a decoder that upsamples its ``L`` input frames by a whole factor
+    ``r > 1`` (an audio codec's decoder: latents ``(B, D, L)`` → mono or stereo audio
+    ``(B, C ≤ 2, r·L)``), folded to one row per input frame ``(B, L, C·r)``; None when no float
+    output has that shape (a resampler's ``(B, latents, D)`` has more than 2 rows per sample)."""
+    for t in _floats(o):
+        if t.dim() == 3 and t.shape[0] == B and t.shape[1] <= 2 and t.shape[-1] > L and t.shape[-1] % L == 0:
+            r = t.shape[-1] // L
+            return t.reshape(B, t.shape[1], L, r).permute(0, 2, 1, 3).reshape(B, L, -1)
+    return None
 
 
 def _feature_input(model, config) -> str | None:
@@ -2015,15 +2156,19 @@ def _feature_dims(config) -> list[int]:
 
 
 def _builds_own_mask(model) -> bool:
-    """Whether the model's ``forward`` builds its attention mask (calls a mask maker such as
+    """Whether the model's ``forward``, or the ``forward`` of one of its submodules (a codec
+    decoder's transformer stack), builds the attention mask (calls a mask maker such as
     transformers' ``create_causal_mask`` / ``get_extended_attention_mask``) rather than passing
     through a mask its parent model prepared."""
-    try:
-        src = inspect.getsource(type(model).forward)
-    except (OSError, TypeError):
-        return False
-    return re.search(r"\b(create_\w*mask|_?prepare_\w*mask\w*|get_extended_attention_mask|_?expand_mask|"
-                     r"_?make_\w*mask)\s*\(", src) is not None
+    for cls in dict.fromkeys(type(m) for m in model.modules()):
+        try:
+            src = inspect.getsource(cls.forward)
+        except (OSError, TypeError):
+            continue
+        if re.search(r"\b(create_\w*mask|_?prepare_\w*mask\w*|get_extended_attention_mask|_?expand_mask|"
+                     r"_?make_\w*mask)\s*\(", src) is not None:
+            return True
+    return False
 
 
 def _features_adapter(model, config, arg: str, facts, supports, input_layout: int, cast, info, common,
@@ -2065,6 +2210,8 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
         o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
+            out = _upsampled_seq(o, x.shape[0], x.shape[1])
+        if out is None:
             out = _per_sample_output(o, x.shape[0], lambda t, B: t)
         return Forward(out, _attentions(o) if output_attentions else None)
 
@@ -2077,7 +2224,7 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
         raise Unsupported(f"{type(model).__name__}: no per-position output of {arg} (B, L, {D})")
     declared = {f["is_causal"] for f in facts}
     causal = (True if declared == {True} else False if declared == {False} else None) if per_position else False
-    if not per_position and declared == {True}:
+    if probe is not None and not per_position and declared == {True}:  # (a width that fails: the next layout)
         raise Unsupported(f"{type(model).__name__}: causal attention modules but no per-position output of {arg}")
     own_mask = _builds_own_mask(model)
     if declared == {True} and not own_mask:

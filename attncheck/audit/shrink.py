@@ -109,6 +109,10 @@ _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
                      r"window_size|local_attention|attention_chunk_size|chunk_size|block_size|canvas_length)$")
+#: the forecast horizon of time-series transformers (``prediction_length``; the context length
+#: defaults to it), left unset by their defaults
+_HORIZON = re.compile(r"(^|_)prediction_length$")
+HORIZON = 8
 #: learned object queries of DETR-style detectors (the top-k of as many image positions)
 _QUERIES = re.compile(r"(^|_)num_queries$")
 QUERIES = 8
@@ -301,7 +305,9 @@ def shrink_values(values: dict[str, Any], level: int = 0,
                     if tk in v and v[tk] is None:
                         out[tk] = tv
         elif _POSITIONS.search(k) and _int(x) and x > POSITIONS:
-            out[k] = POSITIONS
+            # a chunked audio encoder's position table covers a whole chunk of 2·n_window frames
+            chunk = 2 * v["n_window"] if _int(v.get("n_window")) else 0
+            out[k] = min(x, max(POSITIONS, chunk))
         elif _QUERIES.search(k) and _int(x) and x > QUERIES:
             out[k] = QUERIES
         elif _EXPERTS.search(k) and _int(x) and x > EXPERTS:
@@ -494,6 +500,8 @@ def _fill_unset(v: dict[str, Any], out: dict[str, Any]) -> None:
             out[k] = 1
         elif moe and _FFN.search(k):  # the experts' feed-forward size (moe_intermediate_size)
             out[k] = FFN
+        elif _HORIZON.search(k):  # a forecaster's horizon, required by its model (no default)
+            out[k] = HORIZON
 
 
 def _role_prefix(k: str, rx: re.Pattern) -> str | None:

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from attncheck.config import Config, ConfigError, find_config, load_config, validate_selectors
+from attncheck.lint import project as _project
 from attncheck.lint import regions as _regions
 from attncheck.lint import screen as _screen
 from attncheck.lint import suppression
@@ -608,11 +609,15 @@ def _lint_text(text: str, display: str, enabled: frozenset[str],
     limit = sys.getrecursionlimit()
     if limit < RECURSION_LIMIT:  # long ``a + b + …`` chains nest deep in the tree
         sys.setrecursionlimit(RECURSION_LIMIT)
+    # ``--no-regions`` (the check of the region parse) also parses imported helpers' files whole
+    whole = _project.whole_files(True) if not use_regions and project is not None else None
     try:
         return _lint_parsed(text, display, enabled, active, settings, use_regions, idx, project,
                             path)
     finally:
         sys.setrecursionlimit(limit)
+        if whole is not None:
+            _project.stop_whole_files(whole)
 
 
 #: Python's recursion limit while a file is parsed and visited (the rules and analyses recurse
@@ -1134,8 +1139,6 @@ def _run_work(w: _Work, registry=None) -> LintResult:
             rep.findings.extend(findings)
             return rep
     registry = registry if registry is not None else all_rules()
-    from attncheck.lint import project as _project
-
     deps = _project.Dependencies()
     token = _project.recording(deps)
     try:

@@ -28,9 +28,18 @@ file, with the caller's argument values.
   (where a mask was built, where heads were split) to the call site: a finding is always
   reported in the file being linted, at the call that brought the value in.
 
-Callee files are parsed whole with libcst (region selection is for the linted file itself), once
-per process and content (:data:`MAX_LOADED_BYTES` of them kept); a callee file larger than
-:data:`MAX_CALLEE_BYTES` is not followed.
+A callee file is first read by the stdlib :mod:`ast` (:func:`attncheck.lint.regions.index`,
+about a tenth of libcst's time), which says what the imported name is at its top level: a
+class (or a ``def`` reached through an attribute, ``f.x``) is no helper the analyses can run,
+and nothing is parsed with libcst; for a top-level ``def`` libcst parses only the region the
+helper needs (:func:`attncheck.lint.regions.select` with the name as its root: its same-file
+helpers, the module bindings and imports they read, same-named definitions, and the methods any
+class of the file has under an attribute name they read); only a name the file merely binds
+(a re-export) has the whole file parsed, for its import table.  The line numbers are the
+file's own, and the callee's analyzer sees the same definitions, imports and constants as in
+the whole file, so findings are the same (``--no-regions`` loads callee files whole, as the
+check of this).  Each parse is kept per process, content and name (:data:`MAX_LOADED_BYTES` of
+source kept); a callee file larger than :data:`MAX_CALLEE_BYTES` is not followed.
 """
 from __future__ import annotations
 
@@ -184,53 +193,130 @@ def _module_file(project: Project, importer: str, level: int, module: str) -> st
     return found
 
 
-#: parsed callee files: (project, path) -> (sha256 of the bytes, FileContext, size).  The one
-#: module-level cache the analyses share, and a pure one: an entry is used only while the file's
-#: bytes hash the same, and what it holds (the libcst tree, the module index, qualified names)
-#: is a function of those bytes and the project alone.  No analysis fact of a caller is kept:
-#: each analysis builds its own analyzer over a loaded callee (``Interpreter.imported``).
-_LOADED: OrderedDict[tuple[Project, str], tuple[str, Any, int]] = OrderedDict()
+#: parsed callee files: (project, path, root: the imported ``def`` whose region was parsed, or
+#: ``None`` for the whole file) -> (sha256 of the bytes, FileContext, characters parsed).  The
+#: one module-level cache the analyses share, and a pure one: an entry is used only while the
+#: file's bytes hash the same, and what it holds (the libcst tree, the module index, qualified
+#: names) is a function of those bytes, the project and the root alone.  No analysis fact of a
+#: caller is kept: each analysis builds its own analyzer over a loaded callee
+#: (``Interpreter.imported``).
+_LOADED: OrderedDict[tuple[Project, str, str | None], tuple[str, Any, int]] = OrderedDict()
+#: the top-level names of each callee file read by ``ast``: path → (sha256, functions, classes),
+#: or ``None`` for a file ``ast`` cannot read
+_NAMES: OrderedDict[str, tuple[str, frozenset[str], frozenset[str]] | None] = OrderedDict()
+#: callee files whose top-level names are kept
+MAX_NAMED_FILES = 2_000
+
+_WHOLE: contextvars.ContextVar[bool] = contextvars.ContextVar("whole_callee_files",
+                                                              default=False)
 
 
-def load(project: Project, path: str) -> Any:
-    """The :class:`~attncheck.lint.context.FileContext` of the linted file ``path`` (whole-file
-    libcst parse), or ``None`` when it cannot be read, decoded or parsed."""
-    rec = _RECORD.get()
+def whole_files(whole: bool) -> contextvars.Token:
+    """Load callee files whole (``True``: the ``--no-regions`` check of the region loads)
+    until :func:`stop_whole_files`."""
+    return _WHOLE.set(whole)
+
+
+def stop_whole_files(token: contextvars.Token) -> None:
+    _WHOLE.reset(token)
+
+
+def _read_callee(path: str) -> tuple[bytes | None, str | None]:
+    """The bytes of a callee file (``None``: unreadable or over :data:`MAX_CALLEE_BYTES`) and
+    their sha256, recorded as a file the linted file depends on."""
     try:
         with open(path, "rb") as fh:
             data = fh.read(MAX_CALLEE_BYTES + 1)
     except OSError:
         data = None
     sha = hashlib.sha256(data).hexdigest() if data is not None else None
+    rec = _RECORD.get()
     if rec is not None:
         rec.files[path] = sha
     if data is None or len(data) > MAX_CALLEE_BYTES:
-        return None
-    key = (project, path)
+        return None, sha
+    return data, sha
+
+
+def load(project: Project, path: str) -> Any:
+    """The :class:`~attncheck.lint.context.FileContext` of the linted file ``path`` (whole-file
+    libcst parse), or ``None`` when it cannot be read, decoded or parsed."""
+    data, sha = _read_callee(path)
+    return None if data is None else _load(project, path, data, sha, None)
+
+
+def _load(project: Project, path: str, data: bytes, sha: str, root: str | None) -> Any:
+    key = (project, path, root)
     hit = _LOADED.pop(key, None)
     if hit is not None and hit[0] == sha:
         _LOADED[key] = hit
         return hit[1]
-    ctx = _parse(project, path, data)
-    _LOADED[key] = (sha, ctx, len(data))
+    ctx, size = _parse(project, path, data, root)
+    _LOADED[key] = (sha, ctx, size)
     total = sum(n for _, _, n in _LOADED.values())
     while total > MAX_LOADED_BYTES and len(_LOADED) > 1:
         total -= _LOADED.popitem(last=False)[1][2]
     return ctx
 
 
-def _parse(project: Project, path: str, data: bytes) -> Any:
+def _parse(project: Project, path: str, data: bytes, root: str | None) -> tuple[Any, int]:
+    """The file's context and the characters handed to libcst: the region of the top-level
+    function ``root`` (the whole file when ``root`` is ``None`` or the region does not parse
+    to the selected definitions)."""
     import libcst as cst
 
+    from attncheck.lint import regions
     from attncheck.lint.context import FileContext
-    from attncheck.lint.engine import _parse_errors, _Unreadable, decode_source
+    from attncheck.lint.engine import _parse_errors, _parse_screened, _Unreadable, decode_source
 
     try:
         text, _ = decode_source(data)
-        module = cst.parse_module(text)
-    except (_Unreadable, *_parse_errors()):
+    except _Unreadable:
+        return None, len(data)
+    module = None
+    if root is not None:  # ``text`` passed the ``ast`` screen (:func:`_top_names`)
+        sel = regions.select(text, (), roots=(root,))
+        if sel is not None:
+            try:
+                module = _parse_screened(sel.text)
+            except _parse_errors():
+                module = None
+            if module is not None and not regions.structure_matches(module, sel):
+                module = None
+            if module is not None:
+                size = len(sel.text) - sel.text.count("\n")
+    if module is None:
+        try:
+            module = cst.parse_module(text)
+        except _parse_errors():
+            return None, len(data)
+        size = len(text)
+    return FileContext(module, text, path, project=project, path=path), size
+
+
+def _top_names(path: str, data: bytes, sha: str) -> tuple[frozenset[str], frozenset[str]] | None:
+    """The names of the top-level functions and classes of a callee file (the definitions
+    :class:`~attncheck.lint.analysis.index.ModuleIndex` holds), read by ``ast``; ``None`` when
+    ``ast`` cannot read it (then it is parsed whole by libcst, which decides)."""
+    hit = _NAMES.pop(path, None)
+    if hit is not None and hit[0] == sha:
+        _NAMES[path] = hit
+        return hit[1:]
+    from attncheck.lint import regions
+    from attncheck.lint.engine import _Unreadable, decode_source
+
+    try:
+        idx = regions.index(decode_source(data)[0])
+    except _Unreadable:
+        idx = None
+    if idx is None:
         return None
-    return FileContext(module, text, path, project=project, path=path)
+    funcs = frozenset(n for n, is_class in idx.tops if n and not is_class)
+    classes = frozenset(n for n, is_class in idx.tops if n and is_class)
+    _NAMES[path] = (sha, funcs, classes)
+    while len(_NAMES) > MAX_NAMED_FILES:
+        _NAMES.popitem(last=False)
+    return funcs, classes
 
 
 def imported_function(ctx: Any, func: Any) -> tuple[Any, Any] | None:
@@ -270,7 +356,22 @@ def _resolve(ctx: Any, parts: list[str], depth: int) -> tuple[Any, Any] | None:
         path = _module_file(ctx.project, ctx.path, level, module)
         if path is None:
             continue
-        callee = load(ctx.project, path)
+        data, sha = _read_callee(path)
+        if data is None:
+            return None
+        names = None if _WHOLE.get() else _top_names(path, data, sha)
+        if names is not None:
+            funcs, classes = names
+            if attrs[0] in funcs or attrs[0] in classes:
+                # a top-level definition: a helper to run only as ``f`` itself
+                if len(attrs) > 1 or attrs[0] not in funcs:
+                    return None
+                callee = _load(ctx.project, path, data, sha, attrs[0])
+                if callee is None:
+                    return None
+                f = callee.index.functions.get(attrs[0])
+                return (callee, f) if f is not None else None
+        callee = _load(ctx.project, path, data, sha, None)
         if callee is None:
             return None
         if len(attrs) == 1:

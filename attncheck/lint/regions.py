@@ -575,7 +575,8 @@ def _in_comment(line: str, col: int, start: int = 0) -> bool:
 
 
 def select(text: str, triggers, why: dict | None = None,
-           walk: Iterable[Trigger] | None = None, idx: Index | None = None) -> Selection | None:
+           walk: Iterable[Trigger] | None = None, idx: Index | None = None,
+           roots: Iterable[str] | None = None) -> Selection | None:
     """The blanked text to parse, or ``None`` when the whole file must be parsed.
 
     ``triggers``: the enabled rules' :class:`Trigger` s (:func:`triggers_of`), or plain
@@ -586,7 +587,15 @@ def select(text: str, triggers, why: dict | None = None,
     ``first line → reason`` of each kept unit.  ``walk``: the triggers of rules that visit nodes
     (``visit_Call`` …): a kept top-level definition without a seed of theirs is marked in
     :attr:`Selection.walk_defs` as not needing the tree walk (those rules cannot report there;
-    the module-level analyses still see it)."""
+    the module-level analyses still see it).
+
+    ``roots`` (with ``triggers`` ``()``): select for a helper that *another* file imports
+    (:mod:`attncheck.lint.project`) instead — the seeds are the top-level functions named
+    ``roots``, the closure is the same except that callers are not kept (another file's
+    analyzer runs the helper with its own call's arguments, never this file's), and a kept
+    function or method also keeps the methods, in any class of this file, that it names as
+    attributes: the instance the caller passes in (``module`` of ``eager_attention_forward(
+    module, …)``) is looked up in this file's classes by its class name."""
     if triggers is None:
         return None
     if not isinstance(triggers, tuple) or not all(isinstance(t, Trigger) for t in triggers):
@@ -932,6 +941,11 @@ def select(text: str, triggers, why: dict | None = None,
             if u.kind == "class" or u.kind == "func" or (u.kind == "meth" and u.name == "__init__"):
                 keep(ui)
 
+    if roots is not None:
+        for name in roots:
+            for ti in by_name.get(name, ()):
+                if ti not in class_tops:
+                    seed[top_units[ti][0]] = True
     for ui in range(n_units):
         if seed[ui]:
             keep(ui)
@@ -988,9 +1002,14 @@ def select(text: str, triggers, why: dict | None = None,
                         for name in ms.keys() & named:
                             for mi in ms[name]:
                                 keep(mi)
+                if roots is not None and u.kind in ("func", "meth") and fa.attrs:
+                    for ms in methods.values():
+                        for name in ms.keys() & fa.attrs.keys():
+                            for mi in ms[name]:
+                                keep(mi)
             # its callers (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters;
             # not the dunders, called by syntax, but a private ``__name`` is an ordinary method)
-            if not up_done[ui]:
+            if not up_done[ui] and roots is None:
                 up_done[ui] = True
                 if u.kind == "func" or (u.kind == "meth" and not _dunder(u.name)):
                     for vi in callers_of(ui):
