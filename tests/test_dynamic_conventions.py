@@ -380,3 +380,32 @@ def test_qk_norm_gradient_flow_at_head_dim_1():
     r = _run("qk_norm_sdpa", ["gradient-flow"], head_dim=1).results[0]
     assert r.status == "pass", r.message
     assert set(r.metrics["no_effect"]) >= {"input q"}
+
+
+def _alibi_softmax(q, k, v, sign=-1.0):
+    """Causal ALiBi written out with softmax, so the probe sees ``(B, H, L_q, L_k)`` logits;
+    slopes ``2^(-8h/H)`` for every H (many implementations' choice when H is not a power of
+    two, where the reference code interleaves two sequences)."""
+    H, L_q, L_k = q.size(1), q.size(-2), k.size(-2)
+    m = fx.alibi_slopes(H).to(q).view(1, H, 1, 1)
+    i = torch.arange(L_q, device=q.device).view(-1, 1) + (L_k - L_q)
+    j = torch.arange(L_k, device=q.device).view(1, -1)
+    scores = q @ k.transpose(-2, -1) * q.size(-1) ** -0.5 + sign * m * (i - j).to(q)
+    return scores.masked_fill(j > i, float("-inf")).softmax(dim=-1) @ v
+
+
+def test_alibi_slopes_are_measured_per_head_at_each_head_count():
+    from attncheck.dynamic.positions import detect_positions
+
+    t = target(_alibi_softmax, causal=True, alignment="bottom_right")
+    for H in (2, 3):
+        det = detect_positions(t, n_heads=H)
+        assert det["kind"] == "alibi"
+        assert det["measured_slopes"] == pytest.approx(fx.alibi_slopes(H).tolist(), rel=1e-4)
+
+
+def test_undeclared_alibi_kernel_matches_the_reference_at_any_head_count():
+    res = attncheck.check(target(_alibi_softmax, causal=True, alignment="bottom_right"),
+                          checks=["reference"], device="cpu", max_examples=10).results[0]
+    assert res.status == "pass", res.message
+    assert res.metrics["max_abs_diff"] < 1e-5

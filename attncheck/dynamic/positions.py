@@ -217,6 +217,18 @@ def _classify(T: torch.Tensor, valid: torch.Tensor) -> dict[str, Any] | None:
     return {"kind": "alibi", "measured_slopes": slopes[:64]}
 
 
+def _per_head(slopes: list[float], H: int) -> list[float]:
+    """Slopes measured over the leading axes of ``(B, H, L_q, L_k)`` logits, one per head: the
+    first H when every sample repeats them (the bias does not depend on the sample)."""
+    if H < 1 or len(slopes) <= H or len(slopes) % H:
+        return slopes
+    head = torch.tensor(slopes[:H], dtype=torch.float64)
+    rest = torch.tensor(slopes, dtype=torch.float64).view(-1, H)
+    if torch.allclose(rest, head.expand_as(rest), rtol=1e-4, atol=0.0):
+        return slopes[:H]
+    return slopes
+
+
 def draw_permutation(n: int, seed: int) -> torch.Tensor:
     """A permutation of ``range(n)`` from ``seed`` that moves every position when ``n ≥ 2``
     (a random permutation composed with a cyclic shift when it has fixed points)."""
@@ -349,16 +361,22 @@ def position_dependence(target: Any, inputs: Any, dtype: torch.dtype = torch.flo
 
 
 def detect_positions(target: Any, device: Any = "cpu",
-                     dtype: torch.dtype = torch.float32) -> dict[str, Any]:
-    """Look for a position term in probed forwards (L_q = L_k = 8, no mask): an additive
-    relative-position term in the logits, else :func:`position_dependence`.  Returns
+                     dtype: torch.dtype = torch.float32,
+                     n_heads: int | None = None) -> dict[str, Any]:
+    """Look for a position term in probed forwards (L_q = L_k = 8, no mask; ``n_heads`` heads
+    when given and the target does not fix its own): an additive relative-position term in
+    the logits, else :func:`position_dependence`.  Returns
     ``{"kind": "none" | "relative" | "alibi" | "absolute", "source": "detected",
-    "message": ..}``; "none" also when nothing could be observed."""
+    "message": ..}`` (ALiBi adds ``measured_slopes``, one per head); "none" also when nothing
+    could be observed."""
     from dataclasses import replace
 
     from attncheck.dynamic.probe import MASK_THRESHOLD, Probe
 
-    ex = target.fit_example(replace(target.default_example(0), L_q=8, L_k=8))
+    ex = replace(target.default_example(0), L_q=8, L_k=8)
+    if n_heads:
+        ex = replace(ex, H=int(n_heads))
+    ex = target.fit_example(ex)
     inputs = target.make_inputs(ex, device=device, dtype=dtype, causal=target.causal is True)
     with torch.no_grad(), Probe(mha_logits=True) as probe:
         target(inputs)
@@ -385,6 +403,8 @@ def detect_positions(target: Any, device: Any = "cpu",
         cls = _classify(T, valid)
         if cls is None:
             continue
+        if cls["kind"] == "alibi":
+            cls["measured_slopes"] = _per_head(cls["measured_slopes"], ex.H)
         name = "ALiBi-style (linear in |i − j|)" if cls["kind"] == "alibi" else \
             "relative (a function of i − j)"
         where = f"{r.kind} #{r.index}"

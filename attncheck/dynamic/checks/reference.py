@@ -271,8 +271,8 @@ def _kernel(target: Target, ctx: RunContext) -> CheckResult:
                        + (f", GQA {ex.H}/{hkv} heads (repeat_interleave)" if gqa else "")
                        + (", causal" if causal else "") + (", masked" if keep is not None else "")
                        + (", L2-normalised q and k (qk_norm)" if qk_norm else "")
-                       + (f", {describe(alibi)} with slopes "
-                          f"{[round(x, 4) for x in _slopes(alibi, ex.H)][:4]}"
+                       + (f", {describe(alibi)} with slopes " + str(
+                           [round(x, 4) for x in _slopes(alibi, ex.H, target, ctx.device)][:4])
                           + ("…" if ex.H > 4 else "") if alibi is not None else "")
                        + ")")
             err.data = dict(m, gqa=gqa, masked=keep is not None)
@@ -297,14 +297,29 @@ def _kernel(target: Target, ctx: RunContext) -> CheckResult:
                                  if ctx.dtype in _LOW else "") + ")", metrics)
 
 
-def _slopes(pos: dict[str, Any], H: int) -> list[float]:
+def _slopes(pos: dict[str, Any], H: int, target: Target | None = None,
+            device: Any = "cpu") -> list[float]:
     """ALiBi slopes: declared (``positions={"kind": "alibi", "slopes": [..]}``), measured by
-    detection when they fit H heads, else the paper's ``2^(−8h/H)``."""
-    from attncheck.dynamic.positions import alibi_slopes
+    detection when they fit H heads, else measured again on an H-head forward of ``target``
+    (a kernel computes its slopes from its head count, and for H not a power of two
+    implementations differ: the reference code interleaves, many write ``2^(−8h/H)``), else
+    the paper's slopes (:func:`alibi_slopes`)."""
+    from attncheck.dynamic.positions import alibi_slopes, detect_positions
 
     for key in ("slopes", "measured_slopes"):
         sl = pos.get(key)
         if isinstance(sl, (list, tuple)) and len(sl) == H:
+            return [float(x) for x in sl]
+    if target is not None and "measured_slopes" in pos:
+        by_heads = pos.setdefault("measured_slopes_by_heads", {})
+        if H not in by_heads:
+            try:
+                det = detect_positions(target, device=device, n_heads=H)
+            except Exception:  # noqa: BLE001 - the target's own failure: other checks report it
+                det = {}
+            by_heads[H] = det.get("measured_slopes") if det.get("kind") == "alibi" else None
+        sl = by_heads[H]
+        if isinstance(sl, list) and len(sl) == H:
             return [float(x) for x in sl]
     return alibi_slopes(H)
 
@@ -315,7 +330,8 @@ def _with_alibi(mask: torch.Tensor | None, pos: dict[str, Any], target: Target, 
     bias (``−m_h·|i' − j|``, the target's alignment), ``-inf`` where ``mask`` blocks."""
     from attncheck.dynamic.positions import alibi_bias
 
-    bias = alibi_bias(ex.H, ex.L_q, ex.L_k, target.alignment, _slopes(pos, ex.H),
+    slopes = _slopes(pos, ex.H, target, device)
+    bias = alibi_bias(ex.H, ex.L_q, ex.L_k, target.alignment, slopes,
                       device=device).unsqueeze(0).expand(ex.B, ex.H, ex.L_q, ex.L_k)
     if mask is None:
         return bias
