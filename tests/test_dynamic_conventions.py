@@ -409,3 +409,18 @@ def test_undeclared_alibi_kernel_matches_the_reference_at_any_head_count():
                           checks=["reference"], device="cpu", max_examples=10).results[0]
     assert res.status == "pass", res.message
     assert res.metrics["max_abs_diff"] < 1e-5
+
+
+def test_undeclared_alibi_with_inverted_sign_fails_the_reference():
+    from functools import partial
+
+    from attncheck.dynamic.positions import detect_positions
+
+    det = detect_positions(target(fx.alibi_wrong_sign, causal=True, alignment="bottom_right"))
+    assert det["kind"] == "alibi" and det["inverted"]
+    assert det["measured_slopes"] == pytest.approx(fx.alibi_slopes(2).tolist(), rel=1e-4)
+    res = attncheck.check(target(partial(_alibi_softmax, sign=1.0), causal=True,
+                                 alignment="bottom_right"),
+                          checks=["reference"], device="cpu", max_examples=10).results[0]
+    assert res.status == "fail" and "sign inverted" in res.message
+    assert res.metrics["max_abs_diff"] > 1e-4

@@ -194,7 +194,10 @@ def toeplitz_bias(logits: torch.Tensor, qk: torch.Tensor | None = None
 
 def _classify(T: torch.Tensor, valid: torch.Tensor) -> dict[str, Any] | None:
     """``T (..., H?, L_q, L_k)`` Toeplitz bias → None (constant: no position term), relative,
-    or ALiBi (linear in |i − j| with negative slope per head)."""
+    or ALiBi (linear in |i − j| with negative slope per head).  A bias linear in |i − j| with
+    a positive slope in every head is ALiBi with its sign inverted (distant keys favoured):
+    ``{"kind": "alibi", "inverted": True}``, the slopes as magnitudes, so that the reference
+    (ALiBi's ``−m·|i − j|``) tells it apart."""
     T = torch.nan_to_num(T, nan=0.0)
     span = float((T.masked_fill(~valid, 0).amax() - T.masked_fill(~valid, 0).amin()))
     if span <= 1e-6 * max(1.0, float(T.abs().max())):
@@ -211,10 +214,15 @@ def _classify(T: torch.Tensor, valid: torch.Tensor) -> dict[str, Any] | None:
         xc = x - x.mean()
         slope = float((xc * (y - y.mean())).sum() / (xc * xc).sum())
         fit = y.mean() + slope * xc
-        if float((fit - y).abs().max()) > 1e-4 * max(1.0, float(y.abs().max())) or slope >= 0:
+        if float((fit - y).abs().max()) > 1e-4 * max(1.0, float(y.abs().max())) or slope == 0:
             return {"kind": "relative"}
         slopes.append(-slope)
-    return {"kind": "alibi", "measured_slopes": slopes[:64]}
+    if all(m > 0 for m in slopes):
+        return {"kind": "alibi", "measured_slopes": slopes[:64]}
+    if all(m < 0 for m in slopes):
+        return {"kind": "alibi", "measured_slopes": [-m for m in slopes[:64]], "inverted": True,
+                "name": "sign inverted: the bias grows with |i − j|, distant keys favoured"}
+    return {"kind": "relative"}
 
 
 def _per_head(slopes: list[float], H: int) -> list[float]:
@@ -405,8 +413,9 @@ def detect_positions(target: Any, device: Any = "cpu",
             continue
         if cls["kind"] == "alibi":
             cls["measured_slopes"] = _per_head(cls["measured_slopes"], ex.H)
-        name = "ALiBi-style (linear in |i − j|)" if cls["kind"] == "alibi" else \
-            "relative (a function of i − j)"
+        name = "relative (a function of i − j)" if cls["kind"] != "alibi" else \
+            "ALiBi-style (linear in |i − j|, growing with distance: sign inverted)" \
+            if cls.get("inverted") else "ALiBi-style (linear in |i − j|)"
         where = f"{r.kind} #{r.index}"
         return dict(cls, source="detected", record=where,
                     message=f"additive {name} position bias found in the logits of {where}")
