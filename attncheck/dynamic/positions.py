@@ -25,7 +25,8 @@ the logits the probe captures (softmax inputs, SDPA's ``scale·q·kᵀ + mask``)
    call's float ``attn_mask``, or what remains of a hand-written softmax's logits once the best
    multiple of the q·kᵀ product is removed (both fitted within each diagonal ``i − j``, so a
    Toeplitz bias drops out); when that term is linear in ``|i − j|`` with a negative slope per
-   head it is *ALiBi* (slopes measured);
+   head it is *ALiBi* (slopes measured), with a positive slope in every head *ALiBi with its
+   sign inverted*;
 2. otherwise the tokens are permuted (:func:`position_dependence`): without a position term the
    logits of ``x[p]`` are the logits of ``x`` with rows and columns permuted by ``p``
    (attention treats its keys as a set and each query on its own: Vaswani et al. 2017 §3.2).
