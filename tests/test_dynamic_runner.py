@@ -60,6 +60,61 @@ def test_buggy_modules_fail_with_reason(cls, check, status, needle):
     assert len(report.results) == 3          # the other checks still ran
 
 
+def _scales_q_in_place(q, k, v):
+    q.mul_(2.0)                               # writes into the caller's tensor
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+class _DriftingWeights(torch.nn.Module):
+    """Each forward nudges its own projection weight in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.mha.in_proj_weight.add_(0.01)
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("obj,written", [
+    (_scales_q_in_place, "input q"),
+    (_DriftingWeights(), "parameter mha.in_proj_weight"),
+])
+def test_determinism_names_in_place_writes_not_randomness(obj, written):
+    r = attncheck.check(obj, checks=["determinism"], **FAST)["determinism"]
+    assert r.status == "fail"
+    assert f"writes in place into {written}" in r.message and "dropout" not in r.message
+    assert r.metrics["max_abs_diff"] > 0
+
+
+class _CountingDropout(torch.nn.Module):
+    """Dropout left on at inference, and a call counter kept in a buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = torch.nn.MultiheadAttention(16, 2, batch_first=True)
+        self.register_buffer("calls", torch.zeros(()))
+
+    def forward(self, x):
+        self.calls += 1
+        return F.dropout(self.mha(x, x, x, need_weights=False)[0], 0.5, training=True)
+
+
+def test_determinism_names_a_written_buffer_next_to_randomness():
+    r = attncheck.check(_CountingDropout(), checks=["determinism"], **FAST)["determinism"]
+    assert r.status == "fail"
+    assert "writes in place into buffer calls" in r.message and "dropout not gated" in r.message
+
+
+def test_determinism_still_blames_randomness_without_in_place_writes():
+    r = attncheck.check(buggy.DropoutInEvalAttention(), checks=["determinism"],
+                        **FAST)["determinism"]
+    assert r.status == "fail" and "dropout not gated" in r.message
+    assert "in place" not in r.message
+
+
 def test_failure_reports_smallest_example_and_reproduction():
     r = attncheck.check(buggy.WrongShapeAttention(), checks=["shapes"], **FAST)["shapes"]
     ex = r.metrics["example"]
