@@ -45,6 +45,8 @@ def test_error_exit_1_and_timeout_option():
     assert r.exit_code == 1
     res = json.loads(r.output)["results"][0]
     assert res["status"] == "error" and "timed out" in res["message"]
+    # the reproduction replays under the same limit, not the 60 s default
+    assert res["details"].endswith("--max-examples 2 --timeout 0.5")
 
 
 @pytest.mark.parametrize("args,needle", [

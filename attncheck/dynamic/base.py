@@ -49,6 +49,9 @@ __all__ = [
     "DEFAULT_CHECKS", "CHECK_MODULES", "tolerances", "raised_by_attncheck", "INTERNAL_ERROR",
 ]
 
+#: Seconds each check may run by default (``--timeout`` / ``timeout=``; 0 or None: no limit).
+DEFAULT_TIMEOUT = 60.0
+
 #: The default suite, in run order.  A check whose module is missing is left out.
 DEFAULT_CHECKS: tuple[str, ...] = ("shapes", "finite", "normalization", "causality",
                                    "gradient-flow", "saturation", "scale", "determinism")
@@ -220,7 +223,7 @@ class RunContext:
     dtype: torch.dtype = torch.float32
     seed: int = 0
     max_examples: int = 10
-    time_limit: float | None = 60.0
+    time_limit: float | None = DEFAULT_TIMEOUT
     check: str = ""
     spec: str | None = None
     target_desc: str = ""
@@ -286,6 +289,8 @@ class RunContext:
                 parts += ["--dtype", str(self.dtype).replace("torch.", "")]
             if self.max_examples != 8:  # runner.DEFAULT_MAX_EXAMPLES: the search depends on it
                 parts += ["--max-examples", str(self.max_examples)]
+            if self.time_limit != DEFAULT_TIMEOUT:  # a timeout replays only under its limit
+                parts += ["--timeout", f"{self.time_limit or 0:g}"]
             if self.train:
                 parts.append("--train")
             if self.cli_options:

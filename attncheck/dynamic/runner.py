@@ -38,6 +38,7 @@ import torch
 
 from attncheck.dynamic.base import (
     DEFAULT_CHECKS,
+    DEFAULT_TIMEOUT,
     INTERNAL_ERROR,
     CheckSpec,
     CheckTimeout,
@@ -55,7 +56,6 @@ __all__ = ["check", "run_checks", "resolve_device", "resolve_dtype", "run_with_t
            "DEFAULT_TIMEOUT", "SMALL_MODEL_PARAMS", "single_thread_for_small_models",
            "DEFAULT_MAX_EXAMPLES", "available_checks"]
 
-DEFAULT_TIMEOUT = 60.0
 _T = TypeVar("_T")
 DEFAULT_MAX_EXAMPLES = 8
 
