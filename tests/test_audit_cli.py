@@ -92,6 +92,20 @@ def test_factory_that_fails_to_build_is_an_error(tmp_path):
     assert "RuntimeError: no weights here" in rep.results[0].message
 
 
+@pytest.mark.parametrize("source,name,needle", [
+    ("def attend(q, k, v, mask=None):\n    return q\n", "attend", "it takes arguments (q, k, v)"),
+    ("import torch\nclass Attn(torch.nn.Module):\n    def __init__(self, d_model):\n"
+     "        super().__init__()\n", "Attn", "its constructor needs arguments (d_model)"),
+])
+def test_spec_that_cannot_be_called_without_arguments_is_a_usage_error(tmp_path, source, name,
+                                                                        needle):
+    p = tmp_path / "user_attention.py"
+    p.write_text(source)
+    r = CliRunner().invoke(main, ["audit", f"{p}:{name}"])
+    assert r.exit_code == 2, r.output
+    assert needle in r.output and f"attncheck check {p}:{name}" in r.output
+
+
 def test_module_that_returns_nan_fails_others_go_on(tmp_path):
     p = tmp_path / "nanlayer.py"
     p.write_text(textwrap.dedent("""

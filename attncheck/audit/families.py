@@ -383,13 +383,30 @@ def load_object(spec: str):
     return obj
 
 
+def _required_args(fn: Callable[..., Any]) -> list[str]:
+    """Parameters of ``fn`` that a call without arguments leaves unfilled (none when the
+    signature cannot be read: the call itself then tells)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in sig.parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD,
+                                                   p.KEYWORD_ONLY)]
+
+
 def _build_factory(spec: str, family: str, name: str) -> list[AuditModel]:
     obj = load_object(spec)
-    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
-        made = obj()
-    elif isinstance(obj, torch.nn.Module):
+    if isinstance(obj, torch.nn.Module):
         made = obj
     elif callable(obj):
+        need = _required_args(obj)
+        if need:
+            what = "its constructor needs" if isinstance(obj, type) else "it takes"
+            raise UnknownSpec(
+                f"{spec}: {what} arguments ({', '.join(need)}); audit builds a model from an "
+                f"nn.Module, an nn.Module class or a factory called without arguments (for an "
+                f"attention kernel f(q, k, v) run `attncheck check {spec}`)", known_specs())
         made = obj()
     else:
         raise UnknownSpec(f"{spec} is not a model, an nn.Module class or a factory", known_specs())
