@@ -53,6 +53,14 @@ def test_kernel_convention_top_left_fails_bottom_right_passes():
     assert r.status == "pass", r.message
 
 
+def test_cache_hint_naming_arguments_forward_lacks_is_an_error_naming_them():
+    layer = make_fixed()
+    r = run(layer, "kv-cache", causal=True, cache={"arg": "past_key_value", "flag": "use_cache"})
+    assert r.status == "error" and "internal error" not in r.message
+    assert "takes no past_key_value" in r.message and "forward(x, past_kv, use_cache)" in r.message
+    assert run(layer, "kv-cache", causal=True, kv_cache=True).status == "pass"
+
+
 def test_no_cache_hint_skips():
     r = run(torch.nn.MultiheadAttention(16, 2, batch_first=True), "kv-cache")
     assert r.status == "skip" and "cache" in r.message

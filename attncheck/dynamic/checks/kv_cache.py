@@ -25,6 +25,7 @@ caches that drop or duplicate tokens, and position offsets ignored on decode.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import replace
 from typing import Any
 
@@ -85,6 +86,28 @@ def _applies(target: Target) -> bool | str:
     return True
 
 
+def _unknown_cache_args(target: Target, conv: dict[str, Any]) -> str | None:
+    """Why a layer cannot be called with the cache convention's keyword arguments (a forward
+    that takes neither that name nor ``**kwargs``), naming its parameters; None when it can,
+    or when the signature cannot be read."""
+    module = target.module
+    if target.is_kernel or module is None:
+        return None
+    try:
+        params = inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    missing = [conv[k] for k in ("arg", "flag") if conv.get(k) and conv[k] not in params]
+    if not missing:
+        return None
+    return (f"the cache hint passes {conv['arg']}= and {conv['flag']}= (the defaults of "
+            f"kv_cache=True unless cache= names them), but forward({', '.join(params)}) takes "
+            f"no {' or '.join(missing)}: name the target's own arguments with the hint "
+            f"cache={{'arg': ..., 'flag': ...}}")
+
+
 def _steps(L: int) -> list[tuple[int, int]]:
     steps = [(0, PREFILL)]
     steps += [(t, t + 1) for t in range(PREFILL, L)]
@@ -96,6 +119,9 @@ def _steps(L: int) -> list[tuple[int, int]]:
 def check_kv_cache(target: Target, ctx: RunContext) -> CheckResult:
     """Prefill + one-token decode steps vs the full causal forward."""
     conv = cache_convention(target)
+    unknown = _unknown_cache_args(target, conv)
+    if unknown:
+        return ctx.result("error", unknown, {"convention": conv})
     atol, rtol = ctx.tolerances
     L = L_CACHE
     ex = ctx.example(target, B=2, L_q=L, L_k=L)
