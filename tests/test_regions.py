@@ -754,6 +754,23 @@ def test_code_nested_deeper_than_cpython_compiles_is_a_parse_error(monkeypatch):
             assert all("nested too deeply" in f.message for f in found)
 
 
+@pytest.mark.parametrize("screen_in_pieces", [False, True])
+def test_brackets_nested_deeper_than_the_tokenizer_allows_are_a_parse_error(monkeypatch,
+                                                                            screen_in_pieces):
+    """1,000 nested brackets: CPython's tokenizer refuses more than 200 levels, so no Python runs
+    the file; libcst accepts it (and overflows the C stack a few thousand levels deeper), so
+    it must not be asked."""
+    from attncheck.lint import screen
+
+    if screen_in_pieces:
+        monkeypatch.setattr(screen, "PIECEWISE_ABOVE", 100)
+    text = "import torch\n\nx = " + "[" * 1000 + "]" * 1000 + "\n"
+    enabled = resolve_selection(REGISTRY, [Layer(select=("ALL",))])
+    found = lint_text(text, "nested.py", enabled, REGISTRY).findings
+    assert [(f.code, f.line) for f in found] == [("ATT000", 3)]
+    assert "too many nested parentheses" in found[0].message
+
+
 #: Known gaps (a fifth fuzzing round, left for the next session): with ``--select ATT204`` alone the
 #: region parse misses a fill the mask analysis computes from a call or from names, a product split
 #: over lines, or a binding the line-based search cannot see.  Under the default rules (and ALL)

@@ -324,7 +324,10 @@ def _syntax_check(text: str, display: str) -> Finding | None:
         # parser would overflow the C stack on it (a segmentation fault), so it is not asked
         return _engine_finding(display, "ATT000", "cannot parse: RecursionError: the code is nested "
                                "too deeply for CPython's compiler (Python cannot run this file either)")
-    except (SyntaxError, ValueError, MemoryError, OverflowError):
+    except SyntaxError as exc:
+        if _screen.beyond_parser_limits(exc):
+            return _syntax_error(text, display, exc)
+    except (ValueError, MemoryError, OverflowError):
         pass
     try:
         cst.parse_module(text)

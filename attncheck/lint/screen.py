@@ -112,6 +112,14 @@ def _wrapper(text: str, a: int) -> tuple[str, str]:
     return c, _CLOSE[c]
 
 
+def beyond_parser_limits(exc: SyntaxError) -> bool:
+    """Whether CPython refused the source for nesting brackets deeper than its tokenizer allows
+    (200 levels, ``MAXLEVEL`` in CPython's ``Parser/tokenizer.c``): no Python version runs
+    such a file, and libcst's native parser, asked instead, overflows the C stack on a few
+    thousand levels (a segmentation fault)."""
+    return (exc.msg or "") == "too many nested parentheses"
+
+
 def _compile(src: str) -> SyntaxError | None:
     try:
         with warnings.catch_warnings():
@@ -148,7 +156,8 @@ def check(text: str, base: int = 0, prefix: int = 0, suffix: int = 0,
         del inner
     if not pairs:
         exc = _compile(text)
-        if exc is None or (refused is not None and prefix == 0 and refused(text)):
+        if exc is None or (refused is not None and prefix == 0 and
+                           not beyond_parser_limits(exc) and refused(text)):
             return None
         at = _offset_in(text, exc)
         return ScreenError(base + max(at - prefix, 0), type(exc).__name__, exc.msg or str(exc))
