@@ -122,3 +122,20 @@ def test_add_noqa_then_clean(test_rules):
     assert new.splitlines()[5] == "        x.softmax(4))  # noqa: ATT991, ATT993"
     assert lint_source(new, select=SEL) == []
     assert add_noqa(new, lint_source(new, select=SEL)) == (new, 0)
+
+
+@pytest.mark.parametrize("eol", ["\n", "\r\n", "\r"])
+def test_noqa_and_add_noqa_follow_python_line_endings(test_rules, eol):
+    """Python ends a physical line at \\n, \\r\\n or a lone \\r, never at a form feed (which
+    str.splitlines also breaks at): comments are read and written on the lines findings name."""
+    body = ["import torch", "\fdef f(x):", "    y = x.softmax(1)", "    return y", ""]
+    src = eol.join(body)
+    found = lint_source(src, select=SEL)
+    assert {(f.line, f.code) for f in found} == {(3, "ATT991"), (3, "ATT993")}
+    new, n = add_noqa(src, found)
+    assert n == 1
+    assert new.split(eol)[2] == "    y = x.softmax(1)  # noqa: ATT991, ATT993"
+    assert new.replace("  # noqa: ATT991, ATT993", "") == src     # nothing else changed
+    assert lint_source(new, select=SEL) == []
+    silenced = src.replace("softmax(1)", "softmax(1)  # noqa: ATT991")
+    assert [f.code for f in lint_source(silenced, select=SEL)] == ["ATT993"]

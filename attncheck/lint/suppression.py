@@ -99,6 +99,20 @@ def covers_lines(line: int, stmt_start: dict[int, int], carry: dict[int, int]) -
     return out
 
 
+#: a physical line as Python's tokenizer ends it: ``\n``, ``\r\n`` or a lone ``\r`` — not the
+#: form feeds and other separators :meth:`str.splitlines` also breaks at
+_PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+_LONE_CR = re.compile(r"\r(?!\n)")
+
+
+def _readline(source: str):
+    """``readline`` over ``source`` split into Python's physical lines (:data:`_PHYSICAL_LINE`)
+    for :mod:`tokenize`, which ends a line at ``\n`` only: a lone ``\r`` (old Mac line endings,
+    which CPython's own parser accepts) is read as ``\n``, one character for one, so lines and
+    columns stay those of ``source``."""
+    return io.StringIO(_LONE_CR.sub("\n", source)).readline
+
+
 def comments(source: str) -> list[tuple[int, int, str]]:
     """``(line, col, text)`` of every comment token; tolerant of tokenize errors at the end."""
     return _scan_comments(source)[0]
@@ -112,7 +126,7 @@ def _scan_comments(source: str) -> tuple[list[tuple[int, int, str]], dict[int, i
     carry: dict[int, int] = {}
     last_end = 0  # last line that ends in a NEWLINE/NL token
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        for tok in tokenize.generate_tokens(_readline(source)):
             if tok.type == tokenize.COMMENT:
                 out.append((tok.start[0], tok.start[1], tok.string))
             elif tok.type in (tokenize.NEWLINE, tokenize.NL):
@@ -191,7 +205,7 @@ def _commentable_lines(source: str) -> dict[int, int | None]:
     out: dict[int, int | None] = {}
     pending: dict[int, int] = {}
     try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        for tok in tokenize.generate_tokens(_readline(source)):
             if tok.type == tokenize.COMMENT:
                 pending[tok.start[0]] = tok.start[1]
             elif tok.type in (tokenize.NEWLINE, tokenize.NL):
@@ -230,7 +244,7 @@ def add_noqa_report(source: str, findings: list) -> tuple[str, int, list]:
                 break
         else:
             unplaced.append(f)
-    lines = source.splitlines(keepends=True)
+    lines = _PHYSICAL_LINE.findall(source)
     changed = 0
     for ln, codes in wanted.items():
         if ln > len(lines):
