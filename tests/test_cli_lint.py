@@ -79,6 +79,16 @@ def test_full_format_shows_source(one):
     assert "help: use dim=-1 (safe fix)" in r.output
 
 
+def test_full_format_shows_the_finding_line_past_a_form_feed(tmp_path, test_rules):
+    # a form feed does not end a line for Python (str.splitlines breaks there)
+    p = tmp_path / "ff.py"
+    p.write_bytes(b"import torch\n\x0c\ny = x.softmax(1)\n")
+    r = run("lint", "--isolated", "--output-format", "full", str(p))
+    assert r.exit_code == 1
+    assert r.output.splitlines()[0] == f"{p}:3:5: ATT991 [warning] softmax over dim 1"
+    assert any(line.endswith(" 3 │ y = x.softmax(1)") for line in r.output.splitlines())
+
+
 def test_statistics(one, tmp_path):
     (tmp_path / "n.py").write_text("a = x.softmax(2)\nb = x.softmax(3)\n")
     r = run("lint", "--isolated", "--statistics", str(tmp_path))

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 from attncheck._version import __version__
 from attncheck.lint.finding import Finding
+from attncheck.lint.suppression import physical_lines
 
 FORMATS = ("concise", "full", "json", "sarif", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -179,7 +180,7 @@ def render_full(findings: list[Finding], sources: dict[str, str], console) -> No
         head.append(f" [{f.severity}] ", style="dim")
         head.append(f.message)
         console.print(head)
-        lines = (sources.get(source_key(f)) or "").splitlines()
+        lines = [ln.rstrip("\r\n") for ln in physical_lines(sources.get(source_key(f)) or "")]
         first, last = f.line, min(f.end_line, f.line + 4)
         width = len(str(last))
         for ln in range(max(first - 1, 1), last + 1):

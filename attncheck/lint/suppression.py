@@ -105,6 +105,12 @@ _PHYSICAL_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 _LONE_CR = re.compile(r"\r(?!\n)")
 
 
+def physical_lines(source: str) -> list[str]:
+    """``source`` cut into Python's physical lines (:data:`_PHYSICAL_LINE`), endings kept: line
+    ``n`` of a finding is ``physical_lines(source)[n - 1]``."""
+    return _PHYSICAL_LINE.findall(source)
+
+
 def _readline(source: str):
     """``readline`` over ``source`` split into Python's physical lines (:data:`_PHYSICAL_LINE`)
     for :mod:`tokenize`, which ends a line at ``\n`` only: a lone ``\r`` (old Mac line endings,
@@ -244,7 +250,7 @@ def add_noqa_report(source: str, findings: list) -> tuple[str, int, list]:
                 break
         else:
             unplaced.append(f)
-    lines = _PHYSICAL_LINE.findall(source)
+    lines = physical_lines(source)
     changed = 0
     for ln, codes in wanted.items():
         if ln > len(lines):
