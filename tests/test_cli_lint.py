@@ -319,3 +319,22 @@ def test_directory_without_python_files_warns_on_stderr(tmp_path):
     with_file.write_text("x = 1\n")
     r = run("lint", "--no-cache", "--isolated", str(tmp_path))
     assert r.exit_code == 0 and "warning" not in r.stderr
+
+
+def test_rule_registered_after_the_cache_manifest_was_written_is_selected(tmp_path, monkeypatch):
+    """A run of cache hits reads rule codes from the cache's manifest; a rule registered in the
+    process afterwards (the API's ``@register``) must still be selectable and run."""
+    from engine_helpers import TEST_RULES
+
+    from attncheck.lint.rule import _REGISTRY
+
+    p = tmp_path / "m.py"
+    p.write_text(SRC)
+    cache = tmp_path / "cache"
+    first = run("lint", "--isolated", "--cache-dir", str(cache), str(p))
+    assert first.exit_code == 0, first.output  # the manifest is written without ATT991
+    for rule in TEST_RULES:
+        monkeypatch.setitem(_REGISTRY, rule.code, rule)
+    r = run("lint", "--isolated", "--cache-dir", str(cache), str(p))
+    assert r.exit_code == 1, r.output
+    assert r.output.splitlines()[0] == f"{p}:3:5: ATT991 softmax over dim 1"

@@ -779,7 +779,15 @@ def _selection_registry(cache_dir) -> dict:
 
         rows = load_manifest(cache_dir)
         if rows is not None:
-            return {r["code"]: _RuleInfo(r["code"], r["name"], r["default_enabled"]) for r in rows}
+            registry = {r["code"]: _RuleInfo(r["code"], r["name"], r["default_enabled"]) for r in rows}
+            # rules registered in this process beyond the package's own (``@register`` by an API
+            # user, after the manifest was written) are selectable too; the rule registry is
+            # read only when its module is already loaded, so a run of cache hits still imports
+            # no rule module
+            loaded = sys.modules.get("attncheck.lint.rule")
+            for code, cls in (getattr(loaded, "_REGISTRY", None) or {}).items():
+                registry.setdefault(code, cls)
+            return dict(sorted(registry.items()))
         registry = all_rules()
         save_manifest(cache_dir, [{"code": c, "name": r.name,
                                    "default_enabled": bool(r.default_enabled)}
