@@ -75,6 +75,14 @@ def _wait(predicate, proc: subprocess.Popen, what: str, limit: float = 120.0) ->
         time.sleep(0.05)
 
 
+def _default_sigint() -> None:
+    """Run in the child before exec: SIGINT back to its default action.  A process started in
+    the background by a non-interactive shell (``cmd &``, CI runners) inherits SIGINT ignored,
+    and Python keeps an inherited SIG_IGN (as every Unix program should: ``nohup``), so the test
+    sets the state an interactive Ctrl-C meets."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _blocked_reading_pipe(pid: int) -> bool:
     try:
         return "pipe_read" in Path(f"/proc/{pid}/wchan").read_text()
@@ -91,14 +99,15 @@ def test_sigint_exits_130_without_traceback(tmp_path):
     procs["lint"] = subprocess.Popen(_script() + ["lint", "--no-cache", "-"], env=env,
                                      cwd=tmp_path, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=_default_sigint)
     for cmd, args in (("check", ["--device", "cpu", "--timeout", "0"]),
                       ("audit", ["--device", "cpu", "--checks", "causality"])):
         marker = tmp_path / f"{cmd}.started"
         procs[cmd] = subprocess.Popen(
             _script() + [cmd, "slow.py:make_layer", *args],
             env=dict(env, ATTNCHECK_TEST_MARKER=str(marker)), cwd=tmp_path,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            preexec_fn=_default_sigint)
     ready = {"lint": lambda: _blocked_reading_pipe(procs["lint"].pid),
              "check": (tmp_path / "check.started").exists,
              "audit": (tmp_path / "audit.started").exists}
@@ -144,7 +153,8 @@ def test_sigint_during_a_parallel_lint_stops_the_workers_at_once(tmp_path):
         (tmp_path / f"attn_{i:03d}.py").write_text(src, encoding="utf-8")
     proc = subprocess.Popen(_script() + ["lint", "--no-cache", "--isolated", "-j", "2", "."],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env=dict(os.environ, NO_COLOR="1"))
+                            text=True, start_new_session=True, preexec_fn=_default_sigint,
+                            env=dict(os.environ, NO_COLOR="1"))
     try:
         _wait(lambda: len(_children(proc.pid)) >= 2, proc, "lint workers")
         workers = _children(proc.pid)
