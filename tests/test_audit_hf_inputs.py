@@ -357,3 +357,25 @@ def test_cross_attention_tower_gets_the_states_it_attends_to():
     assert m.info["input_layout"].endswith(f"+encoder_hidden_states(B, 7, {width})")
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape[:2]
+
+
+def test_to_dtype_keeps_the_modules_the_class_keeps_in_float32():
+    """Like ``from_pretrained(dtype=...)``: ``_keep_in_fp32_modules`` stay float32 in float16 only,
+    ``_keep_in_fp32_modules_strict`` in float16 and bfloat16; float64 casts everything."""
+    from attncheck.audit.hf import to_dtype
+
+    class Toy(torch.nn.Module):
+        _keep_in_fp32_modules = ["head"]
+        _keep_in_fp32_modules_strict = ["router"]
+
+        def __init__(self):
+            super().__init__()
+            self.body, self.head, self.router = (torch.nn.Linear(2, 2) for _ in range(3))
+
+    def dtypes(m):
+        return (m.body.weight.dtype, m.head.bias.dtype, m.router.weight.dtype)
+
+    f16, bf16, f32, f64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
+    assert dtypes(to_dtype(Toy(), f16)) == (f16, f32, f32)
+    assert dtypes(to_dtype(Toy(), bf16)) == (bf16, bf16, f32)
+    assert dtypes(to_dtype(Toy(), f64)) == (f64, f64, f64)

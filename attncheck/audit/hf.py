@@ -1511,7 +1511,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 continue
             torch.manual_seed(0)
             base = _instantiate(cls, config, "eager")
-            base.to(tdtype).eval()
+            to_dtype(base, tdtype).eval()
             audited, audited_kind = attention_bearer(base, kind)
             adapter, x0 = _first_accepted_layout(spec, audited, audited_kind, tdtype)
             if audited is not base:
@@ -1799,12 +1799,32 @@ def _short(exc: BaseException, n: int = 300) -> str:
     return s if len(s) <= n else s[:n] + "…"
 
 
+def to_dtype(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """``model.to(dtype)``, as ``from_pretrained(dtype=...)`` loads a model: in float16 the
+    parameters and buffers whose names match the class's ``_keep_in_fp32_modules`` stay float32,
+    in float16 and bfloat16 those matching ``_keep_in_fp32_modules_strict`` (transformers'
+    ``modeling_utils``: a module name matches a parameter name by ``re.search``).  Returns
+    ``model``."""
+    model.to(dtype)
+    names: list[str] = []
+    if dtype in (torch.float16, torch.bfloat16):
+        names += list(getattr(model, "_keep_in_fp32_modules_strict", None) or [])
+    if dtype == torch.float16:
+        names += list(getattr(model, "_keep_in_fp32_modules", None) or [])
+    if names:
+        keep = re.compile("|".join(re.escape(n) for n in names))
+        for name, t in [*model.named_parameters(), *model.named_buffers()]:
+            if t.is_floating_point() and keep.search(name):
+                t.data = t.data.to(torch.float32)
+    return model
+
+
 def _sdpa_variant(spec, cls, config, base, kind, tdtype, layout: int = 0) -> tuple[AuditModel | None, str]:
     """The SDPA variant with the eager variant's weights, or ``(None, why not)``."""
     try:
         m = _instantiate(cls, config, "sdpa")
         m.load_state_dict(base.state_dict())
-        m.to(tdtype).eval()
+        to_dtype(m, tdtype).eval()
         m, kind = attention_bearer(m, kind)
         a = _adapter(spec, m, m.config, kind, "sdpa", tdtype, layout)
         a.forward(a.make_inputs(2, generator=torch.Generator().manual_seed(0)))
