@@ -1873,7 +1873,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if encoded:
         info["method"] = "encode"
     def retype(dt: torch.dtype) -> AuditModel:
-        return _adapter(spec, copy.deepcopy(model).to(dt), config, kind, impl, dt, input_layout)
+        return _adapter(spec, to_dtype(copy.deepcopy(model), dt), config, kind, impl, dt, input_layout)
 
     common = dict(spec=spec, module=model, variant=impl, retype_fn=retype, num_heads=heads, num_kv_heads=kv,
                   head_dim=head_dim, expected_scale=None, scale_note="", source_objects=_sources(model),
