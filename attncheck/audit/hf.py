@@ -2000,7 +2000,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         out = _find_seq(o, B, L)
         return out if out is not None or form is None else _fold_codebooks(o, B, L, K)
 
-    def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
+    def kw_for(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {}
         if position_ids is not None:
             kw["position_ids"] = position_ids
@@ -2014,14 +2014,35 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
             kw[k] = fn(x)
+        return kw
+
+    def run_ids(x):
+        return model(input_ids=ids_in(x), **kw_for(x))
+
+    located: dict[str, Any] = {}  # where the tokens' rows are in an output with no (B, L, …) tensor
+
+    def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
+        kw = kw_for(x, attention_mask, position_ids, output_attentions)
         o = model(input_ids=ids_in(x), **kw)
         out = seq_out(o, x.shape[0], x.shape[1])
         if out is None and hidden_states_ok:
             # an encoder that returns only a pooled vector (DPR): its last per-position hidden state
-            o = model(input_ids=ids_in(x), output_hidden_states=True, **kw)
-            out = _last_hidden_state(o, x.shape[0], x.shape[1])
+            oh = model(input_ids=ids_in(x), output_hidden_states=True, **kw)
+            out = _last_hidden_state(oh, x.shape[0], x.shape[1])
         if out is None:
-            raise Unsupported(f"{type(model).__name__} returns no per-position output of shape (B, L, …)")
+            if not located:
+                located.update(locate_token_rows(run_ids, torch.randint(lo, hi, (2, SEQ_LEN), generator=
+                                                                       torch.Generator().manual_seed(7)), lo, hi))
+                if not located:
+                    raise Unsupported(f"{type(model).__name__} returns no per-position output of shape (B, L, …) "
+                                      "and no per-sample output that follows its ids")
+                adapter.supports = adapter.supports - {"cache"}  # decoding steps: per position only
+                adapter.decode_fn = None
+                adapter.per_position = located["offset"] is not None
+                info["output"] = located["what"]
+            t = _output_at(o, located["path"])
+            off = located["offset"]
+            out = t if off is None else t[:, off:off + x.shape[1]]
         return Forward(out, _attentions(o) if output_attentions else None)
 
     hidden_states_ok = "output_hidden_states" in accepts or takes_kwargs
@@ -2095,10 +2116,97 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             return ("sliding", window) if window else ("causal", None)
 
         pattern_fn = per_module
-    return AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
-                      pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
-                      sliding_window=window if kind == "decoder" else None,
-                      expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
+    adapter = AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
+                         pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
+                         sliding_window=window if kind == "decoder" else None,
+                         expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
+    return adapter
+
+
+def _float_paths(o, path: tuple = ()):
+    """``(path, tensor)`` for the float tensors of a model output, in order: a path is the keys
+    (of a ``ModelOutput`` / dict) and indices (of a tuple / list) that lead to the tensor, the same
+    whatever else the output holds (attention maps asked for or not)."""
+    from collections.abc import Mapping
+
+    if isinstance(o, torch.Tensor):
+        if o.is_floating_point():
+            yield path, o
+        return
+    items = o.items() if isinstance(o, Mapping) else (enumerate(o) if isinstance(o, (tuple, list)) else ())
+    for k, v in items:
+        yield from _float_paths(v, (*path, k))
+
+
+def _output_at(o, path: tuple) -> torch.Tensor:
+    for k in path:
+        o = o[k]
+    return o
+
+
+def locate_token_rows(run: Callable[[torch.Tensor], Any], x: torch.Tensor, lo: int, hi: int) -> dict[str, Any]:
+    """Where the rows of the ``L`` tokens of ``x`` ``(B ≥ 2, L)`` are in the output of a model that
+    returns no ``(B, L, …)`` tensor (``run(x)``: the output for ids ``x``):
+
+    - a sequence of more rows ``(B, L + n, …)`` (the tokens beside ``n`` others: ViLT's image
+      patches, a text tower's appended class token) holds the tokens at the rows ``off … off + L - 1``
+      when changing token ``j`` moves row ``off + j`` most (strictly), for the first and the last
+      token of every sample (the residual stream carries each token's own embedding: He et al.
+      2016; Vaswani et al. 2017) → ``{"path", "offset": off, "what"}``;
+    - else the first float output of one row per sample ``(B, …)`` (a pooled vector, the
+      decoder queries of a Perceiver: Jaegle et al. 2021) that a change of the sample's own ids
+      moves and a change of the other samples' ids leaves exactly as it was (not a batch-wide
+      similarity matrix of contrastive logits) → ``{"path", "offset": None, "what"}``;
+    - ``{}`` when neither exists.
+
+    Every run draws the same random numbers (a model that samples, such as ViLT's patch
+    selection, is compared with itself).
+    """
+    B, L = x.shape
+
+    def outputs(y) -> dict:
+        with torch.random.fork_rng(devices=[]):  # the same draws in every run (ViLT samples its patches)
+            torch.manual_seed(0)
+            return dict(_float_paths(run(y)))
+
+    def changed(pos: tuple) -> dict:
+        y = x.clone()
+        y[pos] = lo + (y[pos] - lo + 1) % (hi - lo)
+        return outputs(y)
+
+    base = outputs(x)
+
+    first, last = changed((slice(None), 0)), changed((slice(None), L - 1))
+    for path, t in base.items():
+        if t.dim() < 3 or t.shape[0] != B or t.shape[1] <= L:
+            continue
+        if first.get(path) is None or last.get(path) is None or first[path].shape != t.shape:
+            continue
+        rows = []
+        for other, j in ((first[path], 0), (last[path], L - 1)):
+            d = (other - t).abs().flatten(2).amax(-1)  # (B, rows)
+            top = d.topk(2, dim=1)
+            if not bool((top.values[:, 0] > top.values[:, 1]).all()):
+                break
+            r = top.indices[:, 0]
+            if not bool((r == r[0]).all()):
+                break
+            rows.append(int(r[0]) - j)
+        if len(rows) == 2 and rows[0] == rows[1] and 0 <= rows[0] <= t.shape[1] - L:
+            n = t.shape[1] - L
+            return {"path": path, "offset": rows[0],
+                    "what": f"{'.'.join(map(str, path))}: rows {rows[0]}…{rows[0]}+L of (B, L + {n}, …)"}
+    own = changed((0, slice(None)))
+    others = changed((slice(1, None), slice(None)))
+    for path, t in base.items():
+        if t.dim() < 2 or t.shape[0] != B or own.get(path) is None or others.get(path) is None:
+            continue
+        if own[path].shape != t.shape or others[path].shape != t.shape:
+            continue
+        if torch.equal(others[path][0], t[0]) and not torch.equal(own[path][0], t[0]):
+            return {"path": path, "offset": None,
+                    "what": f"{'.'.join(map(str, path))} {list(t.shape[1:])} per sample (no row per token)"}
+    return {}
 
 
 #: layouts of ``input_ids`` for a model whose tokens are parallel codebooks of an audio codec
