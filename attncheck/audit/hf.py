@@ -754,6 +754,84 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     return torch.randn(shape, generator=g)
 
 
+_DOC_ARG = re.compile(rf"(?m)^\s*(?P<name>\w+) {_DOC_SHAPE}")
+
+
+def documented_steps(model, config) -> tuple[str, int, dict[str, int | None]] | None:
+    """A model fed several per-step sequences (a Decision Transformer's states, actions and
+    returns, Chen et al. 2021), read from its forward's docstring (transformers' convention:
+    ``states (`torch.FloatTensor` of shape `(batch_size, episode_length, state_dim)`)``):
+    ``(checked argument, its width D, {other argument: width, or None for an integer per step})``.
+    The checked argument is the first float one documented ``(batch_size, S, D)``; the others are
+    the arguments documented with the same step axis ``S``: float ``(batch_size, S, d)`` and
+    integer ``(batch_size, S)`` (a timestep); widths are numbers or config fields of that name.
+    ``*mask*`` arguments are left to the checks.  None when no argument is documented so."""
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    params = _params(model)
+    found = []
+    for m in _DOC_ARG.finditer(doc):
+        name, dims = m.group("name"), [d.strip() for d in m.group("dims").split(",") if d.strip()]
+        if name not in params or "mask" in name or len(dims) not in (2, 3) or dims[0] != "batch_size":
+            continue
+        if len(dims) == 3:
+            w = int(dims[2]) if dims[2].isdigit() else getattr(config, dims[2], None)
+            if not (isinstance(w, int) and not isinstance(w, bool) and w > 0):
+                continue
+            found.append((name, dims[1], w, "Long" not in m.group("type")))
+        elif "Long" in m.group("type"):
+            found.append((name, dims[1], None, False))
+    checked = next((f for f in found if f[3]), None)
+    if checked is None:
+        return None
+    others = {n: (w if is_float else None) for n, axis, w, is_float in found
+              if n != checked[0] and axis == checked[1] and (is_float or w is None)}
+    return checked[0], checked[2], others
+
+
+#: integer per-step inputs (timesteps) are drawn in ``[0, STEP_IDS)``
+STEP_IDS = 8
+
+
+def _steps_adapter(model, steps, facts, supports, cast, info, common) -> AuditModel:
+    """A per-step model (:func:`documented_steps`) checked on its first float sequence ``x``
+    ``(B, L, D)``: every other per-step argument is a fixed function of the same step of ``x``
+    (a fixed random projection for a float one, an integer in ``[0, STEP_IDS)`` read from the
+    step's values for a timestep), so that a step keeps all its inputs wherever padding moves it
+    and a change of step ``j`` changes only step ``j``'s inputs.  The output is the first
+    ``(B, L, …)`` tensor (the per-step predictions).
+
+    Raises:
+        Unsupported: the model returns no ``(B, L, …)`` output."""
+    arg, D, others = steps
+    g = torch.Generator().manual_seed(4321)
+    proj = {n: torch.randn(D, w, generator=g) / math.sqrt(D) for n, w in others.items() if w is not None}
+
+    def fwd_steps(x, attention_mask=None, position_ids=None, output_attentions=False):
+        kw = {"output_attentions": True} if output_attentions else {}
+        if attention_mask is not None:
+            kw["attention_mask"] = attention_mask
+        for n, w in others.items():
+            if w is None:
+                kw[n] = (x.detach().abs().sum(-1) * 1000).long() % STEP_IDS
+            else:
+                kw[n] = cast(x @ proj[n].to(x.dtype))
+        o = model(**{arg: cast(x)}, **kw)
+        out = _find_seq(o, x.shape[0], x.shape[1])
+        if out is None:
+            raise Unsupported(f"{type(model).__name__} returns no per-step output of shape (B, L, …)")
+        return Forward(out, _attentions(o) if output_attentions else None)
+
+    declared = {f["is_causal"] for f in facts}
+    causal = True if declared == {True} else False if declared == {False} else None
+    if causal and not _builds_own_mask(model):
+        raise Unsupported(f"{type(model).__name__}: its attention modules are causal but its forward builds no mask: "
+                          "the causal mask comes from its parent model")
+    info["input"] = arg
+    info["input_layout"] = f"{arg}(B, L, {D})" + "".join(f"+{n}" for n in others) + " (per step, from the checked step)"
+    return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_steps,
+                      supports=frozenset(set(supports) - {"cache", "position_ids"}), **common)
+
+
 def _navit_packed_variants(vc, main: str) -> list[tuple[str, Callable, Callable, Callable]]:
     """NaViT-packed images (MiniCPM-V's tower, as transformers' tests build them): all patches of
     the ``B`` images side by side in one ``(1, C, p, B·h·w·p)`` strip, with ``target_sizes``
@@ -1919,6 +1997,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                                  per_position_only=True)
     if "input_ids" not in accepts and (feats := _feature_input(model, config)) is not None:
         return _features_adapter(model, config, feats, facts, supports, input_layout, cast, info, common)
+    if vocab is None and "input_ids" not in accepts and (steps := documented_steps(model, config)) is not None:
+        return _steps_adapter(model, steps, facts, supports, cast, info, common)
     if vocab is None:
         if "input_ids" not in accepts:
             need = ", ".join(_required_inputs(model)) or "no required tensor"
