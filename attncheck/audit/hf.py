@@ -279,6 +279,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
                     return kind, c
         cls = (_auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
                or _class_from_config_module(model_type, config))
+    if encodes_images_only(cls):  # run through ``encode`` on an image (or image latents)
+        return "vision", cls
     main = getattr(cls, "main_input_name", "input_ids")
     if isinstance(main, (list, tuple)):  # several main inputs (OneFormer): the first
         main = main[0] if main else "input_ids"
@@ -329,16 +331,33 @@ def _params(cls_or_model) -> dict:
 
 def encodes_images_only(cls_or_model) -> bool:
     """Whether a model class (or model) has no ``forward`` of its own but an ``encode`` that takes
-    ``pixel_values`` (a VQ-VAE image tokenizer of a multimodal LM: Chameleon's, Emu3's)."""
+    ``pixel_values`` (a VQ-VAE image tokenizer of a multimodal LM: Chameleon's, Emu3's), or
+    image latents ``hidden_states`` as its only argument (GLM-Image's quantizer of its encoder's
+    latents: :func:`encodes_latents`)."""
     t = cls_or_model if isinstance(cls_or_model, type) else type(cls_or_model)
     enc = getattr(t, "encode", None)
     if not (isinstance(t, type) and issubclass(t, torch.nn.Module) and t.forward is torch.nn.Module.forward
             and callable(enc)):
         return False
     try:
-        return "pixel_values" in inspect.signature(enc).parameters
+        params = list(inspect.signature(enc).parameters)
     except (TypeError, ValueError):
         return False
+    return "pixel_values" in params or params[1:] == ["hidden_states"]
+
+
+def encodes_latents(model: torch.nn.Module) -> int | None:
+    """For an image tokenizer run through ``encode(hidden_states)`` (:func:`encodes_images_only`):
+    the channels of the latent map ``(B, C, H, W)`` it takes, the ``in_channels`` of its first
+    ``nn.Conv2d``; None for one that takes ``pixel_values`` (or without a convolution)."""
+    inner = model.model if isinstance(model, ImageEncoding) else model
+    try:
+        if "pixel_values" in inspect.signature(type(inner).encode).parameters:
+            return None
+    except (TypeError, ValueError, AttributeError):
+        return None
+    conv = next((m for m in inner.modules() if isinstance(m, torch.nn.Conv2d)), None)
+    return int(conv.in_channels) if conv is not None else None
 
 
 class ImageEncoding(torch.nn.Module):
@@ -351,6 +370,11 @@ class ImageEncoding(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model, self.config = model, model.config
+        params = inspect.signature(model.encode).parameters.values()
+        if not any(p.kind == p.VAR_KEYWORD or p.name == "use_cache" for p in params):
+            # transformers' ``merge_with_config_defaults`` passes the config's ``use_cache`` (which
+            # the shrunk config always sets) to an ``encode`` that takes no such argument
+            model.config.use_cache = None
 
     def forward(self, pixel_values: torch.Tensor, **kwargs):
         if "image_sizes" in inspect.signature(self.model.encode).parameters and "image_sizes" not in kwargs:
@@ -674,6 +698,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     if main == "flattened_patches":
         return [_flattened_patches_variant(vc)]
     shape = image_shape(config)
+    if (latent := encodes_latents(model)) is not None:  # an image latent map, not pixels
+        shape = (latent, *shape[1:])
     frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
     frames = int(frames) if isinstance(frames, int) and frames > 0 else 2
     # a detector grounded on text (Grounding DINO) also requires ids: a fixed prompt per image
@@ -1529,7 +1555,7 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
 
 
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
-              default=None) -> list[AuditModel]:
+              default=None, encode_only: bool = False) -> list[AuditModel]:
     import transformers as tf
 
     model_type, cls = resolve(name)
@@ -1547,6 +1573,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
+    if encode_only:
+        cls, kind = _without_forward(cls), "vision"
     session = _session_argument(cls)
     if session is not None:
         raise Unsupported(f"{cls.__name__}.forward takes {session}, a stateful object its processor builds "
@@ -1623,7 +1651,34 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         # text and image features): audited through the parent, like a sub-config's submodule
         return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
                                      dtype, sdpa)
+    if not encode_only and kind == "vision" and _encodes_pixels(cls):
+        # an image tokenizer whose forward also decodes, to a latent grid the config fixes (Janus's
+        # VQ-VAE: num_patches² codes) that the audit's image does not fill: its encoder alone
+        try:
+            models = _build_hf(spec, name, overrides, dtype, sdpa, default=own_default, encode_only=True)
+        except Unsupported as exc:
+            raise Unsupported(f"{reason}; through encode: {_short(exc, 200)}") from exc
+        for m in models:
+            m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, which "
+                                           f"also decodes, fails: {_short(errors[0], 160)})")
+        return models
     raise Unsupported(reason)
+
+
+def _encodes_pixels(cls) -> bool:
+    """Whether a model class with a forward of its own also has an ``encode(pixel_values)``."""
+    try:
+        return (cls.forward is not torch.nn.Module.forward and callable(getattr(cls, "encode", None))
+                and "pixel_values" in inspect.signature(cls.encode).parameters)
+    except (TypeError, ValueError):
+        return False
+
+
+def _without_forward(cls) -> type:
+    """A subclass of ``cls`` (same name, module and code) without its ``forward``, so that it is
+    built and run through its ``encode`` (:class:`ImageEncoding`)."""
+    return type(cls.__name__, (cls,), {"forward": torch.nn.Module.forward, "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__})
 
 
 def _session_argument(cls) -> str | None:
