@@ -80,3 +80,30 @@ def test_perceiver_decoder_queries_are_a_per_sample_output():
     assert check_causality(m, ctx).status == "skip" and check_padding(m, ctx).status == "skip"
     out = m.forward(m.make_inputs(2, generator=torch.Generator().manual_seed(0))).out
     assert out.shape[0] == 2 and out.shape[1] != m.seq_len
+
+
+class _Inserts(torch.nn.Module):
+    def forward(self, input_ids=None, image_embeds=None, image_embeds_position_mask=None, text_position_mask=None):
+        r"""
+        image_embeds (`torch.Tensor` of shape `(batch_size, latent_query_num, hidden_size)`, *optional*):
+            image features.
+        """
+
+
+def test_feature_slots_read_from_the_documented_feature_count():
+    from attncheck.audit.hf import _feature_slots
+
+    class Config:
+        latent_query_num = 5
+    # text_position_mask has no `text` argument beside it
+    assert _feature_slots(_Inserts(), Config()) == ("image_embeds_position_mask", 5)
+    assert _feature_slots(_Inserts(), object()) is None  # the count is not a config field
+
+
+@pytest.mark.slow
+def test_model_inserting_image_features_at_marked_positions_gets_placeholders_before_the_ids():
+    m = build_hf("hf:kosmos-2", "kosmos-2", sdpa=False)[0]
+    n = m.module.config.latent_query_num
+    assert f"after {n} image placeholders" in m.info["input_layout"]
+    assert m.info["output"].startswith(f"logits: rows {n}")
+    assert check_causality(m, AuditContext()).status == "pass"

@@ -999,6 +999,26 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
     return layouts
 
 
+def _feature_slots(model, config) -> tuple[str, int] | None:
+    """``(mask argument, n)`` for a model that inserts ``n`` image features into its token
+    sequence at the positions a mask argument marks: a forward argument ``<features>_position_mask``
+    next to a ``<features>`` argument documented ``(batch_size, <count>, …)``, ``<count>`` a config
+    field (Kosmos-2: ``image_embeds_position_mask`` and ``image_embeds`` of shape
+    ``(batch_size, latent_query_num, hidden_size)``, Peng et al. 2023).  None otherwise."""
+    params = _params(model)
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    for name in params:
+        feats = name[: -len("_position_mask")] if name.endswith("_position_mask") else None
+        if not feats or feats not in params:
+            continue
+        m = re.search(rf"(?m)^\s*{re.escape(feats)} {_DOC_SHAPE}", doc)
+        dims = [d.strip() for d in m.group("dims").split(",")] if m else []
+        n = getattr(config, dims[1], None) if len(dims) == 3 and dims[0] == "batch_size" else None
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return name, n
+    return None
+
+
 def _as_patch_image(model, config, fixed: dict[str, torch.Tensor]) -> None:
     """Turn, in place, the fixed image of a joint model whose image tower takes NaFlex-style patch
     sequences (SigLIP2: ``spatial_shapes``) into that form: ``pixel_values`` ``(1, h·w, C·p²)``,
@@ -2128,8 +2148,18 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                                                     for k, v in extra.items()),
                                      *per_token]) + (f" as {K} codebooks {form}" if form else "")
 
+    # a model that inserts its image features at the positions a mask marks (Kosmos-2): that many
+    # placeholder ids before the checked ones, marked (the ids are then at rows n… of the output)
+    slots = _feature_slots(model, config) if "pixel_values" in extra else None
+    if slots is not None:
+        supports.discard("position_ids")  # the positions of the ids are behind the placeholders
+        info["input_layout"] += f" after {slots[1]} image placeholders ({slots[0]})"
+
     def ids_in(x):
-        return x if form is None else codebook_ids(x, K, form, lo, hi)
+        ids = x if form is None else codebook_ids(x, K, form, lo, hi)
+        if slots is not None:
+            ids = torch.cat([torch.full((ids.shape[0], slots[1]), lo, dtype=ids.dtype, device=ids.device), ids], 1)
+        return ids
 
     def seq_out(o, B, L):
         out = _find_seq(o, B, L)
@@ -2149,6 +2179,11 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
             kw[k] = fn(x)
+        if slots is not None:
+            first = torch.ones(x.shape[0], slots[1], dtype=torch.long, device=x.device)
+            kw[slots[0]] = torch.cat([first, torch.zeros(x.shape[:2], dtype=torch.long, device=x.device)], 1)
+            if attention_mask is not None:
+                kw["attention_mask"] = torch.cat([first.to(attention_mask.dtype), attention_mask], 1)
         return kw
 
     def run_ids(x):
