@@ -1440,6 +1440,28 @@ def _parent_configs(config) -> list[tuple[type, str]]:
     return found
 
 
+def _shared_switches(sub, parent) -> list[str]:
+    """The ``use_*`` flags that a sub-config and its parent config both declare and both leave
+    False (IDEFICS' ``use_resampler``, on ``IdeficsConfig`` and ``IdeficsPerceiverConfig``): the
+    parent builds the sub-config's module only when its flag is on."""
+    return [f for f, v in vars(sub).items() if f.startswith("use_") and v is False
+            and getattr(parent, f, None) is False]
+
+
+def _switched_module(model: torch.nn.Module, switches: list[str]) -> torch.nn.Module | None:
+    """The outermost module of ``model`` whose class the model does not build with the
+    ``switches`` off (the same config otherwise, built on the meta device), or None."""
+    config = copy.deepcopy(model.config)
+    for f in switches:
+        setattr(config, f, False)
+    try:
+        with torch.device("meta"):
+            off = {type(m) for m in _instantiate(type(model), config, None).modules()}
+    except Exception:  # noqa: BLE001
+        return None
+    return next((m for m in model.modules() if type(m) not in off), None)
+
+
 class ParentFed(torch.nn.Module):
     """A submodule run on the inputs its parent model gave it in one forward: ``x`` replaces the
     recorded ``arg`` (a float tensor), the other recorded tensors are fixed buffers (batch 1
@@ -1521,7 +1543,12 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
     for pcls, field in _parent_configs(default):
         try:
             pdefault = tf.AutoConfig.for_model(pcls.model_type)
-            setattr(pdefault, field, copy.deepcopy(default))
+            sub_default = copy.deepcopy(default)
+            switches = _shared_switches(sub_default, pdefault) if not need.classes else []
+            for f in switches:  # the sub-config's module exists only with its switch on (both configs')
+                setattr(sub_default, f, True)
+                setattr(pdefault, f, True)
+            setattr(pdefault, field, sub_default)
             parents = _build_hf(spec, pcls.model_type, overrides, dtype, sdpa, default=pdefault)
         except Unsupported as exc:
             why.append(f"parent {pcls.model_type}: {_short(exc, 200)}")
@@ -1534,6 +1561,8 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         if not need.classes:  # no class of the package takes the config: the parent's module that keeps it
             subs = [next((m for m in p.module.modules() if m is not p.module
                           and isinstance(getattr(m, "config", None), type(default))), None) for p in parents]
+        if subs[0] is None and switches:  # else the module that the switches add to the parent
+            subs = [_switched_module(p.module, switches) for p in parents]
         if subs[0] is None:
             what = need.classes[0].__name__ if need.classes else "module"
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
