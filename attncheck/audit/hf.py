@@ -405,9 +405,36 @@ def image_shape(config) -> tuple[int, int, int]:
         vc = _vision_config(vc)
     timm_args = getattr(vc, "model_args", None)  # a timm model's constructor arguments (TimmWrapperConfig)
     timm_side = timm_args.get("img_size") if isinstance(timm_args, dict) else None
-    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side)
+    # max_img_size: the side a model pads or resizes its frames to (TVP's visual prompter)
+    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side
+                 or getattr(vc, "max_img_size", None))
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w
+
+
+#: errors of a convolution, pooling or padding layer given a feature map smaller than its window
+_MAP_TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater than actual input size"
+                            r"|Padding size should be less than")
+#: the largest image side tried for a model whose config declares none (:func:`_first_accepted_layout`)
+MAX_GROWN_SIDE = 512
+
+
+def model_image_shape(model, config) -> tuple[int, int, int]:
+    """:func:`image_shape` of ``config``, with the side the audit grew for ``model`` (an
+    ``attncheck_image_side`` attribute: :func:`_first_accepted_layout`) when it has one."""
+    c, h, w = image_shape(config)
+    side = getattr(model, "attncheck_image_side", None)
+    return (c, side, side) if isinstance(side, int) else (c, h, w)
+
+
+def declares_image_side(config) -> bool:
+    """Whether a config (its image tower's, :func:`_vision_config`) declares the side of its images
+    (``image_size``, ``img_size``, ``max_img_size`` or a timm model's ``img_size`` argument)."""
+    vc = _vision_config(config)
+    args = getattr(vc, "model_args", None)
+    return (any(getattr(c, k, None) is not None for c in {id(vc): vc, id(config): config}.values()
+                for k in ("image_size", "img_size", "max_img_size"))
+            or (isinstance(args, dict) and "img_size" in args))
 
 
 _MEL_FIELDS = ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels", "feature_projection_input_dim")
@@ -673,7 +700,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         return _navit_packed_variants(vc, main)
     if main == "flattened_patches":
         return [_flattened_patches_variant(vc)]
-    shape = image_shape(config)
+    shape = model_image_shape(model, config)
     frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
     frames = int(frames) if isinstance(frames, int) and frames > 0 else 2
     # a detector grounded on text (Grounding DINO) also requires ids: a fixed prompt per image
@@ -1504,7 +1531,14 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             plain = config
         try:
             with torch.device("meta"):  # count first: a level that keeps full widths can be huge
-                n = sum(p.numel() for p in _instantiate(cls, config, None).parameters())
+                meta = _instantiate(cls, config, None)
+            if not attention_modules(meta) and (head := _head_with_attention(model_type, config, cls)) is not None:
+                # a base model without attention whose task class adds it (a text recognizer's
+                # SVTR head over a CNN backbone): the task class is audited
+                (kind, cls), meta = choose_class(model_type, default, head), head
+                with torch.device("meta"):
+                    meta = _instantiate(cls, config, None)
+            n = sum(p.numel() for p in meta.parameters())
             if n > MAX_PARAMS:
                 errors.append(f"level {level}{f' ({retry})' if retry else ''}: {n / 1e6:.0f} M parameters "
                               f"(limit {MAX_PARAMS / 1e6:.0f} M)")
@@ -1546,6 +1580,31 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
                                      dtype, sdpa)
     raise Unsupported(reason)
+
+
+def _head_with_attention(model_type: str, config, base) -> type | None:
+    """A class of transformers' auto mappings for ``model_type`` (a task class: ``…ForTextRecognition``)
+    that builds ``base`` (its ``__init__`` names the class), takes the same inputs and, built on
+    the meta device from ``config``, has attention modules (:func:`attention_modules`); None
+    when no mapped class does."""
+    from transformers.models.auto import modeling_auto as ma
+
+    seen = {base}
+    for mname in sorted(n for n in dir(ma) if n.startswith("MODEL_") and n.endswith("_MAPPING_NAMES")):
+        if model_type not in _mapping(mname):
+            continue
+        c = _auto_class(mname, config)
+        if c is None or c in seen or not _contains(c, base) or _required_inputs(c) != _required_inputs(base):
+            continue
+        seen.add(c)
+        try:
+            with torch.device("meta"):
+                built = _instantiate(c, copy.deepcopy(config), None)
+        except Exception:  # noqa: BLE001 - a task class the config cannot build
+            continue
+        if attention_modules(built):
+            return c
+    return None
 
 
 def _session_argument(cls) -> str | None:
@@ -1621,6 +1680,28 @@ def config_for_class(cls, config):
 
 
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
+    """The adapter of the first input layout (:func:`_layouts_tried`) a forward accepts, and the
+    inputs it ran on.  A vision model whose config declares no image side (a text recognizer's
+    CNN fed text-line crops of any size) and whose every layout fails because a convolution or
+    pooling window exceeds the feature map (the image is smaller than its total stride and final
+    pooling window) is retried on images of twice the side, up to :data:`MAX_GROWN_SIDE`; the
+    side that runs is kept on the model (``attncheck_image_side``, :func:`model_image_shape`).
+
+    Raises:
+        the first layout's error when no layout (at any tried side) is accepted.
+    """
+    while True:
+        try:
+            return _layouts_tried(spec, model, kind, tdtype)
+        except RuntimeError as exc:
+            side = model_image_shape(model, model.config)[1]
+            if (kind != "vision" or not _MAP_TOO_SMALL.search(str(exc)) or declares_image_side(model.config)
+                    or 2 * side > MAX_GROWN_SIDE):
+                raise
+            model.attncheck_image_side = 2 * side
+
+
+def _layouts_tried(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
     """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
     inputs it ran on; raises the first layout's error when none is accepted.  A token model whose
     forward itself refuses every id layout (a talker or code predictor fed by a parent's hidden
@@ -1911,7 +1992,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         return AuditModel(kind=kind, causal=causal,
                           input_kind={"vision": "pixels", "audio": "audio", "series": "series"}[kind],
                           forward_fn=fwd_dense, input_makers=[maker], sliding_window=window if causal else None,
-                          image_shape=image_shape(config) if kind == "vision" else None,
+                          image_shape=model_image_shape(model, config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
     if kind == "embeds":  # a token model fed its parent's embeddings (:func:`_first_accepted_layout`)

@@ -878,7 +878,23 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         except Exception:  # noqa: BLE001 - the class rejects the shrunk overrides: keep them as derived
             pass
     made.use_cache = getattr(made, "use_cache", True)
+    _carry_extra_attributes(config, made, level)
     return made
+
+
+def _carry_extra_attributes(config, made, level: int) -> None:
+    """Set on ``made``, in place, the attributes ``config`` holds that are no constructor field of
+    its class and that ``made`` lacks altogether: keywords a parent config passes to a
+    sub-config (CHMv2's DINOv3 ``backbone_config`` gets ``return_class_token=True``, which its
+    backbone reads with ``getattr(config, "return_class_token", False)``).  Values are shrunk
+    by the same rules as fields (:func:`shrink_values`)."""
+    for k, x in vars(config).items():
+        if k.startswith("_") or _is_config(x) or hasattr(made, k):
+            continue
+        try:
+            setattr(made, k, shrink_values({k: x}, level).get(k, x))
+        except Exception:  # noqa: BLE001 - a config that refuses the attribute keeps its own
+            continue
 
 
 def _shrunk_per_layer_config(config, level: int, ties) -> dict[int, dict[str, Any]] | None:
