@@ -405,9 +405,7 @@ def image_shape(config) -> tuple[int, int, int]:
         vc = _vision_config(vc)
     timm_args = getattr(vc, "model_args", None)  # a timm model's constructor arguments (TimmWrapperConfig)
     timm_side = timm_args.get("img_size") if isinstance(timm_args, dict) else None
-    # max_img_size: the side a model pads or resizes its frames to (TVP's visual prompter)
-    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side
-                 or getattr(vc, "max_img_size", None))
+    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side)
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w
 
@@ -429,11 +427,11 @@ def model_image_shape(model, config) -> tuple[int, int, int]:
 
 def declares_image_side(config) -> bool:
     """Whether a config (its image tower's, :func:`_vision_config`) declares the side of its images
-    (``image_size``, ``img_size``, ``max_img_size`` or a timm model's ``img_size`` argument)."""
+    (``image_size``, ``img_size`` or a timm model's ``img_size`` argument)."""
     vc = _vision_config(config)
     args = getattr(vc, "model_args", None)
     return (any(getattr(c, k, None) is not None for c in {id(vc): vc, id(config): config}.values()
-                for k in ("image_size", "img_size", "max_img_size"))
+                for k in ("image_size", "img_size"))
             or (isinstance(args, dict) and "img_size" in args))
 
 
@@ -1512,9 +1510,16 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     # leave unset filled, then with two layers of each per-layer kind (weights tied across one
     # kind's layers)
     retries = [(LEVELS[0], "windows"), (LEVELS[0], "twice")]
-    for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
+    # last, the default config unshrunk: a model already within the parameter limit (a 3 M
+    # parameter CNN whose channel lists chain stage to stage, which the rules cannot shrink alike)
+    for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]] + [(LEVELS[-1], "unshrunk")]:
         try:
-            config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
+            if retry == "unshrunk":
+                config = copy.deepcopy(default)
+                for k, v in (overrides or {}).items():
+                    setattr(config, k, v)
+            else:
+                config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
         except Exception as exc:  # noqa: BLE001
             if not retry:
                 plain = None
@@ -1540,6 +1545,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                     meta = _instantiate(cls, config, None)
             n = sum(p.numel() for p in meta.parameters())
             if n > MAX_PARAMS:
+                if retry == "unshrunk":
+                    continue  # the shrunk levels' errors say more
                 errors.append(f"level {level}{f' ({retry})' if retry else ''}: {n / 1e6:.0f} M parameters "
                               f"(limit {MAX_PARAMS / 1e6:.0f} M)")
                 continue
@@ -1554,7 +1561,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         except Exception as exc:  # noqa: BLE001 - try the next level
             errors.append(f"level {level}{f' ({retry})' if retry else ''}: {type(exc).__name__}: {_short(exc)}")
             continue
-        adapter.info["shrink_level"] = level
+        adapter.info["shrink_level"] = "unshrunk" if retry == "unshrunk" else level
         if filled:
             adapter.info["filled"] = "; ".join(filled)
         if getattr(base, "attncheck_redrawn", None):
