@@ -412,7 +412,7 @@ def image_shape(config) -> tuple[int, int, int]:
 
 #: errors of a convolution, pooling or padding layer given a feature map smaller than its window
 _MAP_TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater than actual input size"
-                            r"|Padding size should be less than")
+                            r"|Padding size should be less than|[Ii]mage size .* is too small")
 #: the largest image side tried for a model whose config declares none (:func:`_first_accepted_layout`)
 MAX_GROWN_SIDE = 512
 
@@ -423,16 +423,6 @@ def model_image_shape(model, config) -> tuple[int, int, int]:
     c, h, w = image_shape(config)
     side = getattr(model, "attncheck_image_side", None)
     return (c, side, side) if isinstance(side, int) else (c, h, w)
-
-
-def declares_image_side(config) -> bool:
-    """Whether a config (its image tower's, :func:`_vision_config`) declares the side of its images
-    (``image_size``, ``img_size`` or a timm model's ``img_size`` argument)."""
-    vc = _vision_config(config)
-    args = getattr(vc, "model_args", None)
-    return (any(getattr(c, k, None) is not None for c in {id(vc): vc, id(config): config}.values()
-                for k in ("image_size", "img_size"))
-            or (isinstance(args, dict) and "img_size" in args))
 
 
 _MEL_FIELDS = ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels", "feature_projection_input_dim")
@@ -1688,10 +1678,11 @@ def config_for_class(cls, config):
 
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
     """The adapter of the first input layout (:func:`_layouts_tried`) a forward accepts, and the
-    inputs it ran on.  A vision model whose config declares no image side (a text recognizer's
-    CNN fed text-line crops of any size) and whose every layout fails because a convolution or
-    pooling window exceeds the feature map (the image is smaller than its total stride and final
-    pooling window) is retried on images of twice the side, up to :data:`MAX_GROWN_SIDE`; the
+    inputs it ran on.  A vision model whose every layout fails because its image is too small
+    for it — a convolution or pooling window exceeds the feature map (a text recognizer's CNN
+    fed text-line crops of any size: the image is smaller than its total stride and final
+    pooling window), or the model refuses the size itself (DepthPro tiles the image at several
+    scales) — is retried on images of twice the side, up to :data:`MAX_GROWN_SIDE`; the
     side that runs is kept on the model (``attncheck_image_side``, :func:`model_image_shape`).
 
     Raises:
@@ -1700,10 +1691,9 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
     while True:
         try:
             return _layouts_tried(spec, model, kind, tdtype)
-        except RuntimeError as exc:
+        except (RuntimeError, ValueError) as exc:
             side = model_image_shape(model, model.config)[1]
-            if (kind != "vision" or not _MAP_TOO_SMALL.search(str(exc)) or declares_image_side(model.config)
-                    or 2 * side > MAX_GROWN_SIDE):
+            if kind != "vision" or not _MAP_TOO_SMALL.search(str(exc)) or 2 * side > MAX_GROWN_SIDE:
                 raise
             model.attncheck_image_side = 2 * side
 

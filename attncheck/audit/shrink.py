@@ -440,13 +440,14 @@ def _base_channels(k: str, x: int, v: dict[str, Any]) -> int:
     return x
 
 
-_FEATURE_LAYER = re.compile(r"(^|_)feature_layers?$")
+_FEATURE_LAYER = re.compile(r"(^|_)(feature_layers?|hook_ids)$")
 
 
 def _last_feature_layers(v: dict[str, Any], out: dict[str, Any]) -> None:
     """Tower layers a projector reads (``vision_feature_layer``: indices into another config's
     layers, which shrink to a few) given as non-negative indices become the last layers counted
-    from the end, deepest first (Molmo2's ``[24, 18]`` of 25 → ``[-1, -2]``); negative ones stay."""
+    from the end, deepest first (Molmo2's ``[24, 18]`` of 25 → ``[-1, -2]``, DepthPro's ``intermediate_hook_ids``);
+    negative ones stay."""
     for k, x in v.items():
         if not _FEATURE_LAYER.search(k):
             continue
@@ -700,6 +701,22 @@ def _tie_image_sides(v: dict[str, Any], out: dict[str, Any], sides: dict[int, in
                 break
 
 
+def _tie_nested_image_side(vals: dict[str, Any], new: dict[str, Any]) -> None:
+    """A field of a composite config that no rule changed and that equals, in the original, the
+    ``image_size`` of every nested config declaring one takes their shrunk side when they all
+    shrink to the same one (DepthPro's ``patch_size``: the side of the tiles its two DINOv2
+    encoders see, which its validator requires to equal their ``image_size``)."""
+    nested = [(x, new[k]) for k, x in vals.items() if _is_config(x) and _is_config(new.get(k))]
+    pairs = [(getattr(o, "image_size", None), getattr(n, "image_size", None)) for o, n in nested]
+    pairs = [(a, b) for a, b in pairs if a is not None]
+    if not pairs or len({a for a, _ in pairs}) != 1 or len({b for _, b in pairs}) != 1 or not _int(pairs[0][0]):
+        return
+    (a, b), = set(pairs)
+    for k, x in vals.items():
+        if k != "image_size" and _int(x) and x == a != b and _same_value(new.get(k), x):
+            new[k] = b
+
+
 def _partial_rotary(v: dict[str, Any]) -> float:
     rope = v.get("rope_parameters")
     f = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
@@ -832,6 +849,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
             vocab = {f: v for f, v in _values_of(x).items() if _VOCAB.search(f) and _int(v) and v > VOCAB}
             if vocab and level < 3:  # built only when the parent rejects the shrunk values
                 vocab_kept[k] = functools.partial(shrink_config, x, level, vocab, _ties=_ties, _sides=_sides)
+    _tie_nested_image_side(vals, new)
     _fill_documented_layer_types(cls, vals, new, overrides or {})
     if isinstance(vals.get("architecture"), str) and "model_args" in vals:  # a timm model (TimmWrapperConfig)
         args = timm_model_args(vals["architecture"], vals.get("model_args"), level)
