@@ -70,6 +70,8 @@ WINDOW = 4
 PATCHES_PER_SIDE = 4
 #: total downsampling assumed for images of models without a ``patch_size`` (CNN / Hiera stages)
 CNN_STRIDE = 32
+#: width multiplier of a timm generator's stages (:func:`timm_model_args`)
+TIMM_WIDTH_MULTIPLIER = 0.125
 #: special token ids that do not fit the shrunk vocab are moved into ``[VOCAB - RESERVED_TOP, VOCAB)``
 RESERVED_TOP = 16
 LEVELS = (0, 1, 2, 3)
@@ -979,9 +981,21 @@ def timm_architecture_args(architecture: str) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - an unknown name, or a timm that does not import
         return {}
     got: dict[str, Any] = {}
+    gen_args: dict[str, Any] = {}
+    entry_code = getattr(entry, "__code__", None)
 
     def stand_in(model_cls, variant, pretrained, *args, **kwargs):
         got.update(kwargs, _class=model_cls)
+        # the parameters of the generator functions between the entry point and the builder
+        # (``_gen_mobilenet_v5(variant, channel_multiplier=1.0, …)``): keywords the entry point
+        # passes on, which the model class never sees
+        frame = inspect.currentframe().f_back
+        while frame is not None and frame.f_code is not entry_code:
+            code = frame.f_code
+            for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+                if n not in ("variant", "pretrained") and n in frame.f_locals:
+                    gen_args.setdefault(n, frame.f_locals[n])
+            frame = frame.f_back
         raise _Captured
 
     original = _builder.build_model_with_cfg
@@ -1006,6 +1020,7 @@ def timm_architecture_args(architecture: str) -> dict[str, Any]:
     except (TypeError, ValueError):
         params = ()
     out = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    out.update(gen_args)
     out.update(got)
 
     def plain(x):
@@ -1025,6 +1040,11 @@ def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int)
     if not full:
         return given
     small = shrink_values(full, level)
+    # the width multiplier of a timm generator (MobileNet's α, Howard et al. 2017): the channels
+    # of every stage, which the generator writes into the block definitions it passes the class
+    for k, x in full.items():
+        if level < 2 and k == "channel_multiplier" and isinstance(x, float) and x > TIMM_WIDTH_MULTIPLIER:
+            small[k] = TIMM_WIDTH_MULTIPLIER
     return {**given, **{k: x for k, x in small.items() if k in given or not _same_value(x, full.get(k))}}
 
 
