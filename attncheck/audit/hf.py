@@ -590,7 +590,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     """Input layouts to try for a vision / audio model, in order: ``(name, maker(b, g) -> x,
     kwargs(x) -> forward arguments, batched(out, B) -> (B, L, ...))``.
 
-    - images ``(B, C, H, W)`` and clips ``(B, T, C, H, W)`` (``num_frames`` frames);
+    - images ``(B, C, H, W)`` and clips ``(B, T, C, H, W)`` (``num_frames`` frames), then flattened
+      patches ``(B, N, C·p²)`` (a tower whose processor patchifies);
     - patch sequences for models that take ``grid_thw`` (Qwen2-VL style, as transformers'
       tests build them) or ``spatial_shapes`` (SigLIP2): ``x`` is ``(B, N, D)`` with ``N = h·w`` patches of
       ``D = C·temporal_patch_size·patch_size²`` values, ``h = w = 2·spatial_merge_size``; the
@@ -723,6 +724,14 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     if optional:
         out.append(("image-text", lambda b, g: torch.randn(b, *shape, generator=g),
                     lambda x: with_prompt(x, {**prompt, **optional}), keep))
+    # a ViT whose processor patchifies (Molmo2's tower embeds flattened patches with a Linear):
+    # (B, N, C·p²), N the config's position count, else the image's patches
+    p = getattr(vc, "patch_size", None)
+    if isinstance(p, int) and not isinstance(p, bool) and p > 0:
+        npos = getattr(vc, "num_position_embeddings", None)
+        n = npos if isinstance(npos, int) and npos > 0 else (shape[1] // p) * (shape[2] // p)
+        out.append(("patch-sequence", lambda b, g, n=n, d=shape[0] * p * p: torch.randn(b, n, d, generator=g),
+                    with_prompt, keep))
     return out
 
 
