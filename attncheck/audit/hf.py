@@ -1509,16 +1509,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     # leave unset filled, then with two layers of each per-layer kind (weights tied across one
     # kind's layers)
     retries = [(LEVELS[0], "windows"), (LEVELS[0], "twice")]
-    # last, the default config unshrunk: a model already within the parameter limit (a 3 M
-    # parameter CNN whose channel lists chain stage to stage, which the rules cannot shrink alike)
-    for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]] + [(LEVELS[-1], "unshrunk")]:
+    for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
-            if retry == "unshrunk":
-                config = copy.deepcopy(default)
-                for k, v in (overrides or {}).items():
-                    setattr(config, k, v)
-            else:
-                config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
+            config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
         except Exception as exc:  # noqa: BLE001
             if not retry:
                 plain = None
@@ -1544,8 +1537,6 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                     meta = _instantiate(cls, config, None)
             n = sum(p.numel() for p in meta.parameters())
             if n > MAX_PARAMS:
-                if retry == "unshrunk":
-                    continue  # the shrunk levels' errors say more
                 errors.append(f"level {level}{f' ({retry})' if retry else ''}: {n / 1e6:.0f} M parameters "
                               f"(limit {MAX_PARAMS / 1e6:.0f} M)")
                 continue
@@ -1560,7 +1551,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         except Exception as exc:  # noqa: BLE001 - try the next level
             errors.append(f"level {level}{f' ({retry})' if retry else ''}: {type(exc).__name__}: {_short(exc)}")
             continue
-        adapter.info["shrink_level"] = "unshrunk" if retry == "unshrunk" else level
+        adapter.info["shrink_level"] = level
         if filled:
             adapter.info["filled"] = "; ".join(filled)
         if getattr(base, "attncheck_redrawn", None):
