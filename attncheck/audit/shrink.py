@@ -711,8 +711,8 @@ def _tie_nested_image_side(vals: dict[str, Any], new: dict[str, Any]) -> None:
     nested = [(x, new[k]) for k, x in vals.items() if _is_config(x) and _is_config(new.get(k))]
     pairs = [(getattr(o, "image_size", None), getattr(n, "image_size", None)) for o, n in nested]
     pairs = [(a, b) for a, b in pairs if a is not None]
-    if not pairs or len({a for a, _ in pairs}) != 1 or len({b for _, b in pairs}) != 1 or not _int(pairs[0][0]):
-        return
+    if not pairs or not all(_int(a) and _int(b) for a, b in pairs) or len(set(pairs)) != 1:
+        return  # no tower, sides given as lists, or towers of different sides
     (a, b), = set(pairs)
     for k, x in vals.items():
         if k != "image_size" and _int(x) and x == a != b and _same_value(new.get(k), x):
