@@ -353,3 +353,12 @@ def test_feature_layers_a_projector_reads_become_the_last_layers():
     assert all(-n <= i < 0 for i in tiny.adapter_config.vision_feature_layer)
     llava = shrink_config(tf.AutoConfig.for_model("llava"), 0)
     assert llava.vision_feature_layer == tf.AutoConfig.for_model("llava").vision_feature_layer  # negative: kept
+
+
+def test_width_of_a_sibling_stack_and_local_attention_window_shrink():
+    # BLT: the local stacks project to the global transformer's width (hidden_size_global), and
+    # the local window (local_attention_window_len) is written into the encoder's sliding_window
+    c = shrink_config(tf.AutoConfig.for_model("blt"))
+    assert c.encoder_config.hidden_size_global == c.decoder_config.hidden_size_global == c.global_config.hidden_size
+    assert c.global_config.hidden_size == 64
+    assert c.local_attention_window_len == c.encoder_config.sliding_window == 4

@@ -1075,7 +1075,8 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     cfg_win = None
     for a in _WINDOW_ATTRS if cfg is not None else ():
         cfg_win = cfg_win or _window_value(config_value(cfg, a, layer), layer)
-    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win, "kv_groups": groups,
+    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win,
+            "config_class": type(cfg).__name__ if cfg is not None else None, "kv_groups": groups,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
             "sliding_window": win, "layer_type": kind, "sinks": _has_sinks(mod),
@@ -1420,9 +1421,11 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             continue
         # the checked input: the first required argument that is a float tensor of one sample,
         # an image-like (B, C, H, W) map or a (B, L, D) sequence of feature vectors
+        # (the required arguments first, then the optional ones in signature order: a stack whose
+        # arguments are all optional, BLT's local encoder fed the byte embeddings)
         req = _required_inputs(subs[0])
-        arg = next((n for n in req if isinstance(v := rec.get(n), torch.Tensor) and v.is_floating_point()
-                    and v.dim() in (3, 4) and v.shape[0] == 1), None)
+        arg = next((n for n in [*req, *_params(subs[0])] if isinstance(v := rec.get(n), torch.Tensor)
+                    and v.is_floating_point() and v.dim() in (3, 4) and v.shape[0] == 1), None)
         if arg is None:
             why.append(f"{type(subs[0]).__name__} takes no float (B, C, H, W) or (B, L, D) input "
                        f"(required: {', '.join(req) or 'none'})")
@@ -1540,9 +1543,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     reason = f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown)
-    if any(n not in MAIN_INPUTS for n in _required_inputs(cls)) and _parent_configs(own_default):
+    if _parent_configs(own_default):
         # a model class whose forward needs what its parent model computes (a DETR decoder fed
-        # text and image features): audited through the parent, like a sub-config's submodule
+        # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
+        # through the parent, like a sub-config's submodule
         return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
                                      dtype, sdpa)
     raise Unsupported(reason)
@@ -2092,6 +2096,10 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                 return ("sliding", int(w))
             if module is not None and module.get("layer_type"):
                 return ("causal", None)
+            if module is not None and module.get("config_window") and module.get("config_class") != type(tcfg).__name__:
+                # a stack built from a nested config of its own that declares a window (BLT's
+                # entropy patcher and local encoder beside its global transformer)
+                return ("sliding", int(module["config_window"]))
             return ("sliding", window) if window else ("causal", None)
 
         pattern_fn = per_module

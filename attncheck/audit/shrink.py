@@ -77,7 +77,7 @@ LEVELS = (0, 1, 2, 3)
 _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
                     r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
-                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size)$")
+                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size|hidden_size_global)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
                          r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
@@ -108,7 +108,7 @@ _VOCAB = re.compile(r"(^|_)vocab_size($|_)|_vocab$|(^|_)vocab_size_per")
 _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
-                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size|canvas_length)$")
+                     r"window_size|local_attention|attention_window_len|attention_chunk_size|chunk_size|block_size|canvas_length)$")
 #: the forecast horizon of time-series transformers (``prediction_length``; the context length
 #: defaults to it), left unset by their defaults
 _HORIZON = re.compile(r"(^|_)prediction_length$")
