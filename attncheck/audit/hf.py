@@ -892,6 +892,14 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
              and (d := _declared_dim(config, n)) is not None}
     if sized:
         layouts.append(({**fixed, **sized}, per_token))
+    # a decoder stack whose cross-attention needs its encoder's output (T5Gemma 2's decoder):
+    # a fixed random encoder output (1, ENC_LEN, D), D the encoder width the config declares,
+    # else the decoder's own width (its cross-attention projects the encoder states with it)
+    if "encoder_hidden_states" in accepts and "encoder_hidden_states" not in fixed:
+        width = next((w for n in ("encoder_hidden_size", "cross_attention_hidden_size", "hidden_size", "d_model")
+                      if isinstance(w := getattr(tcfg, n, None), int) and not isinstance(w, bool) and w > 0), None)
+        if width is not None:
+            layouts.append(({**fixed, "encoder_hidden_states": torch.randn(1, ENC_LEN, width, generator=g)}, per_token))
     return layouts
 
 
@@ -2103,6 +2111,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             return ("sliding", window) if window else ("causal", None)
 
         pattern_fn = per_module
+    enc_states = extra.get("encoder_hidden_states")
+    if enc_states is not None:
+        common = {**common, "enc_len": int(enc_states.shape[1])}
     return AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
                       pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
                       sliding_window=window if kind == "decoder" else None,
