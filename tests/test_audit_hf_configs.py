@@ -277,3 +277,14 @@ def test_decoder_stack_needing_its_encoders_output_gets_a_fixed_random_one():
     with torch.no_grad():
         a, b = m.forward(x).out, m.forward(y).out
     assert torch.equal(a[:, :5], b[:, :5]) and not torch.equal(a[:, 5], b[:, 5])  # causal over the ids
+
+
+def test_clipping_bound_the_defaults_leave_unset_is_filled_when_the_forward_clips():
+    # DBRX clamps q/k/v with clip_qkv unconditionally: clamp(min=None, max=None) raises
+    from attncheck.audit.shrink import CLIP, fill_unset_bounds
+
+    cfg = tf.AutoConfig.for_model("dbrx")
+    assert cfg.attn_config.clip_qkv is None
+    assert fill_unset_bounds(cfg, {"clip_qkv": None}) == []  # an override stays
+    assert fill_unset_bounds(cfg) == [f"DbrxAttentionConfig.clip_qkv = {CLIP}"]
+    assert cfg.attn_config.clip_qkv == CLIP and fill_unset_bounds(cfg) == []

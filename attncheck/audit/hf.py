@@ -42,7 +42,7 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_windows, shrink_config)
+                                    fill_unset_bounds, fill_unset_windows, shrink_config)
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -1493,9 +1493,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     tdtype = DTYPES[dtype]
     errors, plain = [], None
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
-    # leave unset filled, then with two layers of each per-layer kind (weights tied across one
-    # kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "twice")]
+    # leave unset filled, with the clipping bounds they leave unset filled, then with two layers
+    # of each per-layer kind (weights tied across one kind's layers)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "twice")]
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
             config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
@@ -1504,8 +1504,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
-        filled = fill_unset_windows(config, overrides) if retry == "windows" else []
-        if retry == "windows" and not filled:
+        filled = (fill_unset_windows(config, overrides) if retry == "windows"
+                  else fill_unset_bounds(config, overrides) if retry == "bounds" else [])
+        if retry in ("windows", "bounds") and not filled:
             continue
         if retry == "twice":
             if plain is not None and config.to_dict() == plain.to_dict():

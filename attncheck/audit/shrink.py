@@ -1223,6 +1223,27 @@ def fill_unset_windows(config, overrides: dict[str, Any] | None = None) -> list[
                 setattr(c, k, WINDOW)
                 done.append(f"{type(c).__name__}.{k} = {WINDOW}")
     return done
+#: clipping bounds of q / k / v activations (``clip_qkv``: OLMo, DBRX)
+_CLIP = re.compile(r"(^|_)clip(_qkv|_value)?$")
+#: the bound set where a forward clips with a bound its defaults leave unset (DBRX's released
+#: checkpoints use 8); the tiny model's activations stay well inside it
+CLIP = 8.0
+
+
+def fill_unset_bounds(config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the clipping bounds (``clip_qkv``) that a config tree leaves ``None`` to
+    :data:`CLIP`, for models whose forward clips unconditionally (``x.clamp(min=-clip,
+    max=clip)`` with both ``None`` raises).  Fields named in ``overrides`` are left alone.
+    Returns the fields set (``"DbrxAttentionConfig.clip_qkv = 8.0"``); empty when there is none."""
+    done = []
+    for c in _config_tree(config):
+        for k, x in _values_of(c).items():
+            if x is None and _CLIP.search(k) and k not in (overrides or {}):
+                setattr(c, k, CLIP)
+                done.append(f"{type(c).__name__}.{k} = {CLIP}")
+    return done
+
+
 #: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
 ROPE_THETA = 10000.0
 
@@ -1269,4 +1290,4 @@ def consistent(config) -> list[str]:
 
 
 __all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute",
-           "fill_missing_layer_rope", "fill_unset_windows", "shrink_config", "shrink_values"]
+           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_windows", "shrink_config", "shrink_values"]
