@@ -362,3 +362,11 @@ def test_width_of_a_sibling_stack_and_local_attention_window_shrink():
     assert c.encoder_config.hidden_size_global == c.decoder_config.hidden_size_global == c.global_config.hidden_size
     assert c.global_config.hidden_size == 64
     assert c.local_attention_window_len == c.encoder_config.sliding_window == 4
+
+
+def test_default_without_full_attention_layers_gets_one_of_each_kind_the_code_masks():
+    # GraniteMoeHybrid derives all-Mamba layers by default; its modeling code builds full-attention
+    # masks too: one layer of each kind.  A class deriving all full-attention layers is left alone
+    g = shrink_config(tf.AutoConfig.for_model("granitemoehybrid"))
+    assert sorted(g.layer_types) == ["full_attention", "linear_attention"]
+    assert shrink_config(tf.AutoConfig.for_model("qwen2")).layer_types == ["full_attention"] * 2

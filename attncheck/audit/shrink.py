@@ -863,7 +863,17 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
             new[amap.get(k, k)] = x
     made = _construct(cls, given, new, overrides or {}, vocab_kept)
     kinds = code_layer_kinds(cls.__module__) if "layer_types" in vals and vals["layer_types"] is None else ()
-    if kinds and getattr(made, "layer_types", None) is None and "layer_types" not in (overrides or {}):
+    uniform = vals.get("layer_types") if "layer_types" in vals and "layer_types" not in new else None
+    if uniform and uniform[0] != "full_attention" and "layer_types" not in (overrides or {}):
+        # a class that derives one kind for every layer by default, none of them full attention
+        # (GraniteMoeHybrid: all Mamba), while its modeling code builds full-attention masks: a
+        # layer of each kind the code names, so the attention layers are built too
+        more = code_layer_kinds(cls.__module__)
+        if "full_attention" in more and uniform[0] in more:
+            kinds = more
+    derived = getattr(made, "layer_types", None)
+    if (kinds and (derived is None or (uniform and set(derived) == set(uniform)))
+            and "layer_types" not in (overrides or {})):
         # per-layer kinds the class leaves unset but its model indexes: one layer of each kind the
         # modeling code builds masks for
         layers = {k: max(x, len(kinds)) for k, x in new.items() if _LAYERS.search(k) and _int(x) and x > 0}
