@@ -370,3 +370,14 @@ def test_default_without_full_attention_layers_gets_one_of_each_kind_the_code_ma
     g = shrink_config(tf.AutoConfig.for_model("granitemoehybrid"))
     assert sorted(g.layer_types) == ["full_attention", "linear_attention"]
     assert shrink_config(tf.AutoConfig.for_model("qwen2")).layer_types == ["full_attention"] * 2
+
+
+def test_rope_section_the_model_code_reads_without_a_default_gets_three_axes():
+    # HunYuanVL's rotary embedding takes len(rope_parameters.get("mrope_section")) in every
+    # forward; its default config has none: three axes summing to half the tiny head dim
+    from attncheck.audit.shrink import HEAD_DIM, code_section_defaults
+
+    assert "mrope_section" in code_section_defaults("transformers.models.hunyuan_vl.configuration_hunyuan_vl")
+    c = shrink_config(tf.AutoConfig.for_model("hunyuan_vl_text"))
+    sec = c.rope_parameters["mrope_section"]
+    assert len(sec) == 3 and sum(sec) == HEAD_DIM // 2 == c.head_dim // 2

@@ -1004,11 +1004,18 @@ def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int)
     return {**given, **{k: x for k, x in small.items() if k in given or not _same_value(x, full.get(k))}}
 
 
+#: multimodal RoPE sections (temporal, height, width) of Qwen2-VL's released checkpoints (Wang et
+#: al. 2024, "Qwen2-VL"): the split given to a section the modeling code reads without a default
+M_ROPE_SECTION = (16, 24, 24)
+
+
 @functools.lru_cache(maxsize=None)
 def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
     """Rope sections the modeling code takes as literal defaults when the config has none:
-    ``config.rope_parameters.get("mrope_section", [8, 12, 12])`` in GLM-4V.  Read from the source
-    of the ``modeling_*`` module next to ``config_module`` (parsed, not imported)."""
+    ``config.rope_parameters.get("mrope_section", [8, 12, 12])`` in GLM-4V; a section it reads
+    without a default (``rope_parameters.get("mrope_section")``, then ``len()`` of it) gets
+    :data:`M_ROPE_SECTION`.  Read from the source of the ``modeling_*`` module next to
+    ``config_module`` (parsed, not imported)."""
     import ast
     import importlib.util
 
@@ -1020,6 +1027,12 @@ def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
         return {}
     found: dict[str, tuple[int, ...]] = {}
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and _SECTION.search(node.args[0].value)):
+            # read without a default (HunYuanVL's rotary embedding takes len() of it in every
+            # forward): three axes in Qwen2-VL's proportions
+            found.setdefault(node.args[0].value, M_ROPE_SECTION)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str) and _SECTION.search(node.args[0].value)
