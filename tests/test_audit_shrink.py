@@ -395,3 +395,31 @@ def test_timm_generator_width_multiplier_shrinks_the_stages():
     assert count(small) < count(full) / 10
     # a generator without a width multiplier gets none
     assert "channel_multiplier" not in shrink_config(tf.AutoConfig.for_model("timm_wrapper"), 0).model_args
+
+
+def test_width_of_a_sibling_stack_and_local_attention_window_shrink():
+    # BLT: the local stacks project to the global transformer's width (hidden_size_global), and
+    # the local window (local_attention_window_len) is written into the encoder's sliding_window
+    c = shrink_config(tf.AutoConfig.for_model("blt"))
+    assert c.encoder_config.hidden_size_global == c.decoder_config.hidden_size_global == c.global_config.hidden_size
+    assert c.global_config.hidden_size == 64
+    assert c.local_attention_window_len == c.encoder_config.sliding_window == 4
+
+
+def test_default_without_full_attention_layers_gets_one_of_each_kind_the_code_masks():
+    # GraniteMoeHybrid derives all-Mamba layers by default; its modeling code builds full-attention
+    # masks too: one layer of each kind.  A class deriving all full-attention layers is left alone
+    g = shrink_config(tf.AutoConfig.for_model("granitemoehybrid"))
+    assert sorted(g.layer_types) == ["full_attention", "linear_attention"]
+    assert shrink_config(tf.AutoConfig.for_model("qwen2")).layer_types == ["full_attention"] * 2
+
+
+def test_rope_section_the_model_code_reads_without_a_default_gets_three_axes():
+    # HunYuanVL's rotary embedding takes len(rope_parameters.get("mrope_section")) in every
+    # forward; its default config has none: three axes summing to half the tiny head dim
+    from attncheck.audit.shrink import HEAD_DIM, code_section_defaults
+
+    assert "mrope_section" in code_section_defaults("transformers.models.hunyuan_vl.configuration_hunyuan_vl")
+    c = shrink_config(tf.AutoConfig.for_model("hunyuan_vl_text"))
+    sec = c.rope_parameters["mrope_section"]
+    assert len(sec) == 3 and sum(sec) == HEAD_DIM // 2 == c.head_dim // 2

@@ -42,7 +42,7 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_windows, shrink_config)
+                                    fill_unset_bounds, fill_unset_windows, shrink_config)
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -916,6 +916,14 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
              and (d := _declared_dim(config, n)) is not None}
     if sized:
         layouts.append(({**fixed, **sized}, per_token))
+    # a decoder stack whose cross-attention needs its encoder's output (T5Gemma 2's decoder):
+    # a fixed random encoder output (1, ENC_LEN, D), D the encoder width the config declares,
+    # else the decoder's own width (its cross-attention projects the encoder states with it)
+    if "encoder_hidden_states" in accepts and "encoder_hidden_states" not in fixed:
+        width = next((w for n in ("encoder_hidden_size", "cross_attention_hidden_size", "hidden_size", "d_model")
+                      if isinstance(w := getattr(tcfg, n, None), int) and not isinstance(w, bool) and w > 0), None)
+        if width is not None:
+            layouts.append(({**fixed, "encoder_hidden_states": torch.randn(1, ENC_LEN, width, generator=g)}, per_token))
     return layouts
 
 
@@ -1099,7 +1107,8 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     cfg_win = None
     for a in _WINDOW_ATTRS if cfg is not None else ():
         cfg_win = cfg_win or _window_value(config_value(cfg, a, layer), layer)
-    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win, "kv_groups": groups,
+    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win,
+            "config_class": type(cfg).__name__ if cfg is not None else None, "kv_groups": groups,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
             "sliding_window": win, "layer_type": kind, "sinks": _has_sinks(mod),
@@ -1444,9 +1453,11 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             continue
         # the checked input: the first required argument that is a float tensor of one sample,
         # an image-like (B, C, H, W) map or a (B, L, D) sequence of feature vectors
+        # (the required arguments first, then the optional ones in signature order: a stack whose
+        # arguments are all optional, BLT's local encoder fed the byte embeddings)
         req = _required_inputs(subs[0])
-        arg = next((n for n in req if isinstance(v := rec.get(n), torch.Tensor) and v.is_floating_point()
-                    and v.dim() in (3, 4) and v.shape[0] == 1), None)
+        arg = next((n for n in [*req, *_params(subs[0])] if isinstance(v := rec.get(n), torch.Tensor)
+                    and v.is_floating_point() and v.dim() in (3, 4) and v.shape[0] == 1), None)
         if arg is None:
             why.append(f"{type(subs[0]).__name__} takes no float (B, C, H, W) or (B, L, D) input "
                        f"(required: {', '.join(req) or 'none'})")
@@ -1506,9 +1517,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     tdtype = DTYPES[dtype]
     errors, plain = [], None
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
-    # leave unset filled, then with two layers of each per-layer kind (weights tied across one
-    # kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "twice")]
+    # leave unset filled, with the clipping bounds they leave unset filled, then with two layers
+    # of each per-layer kind (weights tied across one kind's layers)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "twice")]
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
             config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
@@ -1517,8 +1528,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
-        filled = fill_unset_windows(config, overrides) if retry == "windows" else []
-        if retry == "windows" and not filled:
+        filled = (fill_unset_windows(config, overrides) if retry == "windows"
+                  else fill_unset_bounds(config, overrides) if retry == "bounds" else [])
+        if retry in ("windows", "bounds") and not filled:
             continue
         if retry == "twice":
             if plain is not None and config.to_dict() == plain.to_dict():
@@ -1571,9 +1583,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     reason = f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown)
-    if any(n not in MAIN_INPUTS for n in _required_inputs(cls)) and _parent_configs(own_default):
+    if _parent_configs(own_default):
         # a model class whose forward needs what its parent model computes (a DETR decoder fed
-        # text and image features): audited through the parent, like a sub-config's submodule
+        # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
+        # through the parent, like a sub-config's submodule
         return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
                                      dtype, sdpa)
     raise Unsupported(reason)
@@ -2170,9 +2183,16 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                 return ("sliding", int(w))
             if module is not None and module.get("layer_type"):
                 return ("causal", None)
+            if module is not None and module.get("config_window") and module.get("config_class") != type(tcfg).__name__:
+                # a stack built from a nested config of its own that declares a window (BLT's
+                # entropy patcher and local encoder beside its global transformer)
+                return ("sliding", int(module["config_window"]))
             return ("sliding", window) if window else ("causal", None)
 
         pattern_fn = per_module
+    enc_states = extra.get("encoder_hidden_states")
+    if enc_states is not None:
+        common = {**common, "enc_len": int(enc_states.shape[1])}
     return AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
                       pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
                       sliding_window=window if kind == "decoder" else None,

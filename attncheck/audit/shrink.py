@@ -79,7 +79,7 @@ LEVELS = (0, 1, 2, 3)
 _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
                     r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
-                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size)$")
+                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size|hidden_size_global)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
                          r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
@@ -110,7 +110,7 @@ _VOCAB = re.compile(r"(^|_)vocab_size($|_)|_vocab$|(^|_)vocab_size_per")
 _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
-                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size|canvas_length)$")
+                     r"window_size|local_attention|attention_window_len|attention_chunk_size|chunk_size|block_size|canvas_length)$")
 #: the forecast horizon of time-series transformers (``prediction_length``; the context length
 #: defaults to it), left unset by their defaults
 _HORIZON = re.compile(r"(^|_)prediction_length$")
@@ -883,7 +883,17 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
             new[amap.get(k, k)] = x
     made = _construct(cls, given, new, overrides or {}, vocab_kept)
     kinds = code_layer_kinds(cls.__module__) if "layer_types" in vals and vals["layer_types"] is None else ()
-    if kinds and getattr(made, "layer_types", None) is None and "layer_types" not in (overrides or {}):
+    uniform = vals.get("layer_types") if "layer_types" in vals and "layer_types" not in new else None
+    if uniform and uniform[0] != "full_attention" and "layer_types" not in (overrides or {}):
+        # a class that derives one kind for every layer by default, none of them full attention
+        # (GraniteMoeHybrid: all Mamba), while its modeling code builds full-attention masks: a
+        # layer of each kind the code names, so the attention layers are built too
+        more = code_layer_kinds(cls.__module__)
+        if "full_attention" in more and uniform[0] in more:
+            kinds = more
+    derived = getattr(made, "layer_types", None)
+    if (kinds and (derived is None or (uniform and set(derived) == set(uniform)))
+            and "layer_types" not in (overrides or {})):
         # per-layer kinds the class leaves unset but its model indexes: one layer of each kind the
         # modeling code builds masks for
         layers = {k: max(x, len(kinds)) for k, x in new.items() if _LAYERS.search(k) and _int(x) and x > 0}
@@ -1048,11 +1058,18 @@ def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int)
     return {**given, **{k: x for k, x in small.items() if k in given or not _same_value(x, full.get(k))}}
 
 
+#: multimodal RoPE sections (temporal, height, width) of Qwen2-VL's released checkpoints (Wang et
+#: al. 2024, "Qwen2-VL"): the split given to a section the modeling code reads without a default
+M_ROPE_SECTION = (16, 24, 24)
+
+
 @functools.lru_cache(maxsize=None)
 def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
     """Rope sections the modeling code takes as literal defaults when the config has none:
-    ``config.rope_parameters.get("mrope_section", [8, 12, 12])`` in GLM-4V.  Read from the source
-    of the ``modeling_*`` module next to ``config_module`` (parsed, not imported)."""
+    ``config.rope_parameters.get("mrope_section", [8, 12, 12])`` in GLM-4V; a section it reads
+    without a default (``rope_parameters.get("mrope_section")``, then ``len()`` of it) gets
+    :data:`M_ROPE_SECTION`.  Read from the source of the ``modeling_*`` module next to
+    ``config_module`` (parsed, not imported)."""
     import ast
     import importlib.util
 
@@ -1064,6 +1081,12 @@ def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
         return {}
     found: dict[str, tuple[int, ...]] = {}
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and _SECTION.search(node.args[0].value)):
+            # read without a default (HunYuanVL's rotary embedding takes len() of it in every
+            # forward): three axes in Qwen2-VL's proportions
+            found.setdefault(node.args[0].value, M_ROPE_SECTION)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str) and _SECTION.search(node.args[0].value)
@@ -1277,6 +1300,27 @@ def fill_unset_windows(config, overrides: dict[str, Any] | None = None) -> list[
                 setattr(c, k, WINDOW)
                 done.append(f"{type(c).__name__}.{k} = {WINDOW}")
     return done
+#: clipping bounds of q / k / v activations (``clip_qkv``: OLMo, DBRX)
+_CLIP = re.compile(r"(^|_)clip(_qkv|_value)?$")
+#: the bound set where a forward clips with a bound its defaults leave unset (DBRX's released
+#: checkpoints use 8); the tiny model's activations stay well inside it
+CLIP = 8.0
+
+
+def fill_unset_bounds(config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the clipping bounds (``clip_qkv``) that a config tree leaves ``None`` to
+    :data:`CLIP`, for models whose forward clips unconditionally (``x.clamp(min=-clip,
+    max=clip)`` with both ``None`` raises).  Fields named in ``overrides`` are left alone.
+    Returns the fields set (``"DbrxAttentionConfig.clip_qkv = 8.0"``); empty when there is none."""
+    done = []
+    for c in _config_tree(config):
+        for k, x in _values_of(c).items():
+            if x is None and _CLIP.search(k) and k not in (overrides or {}):
+                setattr(c, k, CLIP)
+                done.append(f"{type(c).__name__}.{k} = {CLIP}")
+    return done
+
+
 #: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
 ROPE_THETA = 10000.0
 
@@ -1323,4 +1367,4 @@ def consistent(config) -> list[str]:
 
 
 __all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute",
-           "fill_missing_layer_rope", "fill_unset_windows", "shrink_config", "shrink_values"]
+           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_windows", "shrink_config", "shrink_values"]
