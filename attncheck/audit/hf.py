@@ -279,6 +279,8 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
                     return kind, c
         cls = (_auto_class("MODEL_MAPPING_NAMES", config) or _model_class_of(config)
                or _class_from_config_module(model_type, config))
+    if encodes_images_only(cls):  # run through ``encode`` on an image (or image latents)
+        return "vision", cls
     main = getattr(cls, "main_input_name", "input_ids")
     if isinstance(main, (list, tuple)):  # several main inputs (OneFormer): the first
         main = main[0] if main else "input_ids"
@@ -329,16 +331,33 @@ def _params(cls_or_model) -> dict:
 
 def encodes_images_only(cls_or_model) -> bool:
     """Whether a model class (or model) has no ``forward`` of its own but an ``encode`` that takes
-    ``pixel_values`` (a VQ-VAE image tokenizer of a multimodal LM: Chameleon's, Emu3's)."""
+    ``pixel_values`` (a VQ-VAE image tokenizer of a multimodal LM: Chameleon's, Emu3's), or
+    image latents ``hidden_states`` as its only argument (GLM-Image's quantizer of its encoder's
+    latents: :func:`encodes_latents`)."""
     t = cls_or_model if isinstance(cls_or_model, type) else type(cls_or_model)
     enc = getattr(t, "encode", None)
     if not (isinstance(t, type) and issubclass(t, torch.nn.Module) and t.forward is torch.nn.Module.forward
             and callable(enc)):
         return False
     try:
-        return "pixel_values" in inspect.signature(enc).parameters
+        params = list(inspect.signature(enc).parameters)
     except (TypeError, ValueError):
         return False
+    return "pixel_values" in params or params[1:] == ["hidden_states"]
+
+
+def encodes_latents(model: torch.nn.Module) -> int | None:
+    """For an image tokenizer run through ``encode(hidden_states)`` (:func:`encodes_images_only`):
+    the channels of the latent map ``(B, C, H, W)`` it takes, the ``in_channels`` of its first
+    ``nn.Conv2d``; None for one that takes ``pixel_values`` (or without a convolution)."""
+    inner = model.model if isinstance(model, ImageEncoding) else model
+    try:
+        if "pixel_values" in inspect.signature(type(inner).encode).parameters:
+            return None
+    except (TypeError, ValueError, AttributeError):
+        return None
+    conv = next((m for m in inner.modules() if isinstance(m, torch.nn.Conv2d)), None)
+    return int(conv.in_channels) if conv is not None else None
 
 
 class ImageEncoding(torch.nn.Module):
@@ -351,6 +370,11 @@ class ImageEncoding(torch.nn.Module):
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
         self.model, self.config = model, model.config
+        params = inspect.signature(model.encode).parameters.values()
+        if not any(p.kind == p.VAR_KEYWORD or p.name == "use_cache" for p in params):
+            # transformers' ``merge_with_config_defaults`` passes the config's ``use_cache`` (which
+            # the shrunk config always sets) to an ``encode`` that takes no such argument
+            model.config.use_cache = None
 
     def forward(self, pixel_values: torch.Tensor, **kwargs):
         if "image_sizes" in inspect.signature(self.model.encode).parameters and "image_sizes" not in kwargs:
@@ -690,6 +714,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     if main == "flattened_patches":
         return [_flattened_patches_variant(vc)]
     shape = model_image_shape(model, config)
+    if (latent := encodes_latents(model)) is not None:  # an image latent map, not pixels
+        shape = (latent, *shape[1:])
     frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
     frames = int(frames) if isinstance(frames, int) and frames > 0 else 2
     # a detector grounded on text (Grounding DINO) also requires ids: a fixed prompt per image
@@ -776,6 +802,84 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     if "Bool" in kind:
         return torch.ones(shape, dtype=torch.bool)
     return torch.randn(shape, generator=g)
+
+
+_DOC_ARG = re.compile(rf"(?m)^\s*(?P<name>\w+) {_DOC_SHAPE}")
+
+
+def documented_steps(model, config) -> tuple[str, int, dict[str, int | None]] | None:
+    """A model fed several per-step sequences (a Decision Transformer's states, actions and
+    returns, Chen et al. 2021), read from its forward's docstring (transformers' convention:
+    ``states (`torch.FloatTensor` of shape `(batch_size, episode_length, state_dim)`)``):
+    ``(checked argument, its width D, {other argument: width, or None for an integer per step})``.
+    The checked argument is the first float one documented ``(batch_size, S, D)``; the others are
+    the arguments documented with the same step axis ``S``: float ``(batch_size, S, d)`` and
+    integer ``(batch_size, S)`` (a timestep); widths are numbers or config fields of that name.
+    ``*mask*`` arguments are left to the checks.  None when no argument is documented so."""
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    params = _params(model)
+    found = []
+    for m in _DOC_ARG.finditer(doc):
+        name, dims = m.group("name"), [d.strip() for d in m.group("dims").split(",") if d.strip()]
+        if name not in params or "mask" in name or len(dims) not in (2, 3) or dims[0] != "batch_size":
+            continue
+        if len(dims) == 3:
+            w = int(dims[2]) if dims[2].isdigit() else getattr(config, dims[2], None)
+            if not (isinstance(w, int) and not isinstance(w, bool) and w > 0):
+                continue
+            found.append((name, dims[1], w, "Long" not in m.group("type")))
+        elif "Long" in m.group("type"):
+            found.append((name, dims[1], None, False))
+    checked = next((f for f in found if f[3]), None)
+    if checked is None:
+        return None
+    others = {n: (w if is_float else None) for n, axis, w, is_float in found
+              if n != checked[0] and axis == checked[1] and (is_float or w is None)}
+    return checked[0], checked[2], others
+
+
+#: integer per-step inputs (timesteps) are drawn in ``[0, STEP_IDS)``
+STEP_IDS = 8
+
+
+def _steps_adapter(model, steps, facts, supports, cast, info, common) -> AuditModel:
+    """A per-step model (:func:`documented_steps`) checked on its first float sequence ``x``
+    ``(B, L, D)``: every other per-step argument is a fixed function of the same step of ``x``
+    (a fixed random projection for a float one, an integer in ``[0, STEP_IDS)`` read from the
+    step's values for a timestep), so that a step keeps all its inputs wherever padding moves it
+    and a change of step ``j`` changes only step ``j``'s inputs.  The output is the first
+    ``(B, L, …)`` tensor (the per-step predictions).
+
+    Raises:
+        Unsupported: the model returns no ``(B, L, …)`` output."""
+    arg, D, others = steps
+    g = torch.Generator().manual_seed(4321)
+    proj = {n: torch.randn(D, w, generator=g) / math.sqrt(D) for n, w in others.items() if w is not None}
+
+    def fwd_steps(x, attention_mask=None, position_ids=None, output_attentions=False):
+        kw = {"output_attentions": True} if output_attentions else {}
+        if attention_mask is not None:
+            kw["attention_mask"] = attention_mask
+        for n, w in others.items():
+            if w is None:
+                kw[n] = (x.detach().abs().sum(-1) * 1000).long() % STEP_IDS
+            else:
+                kw[n] = cast(x @ proj[n].to(x.dtype))
+        o = model(**{arg: cast(x)}, **kw)
+        out = _find_seq(o, x.shape[0], x.shape[1])
+        if out is None:
+            raise Unsupported(f"{type(model).__name__} returns no per-step output of shape (B, L, …)")
+        return Forward(out, _attentions(o) if output_attentions else None)
+
+    declared = {f["is_causal"] for f in facts}
+    causal = True if declared == {True} else False if declared == {False} else None
+    if causal and not _builds_own_mask(model):
+        raise Unsupported(f"{type(model).__name__}: its attention modules are causal but its forward builds no mask: "
+                          "the causal mask comes from its parent model")
+    info["input"] = arg
+    info["input_layout"] = f"{arg}(B, L, {D})" + "".join(f"+{n}" for n in others) + " (per step, from the checked step)"
+    return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_steps,
+                      supports=frozenset(set(supports) - {"cache", "position_ids"}), **common)
 
 
 def _navit_packed_variants(vc, main: str) -> list[tuple[str, Callable, Callable, Callable]]:
@@ -925,6 +1029,26 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         if width is not None:
             layouts.append(({**fixed, "encoder_hidden_states": torch.randn(1, ENC_LEN, width, generator=g)}, per_token))
     return layouts
+
+
+def _feature_slots(model, config) -> tuple[str, int] | None:
+    """``(mask argument, n)`` for a model that inserts ``n`` image features into its token
+    sequence at the positions a mask argument marks: a forward argument ``<features>_position_mask``
+    next to a ``<features>`` argument documented ``(batch_size, <count>, …)``, ``<count>`` a config
+    field (Kosmos-2: ``image_embeds_position_mask`` and ``image_embeds`` of shape
+    ``(batch_size, latent_query_num, hidden_size)``, Peng et al. 2023).  None otherwise."""
+    params = _params(model)
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    for name in params:
+        feats = name[: -len("_position_mask")] if name.endswith("_position_mask") else None
+        if not feats or feats not in params:
+            continue
+        m = re.search(rf"(?m)^\s*{re.escape(feats)} {_DOC_SHAPE}", doc)
+        dims = [d.strip() for d in m.group("dims").split(",")] if m else []
+        n = getattr(config, dims[1], None) if len(dims) == 3 and dims[0] == "batch_size" else None
+        if isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            return name, n
+    return None
 
 
 def _as_patch_image(model, config, fixed: dict[str, torch.Tensor]) -> None:
@@ -1486,7 +1610,7 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
 
 
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
-              default=None) -> list[AuditModel]:
+              default=None, encode_only: bool = False) -> list[AuditModel]:
     import transformers as tf
 
     model_type, cls = resolve(name)
@@ -1504,6 +1628,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise
     except Exception as exc:  # noqa: BLE001 - a class that cannot be imported (optional dependency)
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
+    if encode_only:
+        cls, kind = _without_forward(cls), "vision"
     session = _session_argument(cls)
     if session is not None:
         raise Unsupported(f"{cls.__name__}.forward takes {session}, a stateful object its processor builds "
@@ -1589,6 +1715,17 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         # through the parent, like a sub-config's submodule
         return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
                                      dtype, sdpa)
+    if not encode_only and kind == "vision" and _encodes_pixels(cls):
+        # an image tokenizer whose forward also decodes, to a latent grid the config fixes (Janus's
+        # VQ-VAE: num_patches² codes) that the audit's image does not fill: its encoder alone
+        try:
+            models = _build_hf(spec, name, overrides, dtype, sdpa, default=own_default, encode_only=True)
+        except Unsupported as exc:
+            raise Unsupported(f"{reason}; through encode: {_short(exc, 200)}") from exc
+        for m in models:
+            m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, which "
+                                           f"also decodes, fails: {_short(errors[0], 160)})")
+        return models
     raise Unsupported(reason)
 
 
@@ -1615,6 +1752,22 @@ def _head_with_attention(model_type: str, config, base) -> type | None:
         if attention_modules(built):
             return c
     return None
+
+
+def _encodes_pixels(cls) -> bool:
+    """Whether a model class with a forward of its own also has an ``encode(pixel_values)``."""
+    try:
+        return (cls.forward is not torch.nn.Module.forward and callable(getattr(cls, "encode", None))
+                and "pixel_values" in inspect.signature(cls.encode).parameters)
+    except (TypeError, ValueError):
+        return False
+
+
+def _without_forward(cls) -> type:
+    """A subclass of ``cls`` (same name, module and code) without its ``forward``, so that it is
+    built and run through its ``encode`` (:class:`ImageEncoding`)."""
+    return type(cls.__name__, (cls,), {"forward": torch.nn.Module.forward, "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__})
 
 
 def _session_argument(cls) -> str | None:
@@ -2010,6 +2163,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                                  per_position_only=True)
     if "input_ids" not in accepts and (feats := _feature_input(model, config)) is not None:
         return _features_adapter(model, config, feats, facts, supports, input_layout, cast, info, common)
+    if vocab is None and "input_ids" not in accepts and (steps := documented_steps(model, config)) is not None:
+        return _steps_adapter(model, steps, facts, supports, cast, info, common)
     if vocab is None:
         if "input_ids" not in accepts:
             need = ", ".join(_required_inputs(model)) or "no required tensor"
@@ -2084,14 +2239,24 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                                                     for k, v in extra.items()),
                                      *per_token]) + (f" as {K} codebooks {form}" if form else "")
 
+    # a model that inserts its image features at the positions a mask marks (Kosmos-2): that many
+    # placeholder ids before the checked ones, marked (the ids are then at rows n… of the output)
+    slots = _feature_slots(model, config) if "pixel_values" in extra else None
+    if slots is not None:
+        supports.discard("position_ids")  # the positions of the ids are behind the placeholders
+        info["input_layout"] += f" after {slots[1]} image placeholders ({slots[0]})"
+
     def ids_in(x):
-        return x if form is None else codebook_ids(x, K, form, lo, hi)
+        ids = x if form is None else codebook_ids(x, K, form, lo, hi)
+        if slots is not None:
+            ids = torch.cat([torch.full((ids.shape[0], slots[1]), lo, dtype=ids.dtype, device=ids.device), ids], 1)
+        return ids
 
     def seq_out(o, B, L):
         out = _find_seq(o, B, L)
         return out if out is not None or form is None else _fold_codebooks(o, B, L, K)
 
-    def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
+    def kw_for(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {}
         if position_ids is not None:
             kw["position_ids"] = position_ids
@@ -2105,14 +2270,40 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
             kw[k] = fn(x)
+        if slots is not None:
+            first = torch.ones(x.shape[0], slots[1], dtype=torch.long, device=x.device)
+            kw[slots[0]] = torch.cat([first, torch.zeros(x.shape[:2], dtype=torch.long, device=x.device)], 1)
+            if attention_mask is not None:
+                kw["attention_mask"] = torch.cat([first.to(attention_mask.dtype), attention_mask], 1)
+        return kw
+
+    def run_ids(x):
+        return model(input_ids=ids_in(x), **kw_for(x))
+
+    located: dict[str, Any] = {}  # where the tokens' rows are in an output with no (B, L, …) tensor
+
+    def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
+        kw = kw_for(x, attention_mask, position_ids, output_attentions)
         o = model(input_ids=ids_in(x), **kw)
         out = seq_out(o, x.shape[0], x.shape[1])
         if out is None and hidden_states_ok:
             # an encoder that returns only a pooled vector (DPR): its last per-position hidden state
-            o = model(input_ids=ids_in(x), output_hidden_states=True, **kw)
-            out = _last_hidden_state(o, x.shape[0], x.shape[1])
+            oh = model(input_ids=ids_in(x), output_hidden_states=True, **kw)
+            out = _last_hidden_state(oh, x.shape[0], x.shape[1])
         if out is None:
-            raise Unsupported(f"{type(model).__name__} returns no per-position output of shape (B, L, …)")
+            if not located:
+                located.update(locate_token_rows(run_ids, torch.randint(lo, hi, (2, SEQ_LEN), generator=
+                                                                       torch.Generator().manual_seed(7)), lo, hi))
+                if not located:
+                    raise Unsupported(f"{type(model).__name__} returns no per-position output of shape (B, L, …) "
+                                      "and no per-sample output that follows its ids")
+                adapter.supports = adapter.supports - {"cache"}  # decoding steps: per position only
+                adapter.decode_fn = None
+                adapter.per_position = located["offset"] is not None
+                info["output"] = located["what"]
+            t = _output_at(o, located["path"])
+            off = located["offset"]
+            out = t if off is None else t[:, off:off + x.shape[1]]
         return Forward(out, _attentions(o) if output_attentions else None)
 
     hidden_states_ok = "output_hidden_states" in accepts or takes_kwargs
@@ -2193,10 +2384,97 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     enc_states = extra.get("encoder_hidden_states")
     if enc_states is not None:
         common = {**common, "enc_len": int(enc_states.shape[1])}
-    return AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
-                      pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
-                      sliding_window=window if kind == "decoder" else None,
-                      expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
+    adapter = AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
+                         pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
+                         sliding_window=window if kind == "decoder" else None,
+                         expected_pattern_fn=pattern_fn, supports=frozenset(supports), **common)
+    return adapter
+
+
+def _float_paths(o, path: tuple = ()):
+    """``(path, tensor)`` for the float tensors of a model output, in order: a path is the keys
+    (of a ``ModelOutput`` / dict) and indices (of a tuple / list) that lead to the tensor, the same
+    whatever else the output holds (attention maps asked for or not)."""
+    from collections.abc import Mapping
+
+    if isinstance(o, torch.Tensor):
+        if o.is_floating_point():
+            yield path, o
+        return
+    items = o.items() if isinstance(o, Mapping) else (enumerate(o) if isinstance(o, (tuple, list)) else ())
+    for k, v in items:
+        yield from _float_paths(v, (*path, k))
+
+
+def _output_at(o, path: tuple) -> torch.Tensor:
+    for k in path:
+        o = o[k]
+    return o
+
+
+def locate_token_rows(run: Callable[[torch.Tensor], Any], x: torch.Tensor, lo: int, hi: int) -> dict[str, Any]:
+    """Where the rows of the ``L`` tokens of ``x`` ``(B ≥ 2, L)`` are in the output of a model that
+    returns no ``(B, L, …)`` tensor (``run(x)``: the output for ids ``x``):
+
+    - a sequence of more rows ``(B, L + n, …)`` (the tokens beside ``n`` others: ViLT's image
+      patches, a text tower's appended class token) holds the tokens at the rows ``off … off + L - 1``
+      when changing token ``j`` moves row ``off + j`` most (strictly), for the first and the last
+      token of every sample (the residual stream carries each token's own embedding: He et al.
+      2016; Vaswani et al. 2017) → ``{"path", "offset": off, "what"}``;
+    - else the first float output of one row per sample ``(B, …)`` (a pooled vector, the
+      decoder queries of a Perceiver: Jaegle et al. 2021) that a change of the sample's own ids
+      moves and a change of the other samples' ids leaves exactly as it was (not a batch-wide
+      similarity matrix of contrastive logits) → ``{"path", "offset": None, "what"}``;
+    - ``{}`` when neither exists.
+
+    Every run draws the same random numbers (a model that samples, such as ViLT's patch
+    selection, is compared with itself).
+    """
+    B, L = x.shape
+
+    def outputs(y) -> dict:
+        with torch.random.fork_rng(devices=[]):  # the same draws in every run (ViLT samples its patches)
+            torch.manual_seed(0)
+            return dict(_float_paths(run(y)))
+
+    def changed(pos: tuple) -> dict:
+        y = x.clone()
+        y[pos] = lo + (y[pos] - lo + 1) % (hi - lo)
+        return outputs(y)
+
+    base = outputs(x)
+
+    first, last = changed((slice(None), 0)), changed((slice(None), L - 1))
+    for path, t in base.items():
+        if t.dim() < 3 or t.shape[0] != B or t.shape[1] <= L:
+            continue
+        if first.get(path) is None or last.get(path) is None or first[path].shape != t.shape:
+            continue
+        rows = []
+        for other, j in ((first[path], 0), (last[path], L - 1)):
+            d = (other - t).abs().flatten(2).amax(-1)  # (B, rows)
+            top = d.topk(2, dim=1)
+            if not bool((top.values[:, 0] > top.values[:, 1]).all()):
+                break
+            r = top.indices[:, 0]
+            if not bool((r == r[0]).all()):
+                break
+            rows.append(int(r[0]) - j)
+        if len(rows) == 2 and rows[0] == rows[1] and 0 <= rows[0] <= t.shape[1] - L:
+            n = t.shape[1] - L
+            return {"path": path, "offset": rows[0],
+                    "what": f"{'.'.join(map(str, path))}: rows {rows[0]}…{rows[0]}+L of (B, L + {n}, …)"}
+    own = changed((0, slice(None)))
+    others = changed((slice(1, None), slice(None)))
+    for path, t in base.items():
+        if t.dim() < 2 or t.shape[0] != B or own.get(path) is None or others.get(path) is None:
+            continue
+        if own[path].shape != t.shape or others[path].shape != t.shape:
+            continue
+        if torch.equal(others[path][0], t[0]) and not torch.equal(own[path][0], t[0]):
+            return {"path": path, "offset": None,
+                    "what": f"{'.'.join(map(str, path))} {list(t.shape[1:])} per sample (no row per token)"}
+    return {}
 
 
 #: layouts of ``input_ids`` for a model whose tokens are parallel codebooks of an audio codec
