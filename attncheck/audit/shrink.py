@@ -645,8 +645,9 @@ def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
     return mapped
 
 
-#: spatial sizes of feature maps (``backbone_feature_sizes``: side per feature level)
-_FEATURE_SIZES = re.compile(r"(^|_)feature_sizes?$")
+#: spatial sizes of feature maps (``backbone_feature_sizes``: side per feature level; SAM 2 video's
+#: ``memory_attention_rope_feat_sizes``: the side of the last level, where memory attention runs)
+_FEATURE_SIZES = re.compile(r"(^|_)feat(ure)?_sizes?$")
 
 
 def _side_of(x) -> int | None:
