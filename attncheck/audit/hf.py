@@ -42,6 +42,7 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
+                                    repair_misspelled_fields,
                                     fill_unset_windows, shrink_config)
 
 SEQ_LEN = 12
@@ -1537,6 +1538,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
             raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
     native = without_timm_backbones(default)
+    respelled = repair_misspelled_fields(default)
     try:
         kind, cls = choose_class(model_type, default, cls)
     except NeedsParent as need:
@@ -1601,6 +1603,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                                                      + ", ".join(base.attncheck_redrawn[:4]))
         if native:
             adapter.info["backbone"] = "; ".join(native)
+        if respelled:
+            adapter.info["misspelled_default"] = "; ".join(respelled)
         layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
