@@ -70,10 +70,12 @@ def test_session_tracked_runs_each_clip_in_its_own_session_frame_by_frame():
     assert mask.shape == (1, 1, 4, 4) and mask.sum() == 4 and mask[0, 0, 1:3, 1:3].eq(1).all()
 
 
-def test_session_tracked_refuses_images():
+def test_session_tracked_refuses_images_and_single_frames():
     m = SessionTracked(ToyTracker(), ToySession)
-    with pytest.raises(ValueError, match=r"tracks clips \(B, T, C, H, W\)"):
+    with pytest.raises(ValueError, match=r"tracks clips \(B, T ≥ 2, C, H, W\)"):
         m(torch.randn(2, 3, 4, 4))
+    with pytest.raises(ValueError, match="T ≥ 2"):  # one frame: the prompt only, nothing tracked
+        m(torch.randn(2, 1, 3, 4, 4))
 
 
 @pytest.mark.slow

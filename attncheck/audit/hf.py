@@ -388,7 +388,8 @@ class SessionTracked(torch.nn.Module):
     first tensor of each output, the mask logits) stacked ``(B, T, ...)``.
 
     Raises (in ``forward``):
-        ValueError: ``pixel_values`` is not 5-D, or the session class has no
+        ValueError: ``pixel_values`` is not a clip of at least 2 frames (frame 0 holds the prompt,
+            the later frames are tracked through the memory), or the session class has no
             ``add_mask_inputs`` / ``obj_id_to_idx``.
     """
 
@@ -422,8 +423,8 @@ class SessionTracked(torch.nn.Module):
     def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False) -> torch.Tensor:
         from attncheck.audit.model import main_output
 
-        if pixel_values.dim() != 5:
-            raise ValueError(f"{type(self.model).__name__} tracks clips (B, T, C, H, W), got {tuple(pixel_values.shape)}")
+        if pixel_values.dim() != 5 or pixel_values.shape[1] < 2:  # frame 0 is the prompt, later ones are tracked
+            raise ValueError(f"{type(self.model).__name__} tracks clips (B, T ≥ 2, C, H, W), got {tuple(pixel_values.shape)}")
         clips = []
         for clip in pixel_values:
             session = self._session(clip)
