@@ -15,6 +15,7 @@ from attncheck.audit.shrink import (  # noqa: E402
     _construct,
     code_section_defaults,
     consistent,
+    repair_misspelled_fields,
     shrink_config,
     shrink_values,
 )
@@ -310,6 +311,29 @@ def test_image_sides_and_feature_map_sides_stay_tied_across_nested_configs():
     # a single tower: nothing to tie (the image side follows its own patches)
     v = shrink_config(tf.AutoConfig.for_model("vit"))
     assert v.image_size == 4 * v.patch_size
+
+
+def test_memory_attention_rope_sides_follow_the_last_feature_map():
+    # SAM 2 video: memory attention runs on the last feature map, its 2-D rope tables are built
+    # for memory_attention_rope_feat_sizes: they shrink with the image like backbone_feature_sizes
+    default = tf.AutoConfig.for_model("sam2_video")
+    assert default.memory_attention_rope_feat_sizes == default.vision_config.backbone_feature_sizes[-1]
+    for level in (0, 2):
+        s = shrink_config(default, level)
+        assert list(s.memory_attention_rope_feat_sizes) == list(s.vision_config.backbone_feature_sizes[-1])
+        assert s.memory_attention_rope_feat_sizes[0] < default.memory_attention_rope_feat_sizes[0]
+
+
+def test_a_misspelled_default_field_is_moved_to_the_declared_field():
+    # EdgeTAM's default backbone spells ``archirecture``: ``architecture`` kept its default
+    # (resnet50), whose channels the RepViT neck (backbone_channel_list) does not take
+    c = tf.AutoConfig.for_model("edgetam_vision_model")
+    assert c.backbone_config.architecture != "repvit_m1"
+    assert repair_misspelled_fields(c) == ["TimmWrapperConfig.archirecture → architecture"]
+    assert c.backbone_config.architecture == "repvit_m1"
+    assert repair_misspelled_fields(c) == []  # done once: the field no longer holds its default
+    for model_type in ("llama", "sam2", "detr"):  # correctly spelled configs are left alone
+        assert repair_misspelled_fields(tf.AutoConfig.for_model(model_type)) == []
 
 
 def test_width_of_the_widest_stage_follows_the_base_channels():

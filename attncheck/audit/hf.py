@@ -42,7 +42,8 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_bounds, fill_unset_windows, shrink_config)
+                                    fill_unset_bounds, fill_unset_windows, repair_misspelled_fields,
+                                    shrink_config)
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -380,6 +381,81 @@ class ImageEncoding(torch.nn.Module):
         if "image_sizes" in inspect.signature(self.model.encode).parameters and "image_sizes" not in kwargs:
             kwargs["image_sizes"] = torch.tensor([list(pixel_values.shape[-2:])] * pixel_values.shape[0])
         return self.model.encode(pixel_values, **kwargs)
+
+
+def session_class(cls) -> type | None:
+    """The class of the forward's first required argument when it is a class of the model's own
+    package that is neither a tensor nor a module (a video tracker's ``inference_session``:
+    ``Sam2VideoModel.forward(inference_session: Sam2VideoInferenceSession, frame_idx)``), else
+    None."""
+    req = _required_inputs(cls)
+    ann = _params(cls)[req[0]].annotation if req else None
+    if not isinstance(ann, type) or issubclass(ann, (torch.Tensor, torch.nn.Module)):
+        return None
+    pkg, own = cls.__module__.rpartition(".")[0], ann.__module__.rpartition(".")[0]
+    return ann if own == pkg or (pkg and own.startswith(pkg + ".")) else None
+
+
+class SessionTracked(torch.nn.Module):
+    """A video tracker whose forward takes an inference session of its own class instead of
+    tensors (SAM 2 video: ``forward(inference_session, frame_idx)``, the session holding the
+    frames, the prompts and the memory of earlier frames), run on clips ``(B, T, C, H, W)`` of
+    frames at the model's resolution (as its video processor hands them over).
+
+    Each clip gets a fresh session built from the frames (the session constructor's ``video``,
+    ``video_height``, ``video_width``, ``dtype`` and ``inference_device`` arguments, those it
+    takes); one object is prompted on frame 0 by a mask, through the session's own
+    ``obj_id_to_idx`` and ``add_mask_inputs(obj_idx, frame_idx, mask)`` (the mask a processor
+    adds: ``(1, 1, H, W)``, here the centred square of half the side) and marked as having new
+    inputs (``obj_with_new_inputs``); the model then tracks it frame by frame, frames ``t ≥ 1``
+    through its memory of the earlier ones.  ``forward`` returns the per-frame outputs (the
+    first tensor of each output, the mask logits) stacked ``(B, T, ...)``.
+
+    Raises (in ``forward``):
+        ValueError: ``pixel_values`` is not a clip of at least 2 frames (frame 0 holds the prompt,
+            the later frames are tracked through the memory), or the session class has no
+            ``add_mask_inputs`` / ``obj_id_to_idx``.
+    """
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, model: torch.nn.Module, session_cls: type) -> None:
+        super().__init__()
+        self.model, self.session_cls = model, session_cls
+        self.arg = _required_inputs(type(model))[0]
+        if hasattr(model, "config"):
+            self.config = model.config
+
+    def _session(self, clip: torch.Tensor):
+        S = self.session_cls
+        if not (callable(getattr(S, "add_mask_inputs", None)) and callable(getattr(S, "obj_id_to_idx", None))):
+            raise ValueError(f"{S.__name__} has no add_mask_inputs / obj_id_to_idx: no prompt to track")
+        T, _, H, W = clip.shape
+        given = {"video": clip, "video_height": H, "video_width": W, "dtype": clip.dtype,
+                 "inference_device": clip.device, "inference_state_device": clip.device,
+                 "video_storage_device": clip.device}
+        takes = inspect.signature(S).parameters
+        session = S(**{k: v for k, v in given.items() if k in takes})
+        mask = torch.zeros(1, 1, H, W, dtype=clip.dtype, device=clip.device)
+        mask[..., H // 4:H - H // 4, W // 4:W - W // 4] = 1
+        obj_id = 1
+        session.add_mask_inputs(session.obj_id_to_idx(obj_id), 0, mask)
+        if isinstance(getattr(session, "obj_with_new_inputs", None), list):
+            session.obj_with_new_inputs = [obj_id]
+        return session
+
+    def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False) -> torch.Tensor:
+        from attncheck.audit.model import main_output
+
+        if pixel_values.dim() != 5 or pixel_values.shape[1] < 2:  # frame 0 is the prompt, later ones are tracked
+            raise ValueError(f"{type(self.model).__name__} tracks clips (B, T ≥ 2, C, H, W), got {tuple(pixel_values.shape)}")
+        clips = []
+        for clip in pixel_values:
+            session = self._session(clip)
+            frames = [main_output(self.model(**{self.arg: session}, frame_idx=t), type(self.model).__name__)
+                      for t in range(clip.shape[0])]
+            clips.append(torch.stack(frames))
+        return torch.stack(clips)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -758,6 +834,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         n = npos if isinstance(npos, int) and npos > 0 else (shape[1] // p) * (shape[2] // p)
         out.append(("patch-sequence", lambda b, g, n=n, d=shape[0] * p * p: torch.randn(b, n, d, generator=g),
                     with_prompt, keep))
+    if isinstance(model, SessionTracked):  # a tracker takes clips only: tried first, its error the one reported
+        out.insert(0, out.pop(1))
     return out
 
 
@@ -1620,6 +1698,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
             raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
     native = without_timm_backbones(default)
+    respelled = repair_misspelled_fields(default)
     try:
         kind, cls = choose_class(model_type, default, cls)
     except NeedsParent as need:
@@ -1630,10 +1709,6 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
     if encode_only:
         cls, kind = _without_forward(cls), "vision"
-    session = _session_argument(cls)
-    if session is not None:
-        raise Unsupported(f"{cls.__name__}.forward takes {session}, a stateful object its processor builds "
-                          "(a video tracker fed frame by frame), not tensors")
     if cls.forward is torch.nn.Module.forward and not encodes_images_only(cls):
         return _build_forward_submodel(spec, model_type, cls, default, overrides, dtype, sdpa)
     own_default, default = default, config_for_class(cls, default)
@@ -1698,6 +1773,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                                                      + ", ".join(base.attncheck_redrawn[:4]))
         if native:
             adapter.info["backbone"] = "; ".join(native)
+        if respelled:
+            adapter.info["misspelled_default"] = "; ".join(respelled)
         layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
@@ -1768,19 +1845,6 @@ def _without_forward(cls) -> type:
     built and run through its ``encode`` (:class:`ImageEncoding`)."""
     return type(cls.__name__, (cls,), {"forward": torch.nn.Module.forward, "__module__": cls.__module__,
                                        "__qualname__": cls.__qualname__})
-
-
-def _session_argument(cls) -> str | None:
-    """``"name: Class"`` when the forward's first required argument is annotated with a class of
-    the model's own package that is neither a tensor nor a module (a video tracker's
-    ``inference_session``), else None."""
-    req = _required_inputs(cls)
-    ann = _params(cls)[req[0]].annotation if req else None
-    pkg = cls.__module__.rpartition(".")[0] + "."
-    if (isinstance(ann, type) and ann.__module__.startswith(pkg)
-            and not issubclass(ann, (torch.Tensor, torch.nn.Module))):
-        return f"{req[0]}: {ann.__name__}"
-    return None
 
 
 def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
@@ -1959,6 +2023,8 @@ def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.
             module = cls._from_config(config, experts_implementation="eager", **kw)
             if encodes_images_only(cls):
                 module = ImageEncoding(module)
+            elif (session := session_class(cls)) is not None:
+                module = SessionTracked(module, session)
         else:
             if attn_implementation:
                 config._attn_implementation = attn_implementation
@@ -2105,7 +2171,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if impl == "eager" and ("output_attentions" in accepts or takes_kwargs):
         supports.add("output_attentions")  # kept only when a forward returns them (build_hf)
     encoded = isinstance(model, ImageEncoding)  # reported as the tokenizer's class, run through encode
-    info = {"model_type": config.model_type, "class": type(model.model if encoded else model).__name__,
+    wrapped = isinstance(model, (ImageEncoding, SessionTracked))
+    info = {"model_type": config.model_type, "class": type(model.model if wrapped else model).__name__,
             "attn_implementation": impl,
             "num_layers": getattr(tcfg, "num_hidden_layers", None), "num_heads": heads,
             "num_kv_heads": kv, "head_dim": head_dim, "hidden_size": getattr(tcfg, "hidden_size", None),
@@ -2116,6 +2183,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         info["attention_sinks"] = sinks
     if encoded:
         info["method"] = "encode"
+    if isinstance(model, SessionTracked):
+        info["method"] = (f"{model.arg}: a {model.session_cls.__name__} per clip, one object prompted by a mask "
+                          "on frame 0, tracked frame by frame")
     def retype(dt: torch.dtype) -> AuditModel:
         return _adapter(spec, to_dtype(copy.deepcopy(model), dt), config, kind, impl, dt, input_layout)
 

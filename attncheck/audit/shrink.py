@@ -613,6 +613,8 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
             continue
         if not (_DIM_NAME.search(k) and not _NOT_DIM.search(k) and not any(rx.search(k) for rx in _RULED)):
             continue
+        if _FEATURE_SIZES.search(k) and isinstance(x, (list, tuple)):  # feature-map sides follow the
+            continue  # image (:func:`_tie_image_sides`)
         if _int(x) and out.get(k) == x and tie(x, False) is not None:
             out[k] = tie(x, False)
         elif _ints(x) and out.get(k) == x and all(e < HIDDEN or tie(e, True) is not None for e in x) \
@@ -648,8 +650,9 @@ def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
     return mapped
 
 
-#: spatial sizes of feature maps (``backbone_feature_sizes``: side per feature level)
-_FEATURE_SIZES = re.compile(r"(^|_)feature_sizes?$")
+#: spatial sizes of feature maps (``backbone_feature_sizes``: side per feature level; SAM 2 video's
+#: ``memory_attention_rope_feat_sizes``: the side of the last level, where memory attention runs)
+_FEATURE_SIZES = re.compile(r"(^|_)(feature_sizes?|feat_sizes)$")
 
 
 def _side_of(x) -> int | None:
@@ -868,7 +871,8 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     layer_counts = {x for k, x in vals.items() if _LAYERS.search(k) and _int(x)}
     for k, x in vals.items():
         if (isinstance(x, (list, tuple)) and len(x) in layer_counts and _distinct(x) == 1 and k in defaults
-                and defaults[k] is None and isinstance(new.get(k), (list, tuple)) and k not in (overrides or {})):
+                and defaults[k] is None and isinstance(new.get(k), (list, tuple)) and k not in (overrides or {})
+                and not _FEATURE_SIZES.search(k)):  # a (height, width) pair, not one entry per layer
             new.pop(k)
     # a width the class derives itself (default None: Zamba's ``attention_hidden_size = 2 ×
     # hidden_size``) is left to the class, so it follows the shrunk widths it is derived from
@@ -1285,6 +1289,36 @@ def fill_missing_attribute(config, exc: BaseException) -> str | None:
     for c in targets:
         setattr(c, attr, value)
     return f"{cname}.{attr}"
+
+
+def repair_misspelled_fields(config) -> list[str]:
+    """Move, in place, the values a config tree holds under a misspelled field name to the field
+    the class declares (EdgeTAM's default backbone ``TimmWrapperConfig(archirecture="repvit_m1")``
+    leaves ``architecture`` at its default, ``resnet50``, whose channels its neck does not take):
+    an attribute the class does not declare whose name is a close match of exactly one declared
+    field (``difflib`` ratio ≥ 0.9: one letter off in a long name), that field still holding the
+    class's default and the stray value of the same type but different.  Returns the repairs
+    (``"TimmWrapperConfig.archirecture → architecture"``)."""
+    import difflib
+
+    done = []
+    for c in _config_tree(config):
+        cls = type(c)
+        if not dataclasses.is_dataclass(cls):
+            continue
+        defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        for k, x in list(vars(c).items()):
+            if k.startswith("_") or k in defaults or hasattr(cls, k) or _is_config(x):
+                continue
+            near = difflib.get_close_matches(k, list(defaults), n=2, cutoff=0.9)
+            if len(near) != 1:
+                continue
+            f = near[0]
+            cur = getattr(c, f, None)
+            if cur == defaults[f] and x != cur and type(x) is type(cur):
+                setattr(c, f, x)
+                done.append(f"{cls.__name__}.{k} → {f}")
+    return done
 
 
 def fill_unset_windows(config, overrides: dict[str, Any] | None = None) -> list[str]:
