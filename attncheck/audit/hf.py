@@ -1017,6 +1017,14 @@ def token_boxes(ids: torch.Tensor) -> torch.Tensor:
     return torch.stack([x0, y0, x0 + 1 + ids % 499, y0 + 1 + (3 * ids) % 499], dim=-1)
 
 
+def normalized_token_boxes(ids: torch.Tensor) -> torch.Tensor:
+    """The boxes of :func:`token_boxes` as fractions of the page, ``(B, L, 4)`` float32 in
+    ``[0, 1]``: the floating boxes of models that compute with their coordinates rather than
+    look them up (BROS scales them by ``config.bbox_scale`` into sinusoidal embeddings); like
+    every floating input, cast to the model's dtype before the forward."""
+    return token_boxes(ids).float() / 1000
+
+
 def _num_frames(config, default: int) -> int:
     """Frames per clip: the ``num_frames`` of the image tower config, else of the config."""
     return next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
@@ -1106,6 +1114,10 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
                       if isinstance(w := getattr(tcfg, n, None), int) and not isinstance(w, bool) and w > 0), None)
         if width is not None:
             layouts.append(({**fixed, "encoder_hidden_states": torch.randn(1, ENC_LEN, width, generator=g)}, per_token))
+    # integer boxes promote a float16 / float64 model's box arithmetic to float32 (an integer
+    # tensor times a Python float is float32): floating boxes, which follow the model's dtype
+    if "bbox" in accepts:
+        layouts.append((more_fixed, {**more_tok, "bbox": normalized_token_boxes}))
     return layouts
 
 
@@ -2339,7 +2351,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         for k, v in extra.items():
             kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
-            kw[k] = fn(x)
+            kw[k] = cast(fn(x))
         if slots is not None:
             first = torch.ones(x.shape[0], slots[1], dtype=torch.long, device=x.device)
             kw[slots[0]] = torch.cat([first, torch.zeros(x.shape[:2], dtype=torch.long, device=x.device)], 1)
