@@ -159,6 +159,46 @@ def test_index_comparisons_are_exact(op, off, swap):
     assert m is not None and m.pattern == torch_regions(_torch_eval(expr))
 
 
+def _offset_regions(t: torch.Tensor, past: int) -> tuple:
+    """:func:`torch_regions` of an (L_q, L_k) mask whose L_q queries are the last of L_k keys:
+    query ``i`` sits on key ``i + past``."""
+    lq = t.shape[0]
+    i = torch.arange(lq)[:, None] + past
+    j = torch.arange(t.shape[1])[None, :]
+    out = []
+    for sel in (j < i, j == i, j > i):
+        v = t.double()[sel]
+        out.append("Z" if bool((v == 0).all()) else "P" if bool((v > 0).all()) else None)
+    return tuple(out)
+
+
+@given(st.sampled_from(["tril", "triu"]), st.integers(-1, 1), st.integers(0, 3),
+       st.sampled_from(["diagonal={d}", "{d}"]),
+       st.sampled_from([("off = S - L\n    d = off + {c}", "d"), ("d = S - L + {c}", "d"),
+                        ("d = {c} - L + S", "d"), ("d = S - L", "d + {c}"),
+                        ("off = {c}\n    d = S - L", "d + off")]))
+def test_offset_diagonal_through_locals_matches_torch(fn, c, past, slot, spelling):
+    """``torch.tril(torch.ones(L, S), diagonal=d)`` with ``d`` a local holding ``S - L + c``
+    (a KV cache of ``S - L`` earlier keys) is the ``diagonal=c`` pattern of the last L queries."""
+    setup, arg = spelling
+    lq = 5
+    body = setup.format(c=c)
+    call = f"torch.{fn}(torch.ones(L, S, dtype=torch.bool), {slot.format(d=arg.format(c=c))})"
+    src = (
+        "import torch\n"
+        "def f(scores, L, S):\n"
+        f"    {body}\n"
+        f"    m = {call}\n"
+        "    return scores.masked_fill(m, float('-inf')).softmax(-1)\n"
+    )
+    uses = analysis(src).uses
+    assert len(uses) == 1 and uses[0].mask is not None
+    env: dict = {"torch": torch, "L": lq, "S": lq + past}
+    exec(body.replace("\n    ", "\n"), env)
+    real = _offset_regions(eval(call, env), past)
+    assert uses[0].mask.pattern == real, (src, real)
+
+
 # ---------------------------------------------------------------- conventions -------------
 @pytest.mark.parametrize("conv,pattern,expected", [
     ("true_blocked", ("Z", "Z", "P"), (False, False, True)),

@@ -323,3 +323,35 @@ def test_a_method_sees_init_attributes_not_other_methods(setter_first):
         body = [init.format(in_init)] + ([setter, forward] if setter_first else [forward, setter])
         src = HEADER + "class A(nn.Module):\n" + "".join(body)
         assert [f.code for f in lint_source(src, select=["ATT101"])] == expect, in_init
+
+
+@pytest.mark.parametrize("width", ["C", "D", "d", "E", "hd", "n", "T", "dim", "width"])
+@pytest.mark.parametrize("merge, expect", [
+    ("y.reshape(B, L, {w})", ["ATT402"]),
+    ("y.transpose(1, 2).reshape(B, L, {w})", []),
+])
+def test_width_unpacked_from_a_projected_input_is_the_width_whatever_its_name(width, merge, expect):
+    """``B, L, D = x.shape`` of the input a projection reads: the last axis is the model width
+    (heads · head_dim), whether the local is named ``C``, ``D`` or ``hd``; a merge of
+    ``(B, H, L, d)`` viewed as ``(B, L, D)`` without moving the heads back is ATT402."""
+    from attncheck.lint.engine import lint_source
+    w = width
+    src = HEADER + textwrap.dedent(f"""
+        class Attention(nn.Module):
+            def __init__(self, d_model, n_heads):
+                super().__init__()
+                self.n_heads = n_heads
+                self.qkv = nn.Linear(d_model, 3 * d_model)
+                self.proj = nn.Linear(d_model, d_model)
+
+            def forward(self, x):
+                B, L, {w} = x.shape
+                q, k, v = self.qkv(x).split({w}, dim=2)
+                q = q.view(B, L, self.n_heads, {w} // self.n_heads).transpose(1, 2)
+                k = k.view(B, L, self.n_heads, {w} // self.n_heads).transpose(1, 2)
+                v = v.view(B, L, self.n_heads, {w} // self.n_heads).transpose(1, 2)
+                y = F.scaled_dot_product_attention(q, k, v)
+                y = {merge.format(w=w)}
+                return self.proj(y)
+        """)
+    assert [f.code for f in lint_source(src, "t.py", select=["ATT4"])] == expect

@@ -584,18 +584,29 @@ class MaskAnalysis:
 # evaluation
 # --------------------------------------------------------------------------------------------
 
-def _linear_terms(node: cst.BaseExpression, text) -> tuple[dict[str, int], int] | None:
+@dataclass(frozen=True)
+class IntSum:
+    """An integer local that is a sum of sizes: ``off = kv_len - q_len`` is
+    ``IntSum((("kv_len", 1), ("q_len", -1)), 0)`` (terms keyed by their source text)."""
+
+    terms: tuple[tuple[str, int], ...]
+    const: int
+
+
+def _linear_terms(node: cst.BaseExpression, text, env: dict | None = None) -> tuple[dict[str, int], int] | None:
     """``node`` as an integer combination of opaque terms (names, attributes, subscripts,
     calls; keyed by ``text(term)``) plus a constant: ``j - i + 1`` → ``({"j": 1, "i": -1}, 1)``;
-    ``None`` for anything else (a product, a float)."""
+    ``None`` for anything else (a product, a float).  A name ``env`` binds to an :class:`IntSum`
+    or an integer literal stands for its value (``d = j - i``; ``tril(m, diagonal=d)``); a name
+    it binds to anything else is not an integer."""
     t = type(node)
     if t is cst.Integer:
         return {}, int(node.evaluated_value)
     if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
-        r = _linear_terms(node.expression, text)
+        r = _linear_terms(node.expression, text, env)
         return None if r is None else ({k: -v for k, v in r[0].items()}, -r[1])
     if t is _BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract):
-        a, b = _linear_terms(node.left, text), _linear_terms(node.right, text)
+        a, b = _linear_terms(node.left, text, env), _linear_terms(node.right, text, env)
         if a is None or b is None:
             return None
         sign = 1 if type(node.operator) is cst.Add else -1
@@ -603,9 +614,27 @@ def _linear_terms(node: cst.BaseExpression, text) -> tuple[dict[str, int], int] 
         for k, v in b[0].items():
             terms[k] = terms.get(k, 0) + sign * v
         return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+    if t is _Name and env is not None and node.value in env:
+        v = env[node.value]
+        if isinstance(v, IntSum):
+            return dict(v.terms), v.const
+        if isinstance(v, Fill) and v.kind == "literal" and not v.is_bool and v.value is not None \
+                and float(v.value).is_integer():
+            return {}, int(v.value)
+        return None
     if t in (_Name, _Attribute, cst.Subscript, _Call):
         return {text(node): 1}, 0
     return None
+
+
+def _leaves(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of a tree of ``+`` / ``-`` / unary ``-``."""
+    t = type(node)
+    if t is _BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract):
+        return _leaves(node.left) + _leaves(node.right)
+    if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
+        return _leaves(node.expression)
+    return [node]
 
 
 def _size_args(call: cst.Call, q: str) -> list[cst.BaseExpression] | None:
@@ -1554,8 +1583,11 @@ class _Analyzer(Interpreter):
         if t is cst.Subscript:
             return self._ev_subscript(node, env)
         if t is _BinaryOperation:
-            return self._binop(self._ev(node.left, env, origin), node.operator,
-                               self._ev(node.right, env, origin), node)
+            v = self._binop(self._ev(node.left, env, origin), node.operator,
+                            self._ev(node.right, env, origin), node)
+            if v is None and type(node.operator) in (cst.Add, cst.Subtract):
+                return self._int_sum(node, env)
+            return v
         if t is cst.Comparison:
             return self._compare(node, env)
         if t is cst.Tuple or t is cst.List:
@@ -1638,7 +1670,7 @@ class _Analyzer(Interpreter):
             return recv
         return None
 
-    def _diagonal(self, dnode: cst.BaseExpression | None, m: MaskVal) -> int | None:
+    def _diagonal(self, dnode: cst.BaseExpression | None, m: MaskVal, env) -> int | None:
         """The ``diagonal`` of ``tril``/``triu`` on ``m``, relative to the diagonal its
         consumers read: an integer, or ``cols - rows + c`` where ``m`` was created as a
         ``(rows, cols)`` tensor — with a KV cache the L_q queries are the last of L_k keys, so
@@ -1647,20 +1679,42 @@ class _Analyzer(Interpreter):
         if dnode is None:
             return 0
         d = int_of(dnode)
-        if d is not None or type(m.origin) is not _Call:
+        if d is not None:
             return d
+        lin = _linear_terms(dnode, self._text, env)
+        if lin is not None and not lin[0]:
+            return lin[1]  # a local holding an integer: ``off = 1``
+        if lin is None or type(m.origin) is not _Call:
+            return None
         size = _size_args(m.origin, self.qualname(m.origin.func) or "")
         if size is None or len(size) < 2:
             return None
-
-        def text(n: cst.CSTNode) -> str:
-            return "".join(self.ctx.module.code_for_node(n).split())
-
-        lin = _linear_terms(dnode, text)
-        rows, cols = text(size[-2]), text(size[-1])
-        if lin is None or rows == cols or lin[0] != {cols: 1, rows: -1}:
+        rows = _linear_terms(size[-2], self._text, env)
+        cols = _linear_terms(size[-1], self._text, env)
+        if rows is None or cols is None:
             return None
-        return lin[1]
+        offset = dict(cols[0])
+        for k, v in rows[0].items():
+            offset[k] = offset.get(k, 0) - v
+        offset = {k: v for k, v in offset.items() if v}
+        if not offset or lin[0] != offset:
+            return None
+        return lin[1] - (cols[1] - rows[1])
+
+    def _text(self, n: cst.CSTNode) -> str:
+        return "".join(self.ctx.module.code_for_node(n).split())
+
+    def _int_sum(self, node: cst.BinaryOperation, env) -> IntSum | None:
+        """An integer sum of sizes (``kv_len - q_len + 1``) as an :class:`IntSum`; ``None`` when a
+        term may be anything but an integer: a name that holds a mask value or whose name says it
+        is a mask, a float literal."""
+        lin = _linear_terms(node, self._text, env)
+        if lin is None:
+            return None
+        for n in _leaves(node):
+            if type(n) is _Name and n.value not in env and self.named_mask(n.value) is not None:
+                return None
+        return IntSum(tuple(sorted(lin[0].items())), lin[1])
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
         base = self._ev(node.value, env, node)
@@ -1820,7 +1874,7 @@ class _Analyzer(Interpreter):
             src = self._ev(x, env, origin) if x is not None else None
             if not isinstance(src, MaskVal):
                 return None
-            d = self._diagonal(arg_value(node, 1, "diagonal"), src)
+            d = self._diagonal(arg_value(node, 1, "diagonal"), src, env)
             p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
             return replace(src, pattern=p, origin=node)
         fop = ops.FUNCTIONS.get(q)
@@ -1899,7 +1953,7 @@ class _Analyzer(Interpreter):
             return None
         m = recv
         if meth in ("tril", "triu", "tril_", "triu_"):
-            d = self._diagonal(arg_value(node, 0, "diagonal"), m)
+            d = self._diagonal(arg_value(node, 0, "diagonal"), m, env)
             p = p_tril(m.pattern, d) if meth.startswith("tril") else p_triu(m.pattern, d)
             return replace(m, pattern=p, origin=node if origin is node or not meth.endswith("_")
                            else origin)

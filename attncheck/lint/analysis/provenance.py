@@ -47,6 +47,7 @@ from attncheck.lint.analysis.interpreter import (
 from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
     arg_value,
+    child_nodes,
     int_of,
     mentions_name,
     num_of,
@@ -637,6 +638,11 @@ class Analyzer(Interpreter):
             env[params.star_arg.name.value] = UNK
         if params.star_kwarg is not None:
             env[params.star_kwarg.name.value] = UNK
+        if selfv is not None:
+            for name in _projected_params(fn, selfv, env):
+                # a parameter the body feeds to a linear projection is (…, L, E) from the first
+                # statement on: ``B, L, D = x.shape`` before the projection unpacks the width
+                env[name] = Tensor(origin="param", pname=name, token_major=True)
         return self.run_body(_Frame(self, env, selfv, depth, record), fn)
 
     def method_of(self, selfv: SelfVal, name: str) -> Any:
@@ -798,6 +804,9 @@ class _Frame(Frame):
         if isinstance(v, Tup) and len(v.items) == n and not v.star_unknown:
             return list(v.items)
         if isinstance(v, ShapeVal):
+            if v.t.rank is None and v.start == 0 and v.stop_minus == 0:
+                # ``a, b, c = t.shape`` unpacks every axis: ``t`` has rank n
+                v = replace(v, t=replace(v.t, rank=n))
             return [self._shape_dim(v, i, None) for i in range(n)]
         if isinstance(v, Tensor) and v.parts:
             return [replace(v, parts=False)] * n
@@ -1994,6 +2003,25 @@ def _swap_last_two(wa: tuple, i: int, j: int, rank: int | None) -> tuple | None:
     if i in last or j in last:
         return None
     return wa
+
+
+def _projected_params(fn: cst.FunctionDef, selfv: SelfVal, env: dict) -> list[str]:
+    """Parameters of ``fn`` (still unbound values, no default) that its body passes as the first
+    argument of a linear projection stored on ``self`` (``self.qkv(x)``)."""
+    out: list[str] = []
+    stack: list[cst.CSTNode] = [fn.body]
+    while stack:
+        n = stack.pop()
+        if type(n) is cst.Call and n.args and n.args[0].keyword is None and not n.args[0].star \
+                and type(n.func) is cst.Attribute and type(n.func.value) is cst.Name \
+                and n.func.value.value == "self" and type(n.args[0].value) is cst.Name:
+            name = n.args[0].value.value
+            mv = selfv.attrs.get(n.func.attr.value)
+            if isinstance(mv, ModVal) and mv.kind == "linear" and env.get(name) == ("param", name) \
+                    and name not in out:
+                out.append(name)
+        stack.extend(child_nodes(n))
+    return out
 
 
 def _inplace_receiver(expr: cst.BaseExpression) -> cst.BaseExpression | None:
