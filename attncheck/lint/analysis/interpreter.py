@@ -206,18 +206,25 @@ class Interpreter:
             self.adopt_imported(an)
         return an, f
 
-    def function_value(self, node: cst.Name, env: dict) -> FuncRef | None:
+    def function_value(self, node: cst.Name | cst.Attribute, env: dict, depth: int = 0) -> FuncRef | None:
         """The function a name that no local binds (not in ``env``) refers to, as a value
         (``f = helper``, ``apply(helper, x)``, ``map(helper, xs)``): a top-level function of this
-        file, else a top-level function of another linted file imported here (:meth:`imported`);
-        ``None`` for any other name."""
-        f = self.lookup_function(node.value)
-        if f is not None:
-            return FuncRef(node.value, fn=f.node)
+        file, else a top-level function of another linted file imported here (:meth:`imported`:
+        ``helper`` from ``from .utils import helper``, or ``utils.helper`` of an imported module),
+        else what a module-level alias (``split = utils.split_heads``) names; ``None`` for
+        anything else."""
+        if type(node) is cst.Name:
+            f = self.lookup_function(node.value)
+            if f is not None:
+                return FuncRef(node.value, fn=f.node)
         found = self.imported(node, env)
         if found is not None:
             an, f = found
             return FuncRef(f.name, fn=f.node, owner=an)
+        if type(node) is cst.Name and node.value not in env and depth < 3:
+            target = self.index.aliases.get(node.value)
+            if target is not None:
+                return self.function_value(target, {}, depth + 1)
         return None
 
     def adopt_imported(self, an: Interpreter) -> None:

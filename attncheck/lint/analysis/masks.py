@@ -1645,7 +1645,7 @@ class _Analyzer(Interpreter):
             if isinstance(base, InstanceRef):  # module.<attr> of a module passed in
                 v = self.class_attr(base.cls, attr)
                 return v if isinstance(v, (MaskVal, Fill)) else None
-        return None
+        return self.function_value(node, env)  # ``utils.helper`` as a value
 
     def _wide_dtype(self, node: cst.BaseExpression | None, env) -> bool:
         """Whether a ``dtype=`` argument is float32's range or wider: named (``torch.float32``)

@@ -947,6 +947,10 @@ class _Frame(Frame):
                 return ShapeVal(self.tensorize(base), short_code(node.value) + ".shape")
             if attr == "mT":
                 return self.transpose(self.tensorize(base), -2, -1)
+            if base.glob:
+                ref = self.an.function_value(node, self.env)  # ``utils.helper`` as a value
+                if ref is not None:
+                    return ref
             return _ParamRef(f"{base.name}.{attr}", glob=True)
         if isinstance(base, (ModVal, Unknown)):
             name = dotted = short_code(node)
