@@ -483,3 +483,46 @@ class C:
         self.register_buffer(name, torch.tril(torch.ones(2, 2)))
 """
     analysis(src)
+
+
+_PER_CALL = """
+import torch
+
+
+def apply_mask(scores, blocked, keep):
+    if keep:
+        return scores.masked_fill(~blocked, float("-inf"))
+    return scores.masked_fill(blocked, float("-inf"))
+
+
+def attend(q, k, v, blocked, keep):
+    scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+    scores = apply_mask(scores, blocked, keep)
+    return scores.softmax(dim=-1) @ v
+
+
+def two_calls(q, k, v):
+    L = q.size(-2)
+    ones = torch.ones(L, L, dtype=torch.bool, device=q.device)
+    a = attend(q, k, v, FIRST)
+    b = attend(q, k, v, SECOND)
+    return a + b
+"""
+
+
+@pytest.mark.parametrize("first, second, expected", [
+    # the join of the two masks knows nothing on the diagonal: each call is checked with its own
+    ("torch.triu(ones, diagonal=1), False", "torch.triu(ones, diagonal=0), False", {"ATT202"}),
+    ("torch.triu(ones, diagonal=1), False", "torch.triu(ones, diagonal=1), False", set()),
+    # the flag decides which fill runs at each call: a keep mask at one, a blocked mask at the other
+    ("torch.tril(ones), True", "torch.triu(ones, diagonal=1), False", set()),
+    ("torch.tril(ones), False", "torch.triu(ones, diagonal=1), False", {"ATT201"}),
+    ("torch.tril(ones, diagonal=-1), True", "torch.triu(ones, diagonal=1), False", {"ATT202"}),
+])
+def test_a_mask_helper_is_checked_at_each_call_with_its_arguments(first, second, expected):
+    """A helper that applies the mask it is passed, called from two places with different masks,
+    is checked with each call's mask (by value), not with the join of all its call sites; the
+    masked scores it returns reach the caller's softmax."""
+    from attncheck.lint.engine import lint_source
+    src = _PER_CALL.replace("FIRST", first).replace("SECOND", second)
+    assert {f.code for f in lint_source(src, "t.py", select=["ATT2"])} == expected

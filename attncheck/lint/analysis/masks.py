@@ -786,6 +786,16 @@ class _Analyzer(Interpreter):
         self._inited: set[int] = set()  # classes whose ``__init__`` ran
         self.globals: dict[str, Any] = {}
         self.callsite_args: dict[int, dict[int, Any]] = {}  # id(function) -> parameter index -> value
+        #: pass 2: same-file functions called in this file (by ``id`` of their FunctionInfo),
+        #: whose uses are recorded at each call with that call's arguments; those recorded so
+        #: far
+        self.per_call: set[int] = set()
+        self.recorded: set[int] = set()
+        #: the function being recorded returns to a caller whose result reaches a softmax
+        self._result_to_softmax = False
+        self._returning = False  # the statement being scanned is a ``return``
+        self._targets: Any = None
+        self._in_matmul: set[int] = set()
         self.recording = False
         self.collecting = True  # pass 1: gather call-site arguments (frozen for pass 2)
         self._return_depth = 0
@@ -1089,14 +1099,20 @@ class _Analyzer(Interpreter):
                     if type(n) is _Call:
                         self._callsite(n, state)
             return
+        ops = self.nodes.ops(expr)  # _operands is empty for every other node
+        self._targets = assign_targets
+        self._returning = returned
         in_softmax: set[int] = set()
         self._in_matmul = in_matmul = set()
-        ops = self.nodes.ops(expr)  # _operands is empty for every other node
         for n in ops:
             for a in self._operands(n, state, "softmax"):
                 in_softmax.update(id(x) for x in self.nodes.walk(a))
             for a in self._operands(n, state, "matmul"):
                 in_matmul.update(id(x) for x in self.nodes.walk(a))
+        if self.per_call:
+            for n in ops:
+                if type(n) is _Call:
+                    self._record_call(n, state, id(n) in in_softmax)
         for n in ops:
             if type(n) is _Call:
                 self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
@@ -1104,6 +1120,28 @@ class _Analyzer(Interpreter):
                 self._additive(n, n.left, n.right, state, assign_targets, id(n) in in_softmax)
             elif type(n) is _BinaryOperation and type(n.operator) is cst.Multiply:
                 self._multiplicative(n, state)
+
+    def _record_call(self, call: cst.Call, state: _MaskFrame, in_softmax: bool) -> None:
+        """Pass 2: record the uses in the same-file function ``call`` runs, with this call's
+        argument values (by value, per call: a helper applying the masks two call sites pass is
+        checked with each, not with their join); what the helper returns reaches a softmax when
+        the call's result does (``scores = apply_mask(scores, m); scores.softmax(-1)``)."""
+        q = self.qualname(call.func)
+        f = self.callee(q, state.env) if q is not None else None
+        if f is None or id(f) not in self.per_call or not self.can_inline(f.node, self._return_depth + 1):
+            return
+        params = self._params(f)
+        penv = {params[i]: v for i, v in self._call_args(f, call, state.env).items() if i < len(params)}
+        to_softmax = self._reaches_softmax(call, self._targets, state, in_softmax)
+        self.recorded.add(id(f))
+        saved = (self.current, self._targets, self._in_matmul, self._returning, self._result_to_softmax)
+        self.current, self._result_to_softmax = f, to_softmax
+        self._return_depth += 1
+        try:
+            self._run_function(f, penv)
+        finally:
+            self._return_depth -= 1
+            self.current, self._targets, self._in_matmul, self._returning, self._result_to_softmax = saved
 
     def _callsite(self, call: cst.Call, state: _MaskFrame) -> None:
         q = self.qualname(call.func)
@@ -1115,7 +1153,7 @@ class _Analyzer(Interpreter):
             slots[idx] = v if idx not in slots else _join(slots[idx], v)
 
     def _reaches_softmax(self, node: cst.CSTNode, targets, state, direct: bool) -> bool:
-        if direct:
+        if direct or (self._returning and self._result_to_softmax):
             return True
         names = set()
         for t in targets or ():
@@ -1147,11 +1185,15 @@ class _Analyzer(Interpreter):
         tainted = set(names)
         # toward a softmax only values count (not masks that select positions of other scores)
         names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else self.nodes.names
+        to_caller = want == "softmax" and self._result_to_softmax
         for s, _ in stmts[start + 1:]:
             for n in self.nodes.ops(s):  # _operands is empty for every other node
                 argnodes = self._operands(n, state, want)
                 if argnodes and any(names_of(a) & tainted for a in argnodes):
                     return True
+            if to_caller and type(s) is cst.Return and s.value is not None \
+                    and names_of(s.value) & tainted:
+                return True  # returned to a caller that takes its softmax
             if type(s) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
                 value = s.value
                 if value is None:
@@ -2308,6 +2350,20 @@ class _MaskFrame(Frame):
     def read(self, expr: cst.BaseExpression) -> None:
         self.an._scan(expr, self)
 
+    def decide(self, test: cst.BaseExpression) -> bool | None:
+        """``if flag:`` / ``if not flag:`` on a name holding ``True`` or ``False`` (a literal
+        argument of the call being run) runs one branch."""
+        self.read(test)
+        negate = False
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, negate = test.expression, True
+        if type(test) is not cst.Name or test.value not in self.env:
+            return None
+        v = self.env[test.value]
+        if not isinstance(v, Fill) or not v.is_bool or v.value is None:
+            return None
+        return (v.value != 0) != negate
+
     def assigned(self, value: cst.BaseExpression, targets: list) -> Any:
         self.an._scan(value, self, assign_targets=targets)
         v = self.an.ev(value, self.env)
@@ -2385,9 +2441,18 @@ def _analyze(ctx) -> MaskAnalysis:
             an.class_attr(f.cls, "")
         an._run_function(f, {})
     an.recording, an.collecting = True, False
-    for f in funcs:  # pass 2: record uses
+    # pass 2: record uses; a function called in this file is run at each call, with its
+    # arguments (a function never reached that way runs with the join of its call sites')
+    an.per_call = {id(f) for f in funcs if id(f) in an.callsite_args}
+    for f in funcs:
+        if id(f) in an.per_call:
+            continue
         an.current = f
         an._run_function(f, an._param_env(f))
+    for f in funcs:
+        if id(f) in an.per_call and id(f) not in an.recorded:
+            an.current = f
+            an._run_function(f, an._param_env(f))
     an.current = None
     other = {id(n) for u in an.result.uses if u.consumer == "additive" and not u.attention
              for n in an.nodes.walk(u.node)}
