@@ -526,3 +526,45 @@ def test_a_mask_helper_is_checked_at_each_call_with_its_arguments(first, second,
     from attncheck.lint.engine import lint_source
     src = _PER_CALL.replace("FIRST", first).replace("SECOND", second)
     assert {f.code for f in lint_source(src, "t.py", select=["ATT2"])} == expected
+
+
+@pytest.mark.parametrize("diagonal, expected", [(1, set()), (0, {"ATT202"})])
+def test_xformers_attn_bias_tensor_is_an_additive_mask(diagonal, expected):
+    """xformers' ``memory_efficient_attention(q, k, v, attn_bias=t)`` adds the tensor ``t`` to
+    the scores (xformers docs), as SDPA does with a float ``attn_mask``."""
+    from attncheck.lint.engine import lint_source
+    src = f"""
+import torch
+import xformers.ops as xops
+
+
+def attend(q, k, v):
+    L = q.size(1)
+    bias = torch.triu(torch.full((L, L), float("-inf"), dtype=q.dtype), diagonal={diagonal})
+    return xops.memory_efficient_attention(q, k, v, attn_bias=bias)
+"""
+    assert {f.code for f in lint_source(src, "t.py")} == expected
+
+
+@pytest.mark.parametrize("diagonal, expected", [(1, set()), (0, {"ATT202"})])
+def test_a_function_passed_a_mask_is_analysed_whatever_its_names(diagonal, expected):
+    """``add_bias(scores, bias)`` holds no mask word and no masking op, but it is passed a causal
+    mask: it applies it (here at two calls, the second one with the causal bias)."""
+    from attncheck.lint.engine import lint_source
+    src = f"""
+import math
+import torch
+
+
+def add_bias(scores, bias):
+    return scores + bias
+
+
+def attend(q, k, v):
+    L = q.size(-2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    s = add_bias(s, torch.zeros(L, L, dtype=s.dtype))
+    s = add_bias(s, torch.triu(torch.full((L, L), float("-inf"), dtype=s.dtype), diagonal={diagonal}))
+    return s.softmax(-1) @ v
+"""
+    assert {f.code for f in lint_source(src, "t.py")} == expected

@@ -1484,8 +1484,12 @@ class _Analyzer(Interpreter):
                          wide=isinstance(tv, Dtype) and tv.wide,
                          reaches_softmax=self._reaches_softmax(call, targets, state, in_softmax))
             return
-        if q.endswith("scaled_dot_product_attention"):
-            mnode = arg_value(call, 3, "attn_mask")
+        kop = ops.kernel(q) if q.endswith("scaled_dot_product_attention") or "." in q \
+            or type(func) is _Name else None
+        if kop is not None and kop.attn_mask is not None:
+            # SDPA's ``attn_mask`` (bool: True = attend; float: added to the scores) and
+            # xformers' ``attn_bias`` (a tensor added to the scores, xformers docs)
+            mnode = kop.attn_mask.of(call)
             if mnode is None:
                 return
             mnode = _given_branch(mnode)
@@ -1493,12 +1497,12 @@ class _Analyzer(Interpreter):
             conv = None
             if m is not None:
                 if m.dtype == "bool":
-                    conv = "true_kept"
+                    conv = "true_kept" if kop.kind != "xformers" else None
                 elif m.dtype in ("float", "int") or (m.pattern and "N" in m.pattern):
                     conv = "additive"
             self._record(consumer="sdpa", convention=conv, node=mnode, call=call, mask=m,
                          fill=None, target=None, target_tag=None, reaches_softmax=True,
-                         keyword="attn_mask")
+                         keyword=kop.attn_mask.kw)
             return
         is_mha = q.endswith("multi_head_attention_forward")
         if not is_mha:
@@ -2440,6 +2444,9 @@ def _analyze(ctx) -> MaskAnalysis:
         if f.cls is not None:
             an.class_attr(f.cls, "")
         an._run_function(f, {})
+    # a function the relevant ones pass a mask to applies it (``def add_bias(scores, bias)``)
+    funcs += [f for f in everything if id(f) not in relevant
+              and any(isinstance(v, MaskVal) for v in an.callsite_args.get(id(f), {}).values())]
     an.recording, an.collecting = True, False
     # pass 2: record uses; a function called in this file is run at each call, with its
     # arguments (a function never reached that way runs with the join of its call sites')

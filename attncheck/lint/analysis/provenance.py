@@ -1108,7 +1108,7 @@ class _Frame(Frame):
             meth = func.attr.value
             if isinstance(recv, FuncRef):
                 return UNK
-            if isinstance(recv, SelfVal) or isinstance(recv, (Tensor, _ParamRef, ShapeVal, Sym)):
+            if isinstance(recv, (SelfVal, Tensor, _ParamRef, ShapeVal, Sym, ModVal)):
                 r = self.method_call(recv, meth, node, q)
                 if r is not None:
                     return r
@@ -1206,6 +1206,9 @@ class _Frame(Frame):
             return UNK
         if name in ops.SDPA:
             return self.sdpa(node, pos, kw)
+        kop = ops.kernel(name)
+        if kop is not None and kop.layout == "BLHD" and kop.q is not None and kop.k is not None:
+            return self.sdpa(node, pos, kw, kop)  # flash-attn / xformers: q, k (B, L, H, d)
         if name in ("torch.nn.functional.normalize",) or leaf == "l2norm" or leaf == "l2_norm":
             t = self.tensorize(pos[0]) if pos else None
             if t is not None and t.softmax_evs and name == "torch.nn.functional.normalize":
@@ -1267,6 +1270,8 @@ class _Frame(Frame):
             node.value in imports.aliases or node.value in imports.relative)
 
     def method_call(self, recv: Any, meth: str, node: cst.Call, q: str) -> Any:
+        if isinstance(recv, ModVal) and meth in _MODULE_MOVES:
+            return recv  # ``nn.Linear(E, 3 * E).double()``: the same module
         if isinstance(recv, SelfVal):
             if meth in recv.attrs:
                 mv = recv.attrs[meth]
@@ -1903,11 +1908,24 @@ class _Frame(Frame):
                 e.renormalised = True
         return t
 
-    def sdpa(self, node: cst.Call, pos: list, kw: dict) -> Any:
-        q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
-        k = self.tensorize(pos[1]) if len(pos) > 1 else self.tensorize(kw.get("key"))
-        v = self.tensorize(pos[2]) if len(pos) > 2 else self.tensorize(kw.get("value"))
-        scale_node = arg_value(node, 6, "scale")
+    def sdpa(self, node: cst.Call, pos: list, kw: dict, kernel: ops.Op | None = None) -> Any:
+        """SDPA (``kernel`` ``None``) or another fused kernel of the catalog (flash-attn's
+        ``softmax_scale``, xformers' ``scale``; both default to ``1/√d`` as SDPA does): the scale
+        factors q and k reach it with."""
+        if kernel is None:
+            q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
+            k = self.tensorize(pos[1]) if len(pos) > 1 else self.tensorize(kw.get("key"))
+            v = self.tensorize(pos[2]) if len(pos) > 2 else self.tensorize(kw.get("value"))
+            scale_node = arg_value(node, 6, "scale")
+        else:
+            def at(a: ops.Arg | None) -> Any:
+                if a is None:
+                    return None
+                if a.pos is not None and a.pos < len(pos):
+                    return self.tensorize(pos[a.pos])
+                return self.tensorize(kw.get(a.kw))
+            q, k, v = at(kernel.q), at(kernel.k), at(kernel.v)
+            scale_node = kernel.scale.of(node) if kernel.scale is not None else None
         if q is None or k is None:
             return UNK
         factors = tuple(replace(f, where="q") for f in q.factors) + tuple(replace(f, where="k") for f in k.factors)
@@ -1929,7 +1947,7 @@ class _Frame(Frame):
                 factors += (Factor(s, "sdpa", node),)
         # q, k, v all (B, L, H, d) at SDPA is ATT404's (layout-mismatch at the call); a split that
         # missed its transpose while the others got theirs is ATT401's, reported at the split
-        bad = [t for t in (q, k, v) if t is not None and self._heads_last(t)]
+        bad = [t for t in (q, k, v) if t is not None and self._heads_last(t)] if kernel is None else []
         if bad and len(bad) < 3:
             for t in bad:
                 self._split_event(t)
@@ -1938,6 +1956,8 @@ class _Frame(Frame):
                                                           uncertain=q.uncertain or k.uncertain,
                                                           partial=q.partial or k.partial))
         axes = q.axes if q.axes is not None else None
+        if kernel is not None and axes is not None and not self._heads_last(q):
+            axes = None  # q not (B, L, H, d): ATT404's at the call; the output's layout is unknown
         return Tensor(rank=q.rank, axes=axes, origin="proj", perhead=q.perhead, last=v.last if v else None)
 
 
@@ -2007,6 +2027,11 @@ def _swap_last_two(wa: tuple, i: int, j: int, rank: int | None) -> tuple | None:
     if i in last or j in last:
         return None
     return wa
+
+
+#: ``nn.Module`` methods that return the module itself, moved or cast (PyTorch ``nn.Module`` docs)
+_MODULE_MOVES = frozenset({"to", "double", "float", "half", "bfloat16", "cuda", "cpu", "type",
+                           "requires_grad_", "train", "eval", "to_empty"})
 
 
 def _projected_params(fn: cst.FunctionDef, selfv: SelfVal, env: dict) -> list[str]:
