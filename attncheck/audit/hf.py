@@ -42,7 +42,8 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_windows, shrink_config)
+                                    fill_unset_bounds, fill_unset_windows, repair_misspelled_fields,
+                                    shrink_config)
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -382,6 +383,81 @@ class ImageEncoding(torch.nn.Module):
         return self.model.encode(pixel_values, **kwargs)
 
 
+def session_class(cls) -> type | None:
+    """The class of the forward's first required argument when it is a class of the model's own
+    package that is neither a tensor nor a module (a video tracker's ``inference_session``:
+    ``Sam2VideoModel.forward(inference_session: Sam2VideoInferenceSession, frame_idx)``), else
+    None."""
+    req = _required_inputs(cls)
+    ann = _params(cls)[req[0]].annotation if req else None
+    if not isinstance(ann, type) or issubclass(ann, (torch.Tensor, torch.nn.Module)):
+        return None
+    pkg, own = cls.__module__.rpartition(".")[0], ann.__module__.rpartition(".")[0]
+    return ann if own == pkg or (pkg and own.startswith(pkg + ".")) else None
+
+
+class SessionTracked(torch.nn.Module):
+    """A video tracker whose forward takes an inference session of its own class instead of
+    tensors (SAM 2 video: ``forward(inference_session, frame_idx)``, the session holding the
+    frames, the prompts and the memory of earlier frames), run on clips ``(B, T, C, H, W)`` of
+    frames at the model's resolution (as its video processor hands them over).
+
+    Each clip gets a fresh session built from the frames (the session constructor's ``video``,
+    ``video_height``, ``video_width``, ``dtype`` and ``inference_device`` arguments, those it
+    takes); one object is prompted on frame 0 by a mask, through the session's own
+    ``obj_id_to_idx`` and ``add_mask_inputs(obj_idx, frame_idx, mask)`` (the mask a processor
+    adds: ``(1, 1, H, W)``, here the centred square of half the side) and marked as having new
+    inputs (``obj_with_new_inputs``); the model then tracks it frame by frame, frames ``t ≥ 1``
+    through its memory of the earlier ones.  ``forward`` returns the per-frame outputs (the
+    first tensor of each output, the mask logits) stacked ``(B, T, ...)``.
+
+    Raises (in ``forward``):
+        ValueError: ``pixel_values`` is not a clip of at least 2 frames (frame 0 holds the prompt,
+            the later frames are tracked through the memory), or the session class has no
+            ``add_mask_inputs`` / ``obj_id_to_idx``.
+    """
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, model: torch.nn.Module, session_cls: type) -> None:
+        super().__init__()
+        self.model, self.session_cls = model, session_cls
+        self.arg = _required_inputs(type(model))[0]
+        if hasattr(model, "config"):
+            self.config = model.config
+
+    def _session(self, clip: torch.Tensor):
+        S = self.session_cls
+        if not (callable(getattr(S, "add_mask_inputs", None)) and callable(getattr(S, "obj_id_to_idx", None))):
+            raise ValueError(f"{S.__name__} has no add_mask_inputs / obj_id_to_idx: no prompt to track")
+        T, _, H, W = clip.shape
+        given = {"video": clip, "video_height": H, "video_width": W, "dtype": clip.dtype,
+                 "inference_device": clip.device, "inference_state_device": clip.device,
+                 "video_storage_device": clip.device}
+        takes = inspect.signature(S).parameters
+        session = S(**{k: v for k, v in given.items() if k in takes})
+        mask = torch.zeros(1, 1, H, W, dtype=clip.dtype, device=clip.device)
+        mask[..., H // 4:H - H // 4, W // 4:W - W // 4] = 1
+        obj_id = 1
+        session.add_mask_inputs(session.obj_id_to_idx(obj_id), 0, mask)
+        if isinstance(getattr(session, "obj_with_new_inputs", None), list):
+            session.obj_with_new_inputs = [obj_id]
+        return session
+
+    def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False) -> torch.Tensor:
+        from attncheck.audit.model import main_output
+
+        if pixel_values.dim() != 5 or pixel_values.shape[1] < 2:  # frame 0 is the prompt, later ones are tracked
+            raise ValueError(f"{type(self.model).__name__} tracks clips (B, T ≥ 2, C, H, W), got {tuple(pixel_values.shape)}")
+        clips = []
+        for clip in pixel_values:
+            session = self._session(clip)
+            frames = [main_output(self.model(**{self.arg: session}, frame_idx=t), type(self.model).__name__)
+                      for t in range(clip.shape[0])]
+            clips.append(torch.stack(frames))
+        return torch.stack(clips)
+
+
 # ------------------------------------------------------------------------------------------------
 # inputs
 # ------------------------------------------------------------------------------------------------
@@ -432,6 +508,21 @@ def image_shape(config) -> tuple[int, int, int]:
     h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side)
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w
+
+
+#: errors of a convolution, pooling or padding layer given a feature map smaller than its window
+_MAP_TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater than actual input size"
+                            r"|Padding size should be less than|[Ii]mage size .* is too small")
+#: the largest image side tried for a model whose config declares none (:func:`_first_accepted_layout`)
+MAX_GROWN_SIDE = 512
+
+
+def model_image_shape(model, config) -> tuple[int, int, int]:
+    """:func:`image_shape` of ``config``, with the side the audit grew for ``model`` (an
+    ``attncheck_image_side`` attribute: :func:`_first_accepted_layout`) when it has one."""
+    c, h, w = image_shape(config)
+    side = getattr(model, "attncheck_image_side", None)
+    return (c, side, side) if isinstance(side, int) else (c, h, w)
 
 
 _MEL_FIELDS = ("num_mel_bins", "feature_size", "input_feat_per_channel", "n_mels", "feature_projection_input_dim")
@@ -599,7 +690,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     """Input layouts to try for a vision / audio model, in order: ``(name, maker(b, g) -> x,
     kwargs(x) -> forward arguments, batched(out, B) -> (B, L, ...))``.
 
-    - images ``(B, C, H, W)`` and clips ``(B, T, C, H, W)`` (``num_frames`` frames);
+    - images ``(B, C, H, W)`` and clips ``(B, T, C, H, W)`` (``num_frames`` frames), then flattened
+      patches ``(B, N, C·p²)`` (a tower whose processor patchifies);
     - patch sequences for models that take ``grid_thw`` (Qwen2-VL style, as transformers'
       tests build them) or ``spatial_shapes`` (SigLIP2): ``x`` is ``(B, N, D)`` with ``N = h·w`` patches of
       ``D = C·temporal_patch_size·patch_size²`` values, ``h = w = 2·spatial_merge_size``; the
@@ -697,7 +789,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         return _navit_packed_variants(vc, main)
     if main == "flattened_patches":
         return [_flattened_patches_variant(vc)]
-    shape = image_shape(config)
+    shape = model_image_shape(model, config)
     if (latent := encodes_latents(model)) is not None:  # an image latent map, not pixels
         shape = (latent, *shape[1:])
     frames = getattr(vc, "num_frames", None) or getattr(config, "num_frames", None)
@@ -734,6 +826,16 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     if optional:
         out.append(("image-text", lambda b, g: torch.randn(b, *shape, generator=g),
                     lambda x: with_prompt(x, {**prompt, **optional}), keep))
+    # a ViT whose processor patchifies (Molmo2's tower embeds flattened patches with a Linear):
+    # (B, N, C·p²), N the config's position count, else the image's patches
+    p = getattr(vc, "patch_size", None)
+    if isinstance(p, int) and not isinstance(p, bool) and p > 0:
+        npos = getattr(vc, "num_position_embeddings", None)
+        n = npos if isinstance(npos, int) and npos > 0 else (shape[1] // p) * (shape[2] // p)
+        out.append(("patch-sequence", lambda b, g, n=n, d=shape[0] * p * p: torch.randn(b, n, d, generator=g),
+                    with_prompt, keep))
+    if isinstance(model, SessionTracked):  # a tracker takes clips only: tried first, its error the one reported
+        out.insert(0, out.pop(1))
     return out
 
 
@@ -915,6 +1017,14 @@ def token_boxes(ids: torch.Tensor) -> torch.Tensor:
     return torch.stack([x0, y0, x0 + 1 + ids % 499, y0 + 1 + (3 * ids) % 499], dim=-1)
 
 
+def normalized_token_boxes(ids: torch.Tensor) -> torch.Tensor:
+    """The boxes of :func:`token_boxes` as fractions of the page, ``(B, L, 4)`` float32 in
+    ``[0, 1]``: the floating boxes of models that compute with their coordinates rather than
+    look them up (BROS scales them by ``config.bbox_scale`` into sinusoidal embeddings); like
+    every floating input, cast to the model's dtype before the forward."""
+    return token_boxes(ids).float() / 1000
+
+
 def _num_frames(config, default: int) -> int:
     """Frames per clip: the ``num_frames`` of the image tower config, else of the config."""
     return next((n for c in (_vision_config(config), config) if isinstance(n := getattr(c, "num_frames", None), int)
@@ -996,6 +1106,18 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
              and (d := _declared_dim(config, n)) is not None}
     if sized:
         layouts.append(({**fixed, **sized}, per_token))
+    # a decoder stack whose cross-attention needs its encoder's output (T5Gemma 2's decoder):
+    # a fixed random encoder output (1, ENC_LEN, D), D the encoder width the config declares,
+    # else the decoder's own width (its cross-attention projects the encoder states with it)
+    if "encoder_hidden_states" in accepts and "encoder_hidden_states" not in fixed:
+        width = next((w for n in ("encoder_hidden_size", "cross_attention_hidden_size", "hidden_size", "d_model")
+                      if isinstance(w := getattr(tcfg, n, None), int) and not isinstance(w, bool) and w > 0), None)
+        if width is not None:
+            layouts.append(({**fixed, "encoder_hidden_states": torch.randn(1, ENC_LEN, width, generator=g)}, per_token))
+    # integer boxes promote a float16 / float64 model's box arithmetic to float32 (an integer
+    # tensor times a Python float is float32): floating boxes, which follow the model's dtype
+    if "bbox" in accepts:
+        layouts.append((more_fixed, {**more_tok, "bbox": normalized_token_boxes}))
     return layouts
 
 
@@ -1199,7 +1321,8 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     cfg_win = None
     for a in _WINDOW_ATTRS if cfg is not None else ():
         cfg_win = cfg_win or _window_value(config_value(cfg, a, layer), layer)
-    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win, "kv_groups": groups,
+    return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win,
+            "config_class": type(cfg).__name__ if cfg is not None else None, "kv_groups": groups,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
             "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
             "sliding_window": win, "layer_type": kind, "sinks": _has_sinks(mod),
@@ -1573,9 +1696,11 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             continue
         # the checked input: the first required argument that is a float tensor of one sample,
         # an image-like (B, C, H, W) map or a (B, L, D) sequence of feature vectors
+        # (the required arguments first, then the optional ones in signature order: a stack whose
+        # arguments are all optional, BLT's local encoder fed the byte embeddings)
         req = _required_inputs(subs[0])
-        arg = next((n for n in req if isinstance(v := rec.get(n), torch.Tensor) and v.is_floating_point()
-                    and v.dim() in (3, 4) and v.shape[0] == 1), None)
+        arg = next((n for n in [*req, *_params(subs[0])] if isinstance(v := rec.get(n), torch.Tensor)
+                    and v.is_floating_point() and v.dim() in (3, 4) and v.shape[0] == 1), None)
         if arg is None:
             why.append(f"{type(subs[0]).__name__} takes no float (B, C, H, W) or (B, L, D) input "
                        f"(required: {', '.join(req) or 'none'})")
@@ -1614,6 +1739,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
             raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
     native = without_timm_backbones(default)
+    respelled = repair_misspelled_fields(default)
     try:
         kind, cls = choose_class(model_type, default, cls)
     except NeedsParent as need:
@@ -1624,10 +1750,6 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         raise Unsupported(f"no usable model class for {model_type!r}: {type(exc).__name__}: {_short(exc)}") from exc
     if encode_only:
         cls, kind = _without_forward(cls), "vision"
-    session = _session_argument(cls)
-    if session is not None:
-        raise Unsupported(f"{cls.__name__}.forward takes {session}, a stateful object its processor builds "
-                          "(a video tracker fed frame by frame), not tensors")
     if cls.forward is torch.nn.Module.forward and not encodes_images_only(cls):
         return _build_forward_submodel(spec, model_type, cls, default, overrides, dtype, sdpa)
     own_default, default = default, config_for_class(cls, default)
@@ -1637,9 +1759,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     tdtype = DTYPES[dtype]
     errors, plain = [], None
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
-    # leave unset filled, then with two layers of each per-layer kind (weights tied across one
-    # kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "twice")]
+    # leave unset filled, with the clipping bounds they leave unset filled, then with two layers
+    # of each per-layer kind (weights tied across one kind's layers)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "twice")]
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
             config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
@@ -1648,8 +1770,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
-        filled = fill_unset_windows(config, overrides) if retry == "windows" else []
-        if retry == "windows" and not filled:
+        filled = (fill_unset_windows(config, overrides) if retry == "windows"
+                  else fill_unset_bounds(config, overrides) if retry == "bounds" else [])
+        if retry in ("windows", "bounds") and not filled:
             continue
         if retry == "twice":
             if plain is not None and config.to_dict() == plain.to_dict():
@@ -1659,7 +1782,14 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             plain = config
         try:
             with torch.device("meta"):  # count first: a level that keeps full widths can be huge
-                n = sum(p.numel() for p in _instantiate(cls, config, None).parameters())
+                meta = _instantiate(cls, config, None)
+            if not attention_modules(meta) and (head := _head_with_attention(model_type, config, cls)) is not None:
+                # a base model without attention whose task class adds it (a text recognizer's
+                # SVTR head over a CNN backbone): the task class is audited
+                (kind, cls), meta = choose_class(model_type, default, head), head
+                with torch.device("meta"):
+                    meta = _instantiate(cls, config, None)
+            n = sum(p.numel() for p in meta.parameters())
             if n > MAX_PARAMS:
                 errors.append(f"level {level}{f' ({retry})' if retry else ''}: {n / 1e6:.0f} M parameters "
                               f"(limit {MAX_PARAMS / 1e6:.0f} M)")
@@ -1684,6 +1814,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                                                      + ", ".join(base.attncheck_redrawn[:4]))
         if native:
             adapter.info["backbone"] = "; ".join(native)
+        if respelled:
+            adapter.info["misspelled_default"] = "; ".join(respelled)
         layout = adapter.info.get("input_layout_index", 0)
         models = [adapter]
         if sdpa:
@@ -1695,9 +1827,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     reason = f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown)
-    if any(n not in MAIN_INPUTS for n in _required_inputs(cls)) and _parent_configs(own_default):
+    if _parent_configs(own_default):
         # a model class whose forward needs what its parent model computes (a DETR decoder fed
-        # text and image features): audited through the parent, like a sub-config's submodule
+        # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
+        # through the parent, like a sub-config's submodule
         return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
                                      dtype, sdpa)
     if not encode_only and kind == "vision" and _encodes_pixels(cls):
@@ -1714,6 +1847,31 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     raise Unsupported(reason)
 
 
+def _head_with_attention(model_type: str, config, base) -> type | None:
+    """A class of transformers' auto mappings for ``model_type`` (a task class: ``…ForTextRecognition``)
+    that builds ``base`` (its ``__init__`` names the class), takes the same inputs and, built on
+    the meta device from ``config``, has attention modules (:func:`attention_modules`); None
+    when no mapped class does."""
+    from transformers.models.auto import modeling_auto as ma
+
+    seen = {base}
+    for mname in sorted(n for n in dir(ma) if n.startswith("MODEL_") and n.endswith("_MAPPING_NAMES")):
+        if model_type not in _mapping(mname):
+            continue
+        c = _auto_class(mname, config)
+        if c is None or c in seen or not _contains(c, base) or _required_inputs(c) != _required_inputs(base):
+            continue
+        seen.add(c)
+        try:
+            with torch.device("meta"):
+                built = _instantiate(c, copy.deepcopy(config), None)
+        except Exception:  # noqa: BLE001 - a task class the config cannot build
+            continue
+        if attention_modules(built):
+            return c
+    return None
+
+
 def _encodes_pixels(cls) -> bool:
     """Whether a model class with a forward of its own also has an ``encode(pixel_values)``."""
     try:
@@ -1728,19 +1886,6 @@ def _without_forward(cls) -> type:
     built and run through its ``encode`` (:class:`ImageEncoding`)."""
     return type(cls.__name__, (cls,), {"forward": torch.nn.Module.forward, "__module__": cls.__module__,
                                        "__qualname__": cls.__qualname__})
-
-
-def _session_argument(cls) -> str | None:
-    """``"name: Class"`` when the forward's first required argument is annotated with a class of
-    the model's own package that is neither a tensor nor a module (a video tracker's
-    ``inference_session``), else None."""
-    req = _required_inputs(cls)
-    ann = _params(cls)[req[0]].annotation if req else None
-    pkg = cls.__module__.rpartition(".")[0] + "."
-    if (isinstance(ann, type) and ann.__module__.startswith(pkg)
-            and not issubclass(ann, (torch.Tensor, torch.nn.Module))):
-        return f"{req[0]}: {ann.__name__}"
-    return None
 
 
 def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
@@ -1803,6 +1948,28 @@ def config_for_class(cls, config):
 
 
 def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
+    """The adapter of the first input layout (:func:`_layouts_tried`) a forward accepts, and the
+    inputs it ran on.  A vision model whose every layout fails because its image is too small
+    for it — a convolution or pooling window exceeds the feature map (a text recognizer's CNN
+    fed text-line crops of any size: the image is smaller than its total stride and final
+    pooling window), or the model refuses the size itself (DepthPro tiles the image at several
+    scales) — is retried on images of twice the side, up to :data:`MAX_GROWN_SIDE`; the
+    side that runs is kept on the model (``attncheck_image_side``, :func:`model_image_shape`).
+
+    Raises:
+        the first layout's error when no layout (at any tried side) is accepted.
+    """
+    while True:
+        try:
+            return _layouts_tried(spec, model, kind, tdtype)
+        except (RuntimeError, ValueError) as exc:
+            side = model_image_shape(model, model.config)[1]
+            if kind != "vision" or not _MAP_TOO_SMALL.search(str(exc)) or 2 * side > MAX_GROWN_SIDE:
+                raise
+            model.attncheck_image_side = 2 * side
+
+
+def _layouts_tried(spec: str, model, kind: str, tdtype: torch.dtype) -> tuple[AuditModel, torch.Tensor]:
     """The adapter of the first input layout (:func:`_dense_variants`) a forward accepts, and the
     inputs it ran on; raises the first layout's error when none is accepted.  A token model whose
     forward itself refuses every id layout (a talker or code predictor fed by a parent's hidden
@@ -1897,6 +2064,8 @@ def _instantiate_once(cls, config, attn_implementation: str | None) -> torch.nn.
             module = cls._from_config(config, experts_implementation="eager", **kw)
             if encodes_images_only(cls):
                 module = ImageEncoding(module)
+            elif (session := session_class(cls)) is not None:
+                module = SessionTracked(module, session)
         else:
             if attn_implementation:
                 config._attn_implementation = attn_implementation
@@ -2043,7 +2212,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if impl == "eager" and ("output_attentions" in accepts or takes_kwargs):
         supports.add("output_attentions")  # kept only when a forward returns them (build_hf)
     encoded = isinstance(model, ImageEncoding)  # reported as the tokenizer's class, run through encode
-    info = {"model_type": config.model_type, "class": type(model.model if encoded else model).__name__,
+    wrapped = isinstance(model, (ImageEncoding, SessionTracked))
+    info = {"model_type": config.model_type, "class": type(model.model if wrapped else model).__name__,
             "attn_implementation": impl,
             "num_layers": getattr(tcfg, "num_hidden_layers", None), "num_heads": heads,
             "num_kv_heads": kv, "head_dim": head_dim, "hidden_size": getattr(tcfg, "hidden_size", None),
@@ -2054,6 +2224,9 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         info["attention_sinks"] = sinks
     if encoded:
         info["method"] = "encode"
+    if isinstance(model, SessionTracked):
+        info["method"] = (f"{model.arg}: a {model.session_cls.__name__} per clip, one object prompted by a mask "
+                          "on frame 0, tracked frame by frame")
     def retype(dt: torch.dtype) -> AuditModel:
         return _adapter(spec, to_dtype(copy.deepcopy(model), dt), config, kind, impl, dt, input_layout)
 
@@ -2093,7 +2266,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         return AuditModel(kind=kind, causal=causal,
                           input_kind={"vision": "pixels", "audio": "audio", "series": "series"}[kind],
                           forward_fn=fwd_dense, input_makers=[maker], sliding_window=window if causal else None,
-                          image_shape=image_shape(config) if kind == "vision" else None,
+                          image_shape=model_image_shape(model, config) if kind == "vision" else None,
                           supports=frozenset(s for s in supports if s == "output_attentions"), **common)
 
     if kind == "embeds":  # a token model fed its parent's embeddings (:func:`_first_accepted_layout`)
@@ -2207,7 +2380,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         for k, v in extra.items():
             kw[k] = cast(v.expand(x.shape[0], *v.shape[1:]).contiguous())  # models may .view() it
         for k, fn in per_token.items():
-            kw[k] = fn(x)
+            kw[k] = cast(fn(x))
         if slots is not None:
             first = torch.ones(x.shape[0], slots[1], dtype=torch.long, device=x.device)
             kw[slots[0]] = torch.cat([first, torch.zeros(x.shape[:2], dtype=torch.long, device=x.device)], 1)
@@ -2312,9 +2485,16 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
                 return ("sliding", int(w))
             if module is not None and module.get("layer_type"):
                 return ("causal", None)
+            if module is not None and module.get("config_window") and module.get("config_class") != type(tcfg).__name__:
+                # a stack built from a nested config of its own that declares a window (BLT's
+                # entropy patcher and local encoder beside its global transformer)
+                return ("sliding", int(module["config_window"]))
             return ("sliding", window) if window else ("causal", None)
 
         pattern_fn = per_module
+    enc_states = extra.get("encoder_hidden_states")
+    if enc_states is not None:
+        common = {**common, "enc_len": int(enc_states.shape[1])}
     adapter = AuditModel(kind=kind, causal=causal, input_kind="tokens", vocab_size=vocab, token_range=(lo, hi),
                          pad_id=pad, forward_fn=fwd_tokens, decode_fn=decode_fn,
                          sliding_window=window if kind == "decoder" else None,
