@@ -1827,23 +1827,24 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     reason = f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown)
-    if _parent_configs(own_default):
-        # a model class whose forward needs what its parent model computes (a DETR decoder fed
-        # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
-        # through the parent, like a sub-config's submodule
-        return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
-                                     dtype, sdpa)
     if not encode_only and kind == "vision" and _encodes_pixels(cls):
         # an image tokenizer whose forward also decodes, to a latent grid the config fixes (Janus's
         # VQ-VAE: num_patches² codes) that the audit's image does not fill: its encoder alone
         try:
             models = _build_hf(spec, name, overrides, dtype, sdpa, default=own_default, encode_only=True)
         except Unsupported as exc:
-            raise Unsupported(f"{reason}; through encode: {_short(exc, 200)}") from exc
-        for m in models:
-            m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, which "
-                                           f"also decodes, fails: {_short(errors[0], 160)})")
-        return models
+            reason += f"; through encode: {_short(exc, 200)}"
+        else:
+            for m in models:
+                m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, "
+                                               f"which also decodes, fails: {_short(errors[0], 160)})")
+            return models
+    if _parent_configs(own_default):
+        # a model class whose forward needs what its parent model computes (a DETR decoder fed
+        # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
+        # through the parent, like a sub-config's submodule
+        return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
+                                     dtype, sdpa)
     raise Unsupported(reason)
 
 
