@@ -380,6 +380,9 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
         elif (k == side_key or k == "img_size") and "patch_size" in v:  # img_size: timm's model_args
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
+        elif k == side_key and _ints(v.get("tubelet_size")) and len(v["tubelet_size"]) == 3:
+            # a video patch (tubelet) of (frames, height, width) (ViViT, VideoPrism): its spatial side
+            out[k] = _image_side(x, v["tubelet_size"][1], _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
         elif _BASE_CHANNELS.search(k) and _int(x):
