@@ -312,11 +312,6 @@ def test_image_tokenizer_without_forward_is_audited_through_encode():
     torch.testing.assert_close(batch[:1], alone, atol=1e-4, rtol=1e-4)
 
 
-def test_video_tracker_fed_a_session_object_is_unsupported_with_the_reason():
-    with pytest.raises(Unsupported, match="takes inference_session: Sam3VideoInferenceSession, a stateful object"):
-        build_hf("hf:sam3_video", "sam3_video", sdpa=False)
-
-
 def test_token_model_refusing_ids_is_fed_embeddings():
     # the Qwen3-Omni code predictor takes its parent's hidden states: input_ids is refused
     (m,) = build_hf("hf:qwen3_omni_moe_talker_code_predictor", "qwen3_omni_moe_talker_code_predictor", sdpa=False)
