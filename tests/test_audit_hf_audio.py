@@ -130,3 +130,61 @@ def test_required_sample_lengths_cover_the_whole_input():
     assert seen["chunk_sample_lengths"].tolist() == [frames * m.module.config.hop_length] * 2
     assert out.shape[0] == 2
 
+
+
+def test_waveform_padded_by_the_feature_extractor_to_the_multiple_the_model_checks():
+    from attncheck.audit.hf import extractor_inputs
+
+    config = tf.AutoConfig.for_model("muse_spark_audio")
+    ext = extractor_inputs(config)
+    hop = tf.MuseSparkFeatureExtractor().samples_per_token
+    assert ext is not None and ext["input_values"].shape[-1] % hop == 0
+    assert extractor_inputs(tf.LlamaConfig()) is None  # a text package: no extractor
+
+
+def test_codec_encoder_returning_only_codes_is_checked_on_its_codes():
+    (m,) = build_hf("hf:wavtokenizer_encoder", "wavtokenizer_encoder", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    codes = m.module(input_values=x).audio_codes
+    assert not codes.is_floating_point()
+    torch.testing.assert_close(out, codes.float())
+
+
+def test_waveform_tower_whose_forward_names_its_input_hidden_states_gets_waveforms():
+    (m,) = build_hf("hf:vibevoice_acoustic_tokenizer_encoder", "vibevoice_acoustic_tokenizer_encoder", sdpa=False)
+    assert m.kind == "audio" and m.info["input"] == "hidden_states"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.dim() == 3 and x.shape[:2] == (2, 1)  # a mono waveform (B, 1, samples)
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_codec_concatenating_two_towers_keeps_its_projection_as_wide_as_both():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("xcodec2")
+    assert default.quantization_dim == default.hidden_size + default.semantic_model_config.hidden_size
+    tiny = shrink_config(default, 0)
+    assert tiny.quantization_dim == tiny.hidden_size + tiny.semantic_model_config.hidden_size
+    # the acoustic encoder doubles its base channels at each down-sampling stage
+    assert tiny.encoder_hidden_size * 2 ** len(tiny.downsampling_ratios) <= 256
+
+
+@pytest.mark.slow
+def test_codec_with_acoustic_and_semantic_branches_gets_aligned_waveform_and_spectrogram():
+    (m,) = build_hf("hf:xcodec2", "xcodec2", sdpa=False)
+    cfg = m.module.config
+    assert m.info["input_layout"].startswith("waveform+spectrogram")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape[-1] % cfg.hop_length == 0  # whole frames of the acoustic encoder
+    out = m.forward(x).out
+    torch.testing.assert_close(m.forward(x[:1]).out, out[:1])  # the fixed spectrogram is per sample
+
+
+@pytest.mark.slow
+def test_audio_visual_encoder_gets_a_clip_beside_its_audio():
+    pytest.importorskip("timm")
+    (m,) = build_hf("hf:pe_audio_video_encoder", "pe_audio_video_encoder", sdpa=False)
+    assert m.kind == "audio" and m.info["input_layout"].endswith("+clip")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[0] == 2
