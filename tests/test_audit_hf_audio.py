@@ -188,3 +188,56 @@ def test_audio_visual_encoder_gets_a_clip_beside_its_audio():
     assert m.kind == "audio" and m.info["input_layout"].endswith("+clip")
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[0] == 2
+
+
+def test_vocoder_input_width_keeps_the_mel_count_of_the_acoustic_model():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("fastspeech2_conformer_with_hifigan")
+    assert default.vocoder_config.model_in_dim == default.model_config.num_mel_bins
+    tiny = shrink_config(default, 0)
+    assert tiny.vocoder_config.model_in_dim == tiny.model_config.num_mel_bins
+    assert tiny.model_config.hidden_size < default.model_config.hidden_size  # the widths still shrink
+
+
+def test_spectrogram_mask_that_marks_padding_is_all_false():
+    from attncheck.audit.hf import _mask_marks_padding
+
+    (m,) = build_hf("hf:gemma3n_audio", "gemma3n_audio", sdpa=False)
+    assert m.kind == "audio" and m.info["input"] == "audio_mel"
+    assert _mask_marks_padding(m.module, "audio_mel_mask")  # its layers take ~audio_mel_mask as the valid frames
+    assert not _mask_marks_padding(m.module, "audio_mel")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[0] == 2 and torch.isfinite(out).all()
+    torch.testing.assert_close(m.forward(x[1:]).out, out[1:])
+
+
+def test_codebook_tower_whose_ids_argument_is_named_otherwise():
+    (m,) = build_hf("hf:inkling_audio", "inkling_audio", sdpa=False)
+    k = m.module.config.num_codebooks
+    assert m.info["input_layout"] == f"audio_input_ids as {k} codebooks (B,L,K)"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_audio_decoder_cross_attending_to_fixed_encoder_states():
+    (m,) = build_hf("hf:dia_decoder", "dia_decoder", sdpa=False)
+    cfg = m.module.config
+    assert m.info["input_layout"] == f"input_ids+encoder_hidden_states as {cfg.num_channels} codebooks (B,L,K)"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[:2] == x.shape
+    y = x.clone()
+    y[:, -1] = x[:, -1] % (m.token_range[1] - m.token_range[0]) + m.token_range[0]
+    assert not torch.equal(x, y)
+    torch.testing.assert_close(m.forward(y).out[:, :-1], out[:, :-1])  # causal over frames
+
+
+def test_audio_frames_follow_the_token_count_when_added_per_position():
+    (m,) = build_hf("hf:voxtral_realtime", "voxtral_realtime", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+input_features"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[:2] == x.shape
+    torch.testing.assert_close(m.forward(x[:1]).out, out[:1])

@@ -291,8 +291,11 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     # a main_input_name inherited from the package's image model does not make a text tower
     # (its forward takes input_ids and no pixels) a vision model
     inherited = main == "pixel_values" and "input_ids" in params and not pixels
-    # an audio-visual tower that declares its audio input main (PE audio-video) is an audio model
-    audio_main = main in ("input_features", "input_values") and main in params
+    # an audio-visual tower that declares its audio input main (PE audio-video) is an audio model,
+    # as is one whose declared main input is a mel spectrogram under another name (``audio_mel``)
+    audio_main = (main in ("input_features", "input_values") or re.search(r"(^|_)mel($|_)", main)) and main in params
+    if audio_main and "input_ids" not in params and main not in ("input_features", "input_values"):
+        return "audio", cls
     if (main == "pixel_values" and not inherited) or ("input_ids" not in params and not audio_main
                                                        and (pixels or _grid_param(params) is not None)):
         return "vision", cls
@@ -587,6 +590,20 @@ def _audio_candidates(config, main: str, mels: int | None = None,
 FRAMES = 16  # spectrogram frames of a paired waveform + spectrogram input (:func:`_paired_audio_variants`)
 
 
+def _mask_marks_padding(model: torch.nn.Module, name: str) -> bool:
+    """Whether the mask argument ``name`` is True at padded positions: the ``forward`` of the
+    model or of one of its submodules negates it (``~audio_mel_mask``: the valid frames are its
+    complement, Gemma 3n's audio encoder)."""
+    rx = re.compile(rf"~\s*{re.escape(name)}\b|\b{re.escape(name)}\.logical_not\(")
+    for cls in dict.fromkeys(type(m) for m in model.modules()):
+        try:
+            if rx.search(inspect.getsource(cls.forward)):
+                return True
+        except (OSError, TypeError):
+            continue
+    return False
+
+
 def _paired_audio_variants(model, config, main: str, split, role: str | None = None
                            ) -> list[tuple[str, Callable, Callable, Callable]]:
     """Audio layouts whose other inputs are held fixed beside the checked ``x``:
@@ -730,9 +747,13 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         lengths = [n for n in _required_inputs(model) if re.search(r"_(lens|lengths)$", n)]
         hop = _nearest_field(config, ("hop_length",), lambda v: isinstance(v, int) and v > 0) or 1
 
+        padding = mask is not None and _mask_marks_padding(model, mask)
+
         def audio_kw(x, mels=mels):
             kw = {main: x}
-            if mask is not None:
+            if padding:  # True marks a padded frame: none is
+                kw[mask] = torch.zeros(x.shape[0], _frames(x, mels), dtype=torch.bool)
+            elif mask is not None:
                 kw[mask] = torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)
             for n in lengths:
                 kw[n] = torch.full((x.shape[0],), _frames(x, mels) * (hop if "sample" in n else 1))
@@ -1015,6 +1036,17 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         base = layouts[1][0] if len(layouts) > 1 else fixed
         for v in _modality_inputs(n, config, g):
             layouts.append(({**base, n: v}, layouts[0][1]))
+    # a model that adds its audio embeddings to the token embeddings position by position
+    # (Voxtral Realtime: ``inputs_embeds += audio_embeds``): a spectrogram (1, mels, r·L) of r
+    # frames per token, drawn once per length L and shared by the batch, for r = 1, 2, 4, 8, 16
+    mels = _audio_feature_size(config)
+    if "input_features" in accepts and "input_features" not in fixed and mels:
+        for r in (1, 2, 4, 8, 16):
+            def frames_per_token(ids, r=r):
+                spec = torch.randn(1, mels, r * ids.shape[1], generator=torch.Generator().manual_seed(1234))
+                return spec.expand(ids.shape[0], -1, -1).contiguous()
+
+            layouts.append((fixed, {**per_token, "input_features": frames_per_token}))
     # region features a config sizes by name (LXMERT: visual_feats (B, N, visual_feat_dim) and
     # visual_pos (B, N, visual_pos_dim), in [0, 1) like normalized boxes): all of them together
     sized = {n: torch.rand(1, ENC_LEN, d, generator=g) for n in accepts if n not in fixed
