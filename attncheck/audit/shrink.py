@@ -28,7 +28,9 @@ and applies small per-key rules by the key's *role*, not per model family:
   ``patch_size``);
 - fields of a known role that the defaults leave ``None`` (head dim, KV heads, MoE sizes) → the
   tiny value; sizes no rule names that equalled a shrunk width in the original (``adapter_input_size
-  == hidden_size``, also across nested configs) → the same shrunk value;
+  == hidden_size``, also across nested configs) → the same shrunk value; a width that was the sum
+  of the config's and a nested config's ``hidden_size`` → the sum of the shrunk ones; a width equal
+  to a mel count of the config tree (``num_mel_bins``) → kept;
 - special token ids (``*_token_id``, ``*_token_index``) that no longer fit the vocab are moved to
   the top of it (:data:`RESERVED_TOP` ids), so random inputs drawn below never hit them.
 
