@@ -207,6 +207,8 @@ def test_spectrogram_mask_that_marks_padding_is_all_false():
     assert m.kind == "audio" and m.info["input"] == "audio_mel"
     assert _mask_marks_padding(m.module, "audio_mel_mask")  # its layers take ~audio_mel_mask as the valid frames
     assert not _mask_marks_padding(m.module, "audio_mel")
+    # its attention modules look back max_past_horizon frames and none ahead: causal, windowed
+    assert m.causal and m.sliding_window == m.module.config.conf_attention_context_left
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     out = m.forward(x).out
     assert out.shape[0] == 2 and torch.isfinite(out).all()
@@ -237,6 +239,7 @@ def test_audio_decoder_cross_attending_to_fixed_encoder_states():
 def test_audio_frames_follow_the_token_count_when_added_per_position():
     (m,) = build_hf("hf:voxtral_realtime", "voxtral_realtime", sdpa=False)
     assert m.info["input_layout"] == "input_ids+input_features"
+    assert "attention_mask" not in m.supports  # the audio beside each token cannot be padded with it
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     out = m.forward(x).out
     assert out.shape[:2] == x.shape

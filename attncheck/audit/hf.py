@@ -1482,13 +1482,19 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     elif win is None and cfg is not None and (kind is not None or hasattr(cfg, "attention_window")):
         for a in _WINDOW_ATTRS:  # a local layer whose window is on the config
             win = win or _window_value(config_value(cfg, a, layer), layer)
+    causal = getattr(mod, "is_causal", None)
+    # local attention over a past horizon and no future one (Gemma 3n's audio conformer: keys
+    # from i - max_past_horizon to i): causal, with a window of the horizon and the query itself
+    past, future = getattr(mod, "max_past_horizon", None), getattr(mod, "max_future_horizon", None)
+    if isinstance(past, int) and past >= 0 and future == 0 and causal is None:
+        causal, win = True, win or past + 1
     cfg_win = None
     for a in _WINDOW_ATTRS if cfg is not None else ():
         cfg_win = cfg_win or _window_value(config_value(cfg, a, layer), layer)
     return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win,
             "config_class": type(cfg).__name__ if cfg is not None else None, "kv_groups": groups,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
-            "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
+            "scale": declared_scale(mod), "is_causal": causal,
             "sliding_window": win, "layer_type": kind, "sinks": _has_sinks(mod),
             "scale_folded_into_q": scale_folded_into_q(mod), "factors": _logit_factors(mod)}
 
@@ -2412,6 +2418,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         # bidirectional unless every attention module declares ``is_causal`` (a decoder-only
         # forecaster such as TimesFM, a streaming audio codec's causal transformer such as Mimi)
         causal = bool(facts) and all(f["is_causal"] is True for f in facts)
+        if causal and window is None:  # a window the attention modules declare (a past horizon)
+            window = next((f["sliding_window"] for f in facts if f["sliding_window"]), None)
         return AuditModel(kind=kind, causal=causal,
                           input_kind={"vision": "pixels", "audio": "audio", "series": "series"}[kind],
                           forward_fn=fwd_dense, input_makers=[maker], sliding_window=window if causal else None,
@@ -2494,6 +2502,11 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     # the codebooks alone, or with a text stream beside them (one more id per frame)
     forms = [(None, None)] + [(f, n) for n in ((K, K + 1) if K else ()) for f in CODEBOOK_FORMS]
     (extra, per_token) = layouts[input_layout % len(layouts)]
+    if "input_features" in per_token:
+        # audio frames drawn per sequence length: padding the ids would change the audio of the
+        # real positions too (a padded processor input pads the audio alike), so no padding check
+        supports.discard("attention_mask")
+        info["padding_unsupported"] = "the audio frames beside each token cannot be padded with the ids"
     form, K = forms[input_layout // len(layouts) % len(forms)]
     info["input_layout"] = "+".join([ids_arg, *(f"{k}(B,T,C,H,W)" if v.dim() == 5 else f"{k}{list(v.shape[1:])}"
                                                     if k in ("input_values", "input_features") else k
