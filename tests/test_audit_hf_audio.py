@@ -244,3 +244,13 @@ def test_audio_frames_follow_the_token_count_when_added_per_position():
     out = m.forward(x).out
     assert out.shape[:2] == x.shape
     torch.testing.assert_close(m.forward(x[:1]).out, out[:1])
+
+
+def test_text_to_speech_encoder_decoder_gets_text_ids_and_decoder_codebooks():
+    (m,) = build_hf("hf:dia", "dia", sdpa=False)
+    k = m.module.config.decoder_config.num_channels
+    assert m.kind == "seq2seq" and m.info["input_layout"] == f"input_ids decoder_input_ids as {k} codebooks (B,L,K)"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape == (2, x.shape[1], k * m.module.config.decoder_config.vocab_size)  # (B·K, L, V) folded
+    torch.testing.assert_close(m.decode_fn(x, 4), out)  # step by step as in one pass

@@ -2447,20 +2447,37 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         if kind == "speech-seq2seq":
             enc_main = main if main != "input_ids" else "input_features"
             options = [{enc_main: mk(1, g0)} for mk in _audio_candidates(config, enc_main)]
+            if main == "input_ids" and not any(n in accepts for n in ("input_features", "input_values")):
+                # a forward that takes no audio: a text encoder (Dia, text to speech)
+                ids = torch.randint(lo, hi, (1, ENC_LEN), generator=g0)
+                options = _encoder_input_options(ids, config, accepts, g0)
         else:
             ids = torch.randint(lo, hi, (1, ENC_LEN), generator=g0)
             options = _encoder_input_options(ids, config, accepts, g0)
         enc_kw = options[input_layout % len(options)]
-        info["input_layout"] = "+".join(enc_kw) + (f"#{input_layout % len(options)}" if len(options) > 1 else "")
+        # a decoder of audio codebooks (Dia's ``decoder_input_ids`` (B, L, K)): each codebook
+        # layout of :func:`codebook_ids`, after plain (B, L) ids
+        dec_k = _codebook_count(getattr(config, "decoder_config", None) or tcfg)
+        dec_forms = [None, *(CODEBOOK_FORMS if dec_k else ())]
+        dec_form = dec_forms[input_layout // len(options) % len(dec_forms)]
+        info["input_layout"] = "+".join(enc_kw) + (f"#{input_layout % len(options)}" if len(options) > 1 else "") + (
+            f" decoder_input_ids as {dec_k} codebooks {dec_form}" if dec_form else "")
+
+        def dec_ids(x):
+            return x if dec_form is None else codebook_ids(x, dec_k, dec_form, lo, hi)
+
+        def dec_out(o, B, L):  # per-codebook logits (B·K, L, V) folded to (B, L, K·V)
+            out = _find_seq(o, B, L)
+            return _fold_codebooks(o, B, L, dec_k) if out is None and dec_form else out
 
         def enc_inputs(b):
             return {k: cast(v.expand(b, *v.shape[1:])) for k, v in enc_kw.items()}
 
         def fwd_s2s(x, attention_mask=None, position_ids=None, output_attentions=False):
             kw = {"output_attentions": True} if output_attentions else {}
-            o = model(**enc_inputs(x.shape[0]), decoder_input_ids=x, decoder_attention_mask=attention_mask,
+            o = model(**enc_inputs(x.shape[0]), decoder_input_ids=dec_ids(x), decoder_attention_mask=attention_mask,
                       use_cache=False, **kw)
-            out = _find_seq(o, x.shape[0], x.shape[1])
+            out = dec_out(o, x.shape[0], x.shape[1])
             return Forward(out, _attentions(o) if output_attentions else None)
 
         def decode_s2s(x, prefill):
@@ -2468,9 +2485,13 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             outs, past = [], None
             steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
             for a, b in steps:
-                o = model(encoder_outputs=enc, decoder_input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
+                o = model(encoder_outputs=enc, decoder_input_ids=dec_ids(x[:, a:b]), use_cache=True,
+                          **{cache_kw: past})
                 past = _cache_of(o)
-                outs.append(_step_out(o, x.shape[0], b - a))
+                step = dec_out(o, x.shape[0], b - a)
+                if step is None:
+                    raise Unsupported("an incremental decoding step returns no per-position output")
+                outs.append(step)
             return torch.cat(outs, dim=1)
 
         enc_len = int(enc_kw["input_ids"].shape[-1]) if "input_ids" in enc_kw else None
