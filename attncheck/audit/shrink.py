@@ -29,8 +29,8 @@ and applies small per-key rules by the key's *role*, not per model family:
 - fields of a known role that the defaults leave ``None`` (head dim, KV heads, MoE sizes) → the
   tiny value; sizes no rule names that equalled a shrunk width in the original (``adapter_input_size
   == hidden_size``, also across nested configs) → the same shrunk value; a width that was the sum
-  of the config's and a nested config's ``hidden_size`` → the sum of the shrunk ones; a width equal
-  to a mel count of the config tree (``num_mel_bins``) → kept;
+  of the config's and a nested config's ``hidden_size`` → the sum of the shrunk ones; an input
+  width (``model_in_dim``) equal to a mel count of the config tree (``num_mel_bins``) → kept;
 - special token ids (``*_token_id``, ``*_token_index``) that no longer fit the vocab are moved to
   the top of it (:data:`RESERVED_TOP` ids), so random inputs drawn below never hit them.
 
@@ -670,6 +670,8 @@ def _side_of(x) -> int | None:
 
 #: mel bins per spectrogram frame: kept by every rule
 _MELS = re.compile(r"(^|_)(num_mel_bins|n_mels|mel_bins)$")
+#: the width of a model's input features (a vocoder's ``model_in_dim``)
+_INPUT_WIDTH = re.compile(r"(^|_)in(put)?_(dim|size|channels)$")
 
 
 def _tree_mel_counts(config) -> frozenset[int]:
@@ -908,8 +910,8 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
                 and k not in (overrides or {}) and level < 2):
             new.pop(k)
     _tie_concatenated_widths(vals, new)
-    for k, x in flat.items():  # a width equal to a mel count of the tree is the spectrogram's width
-        if _WIDTH.search(k) and not _MELS.search(k) and _int(x) and x in _mels and new.get(k) != x:
+    for k, x in flat.items():  # an input width equal to a mel count of the tree is the spectrogram's
+        if _INPUT_WIDTH.search(k) and _int(x) and x in _mels and new.get(k) != x:
             new[k] = x  # (a vocoder's model_in_dim, fed the mels its acoustic model predicts)
     if overrides:
         amap = getattr(cls, "attribute_map", {}) or {}
