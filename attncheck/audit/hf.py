@@ -1250,11 +1250,11 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         base = layouts[1][0] if len(layouts) > 1 else fixed
         for v in _modality_inputs(n, config, g):
             layouts.append(({**base, n: v}, layouts[0][1]))
-    # a model that adds its audio embeddings to the token embeddings position by position
+    # a causal LM that adds its audio embeddings to the token embeddings position by position
     # (Voxtral Realtime: ``inputs_embeds += audio_embeds``): a spectrogram (1, mels, r·L) of r
     # frames per token, drawn once per length L and shared by the batch, for r = 1, 2, 4, 8, 16
     mels = _audio_feature_size(config)
-    if "input_features" in accepts and "input_features" not in fixed and mels:
+    if kind == "decoder" and "input_features" in accepts and "input_features" not in fixed and mels:
         for r in (1, 2, 4, 8, 16):
             def frames_per_token(ids, r=r):
                 spec = torch.randn(1, mels, r * ids.shape[1], generator=torch.Generator().manual_seed(1234))
