@@ -111,8 +111,44 @@ def _model_class_of(config):
     except Exception:  # noqa: BLE001
         cls = None
     cls = cls or getattr(tf, target, None)
+    if cls is None:
+        # a config with no model class of its own: the class its docstring's example builds from
+        # it (``model = VisionEncoderDecoderModel(config=config)`` in NougatConfig's)
+        m = re.search(r"=\s*(\w+)\(\s*(?:config\s*=\s*)?config(?:uration)?\s*\)", type(config).__doc__ or "")
+        cls = getattr(tf, m.group(1), None) if m else None
     usable = isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.forward is not torch.nn.Module.forward
     return cls if usable else None
+
+
+def default_config(model_type: str):
+    """``AutoConfig.for_model(model_type)``; where the class names a sub-config by a model type
+    transformers registers under another spelling (NougatConfig's ``"donut_swin"`` for the
+    registered ``"donut-swin"``), those sub-configs are built from the registered type and passed in.
+
+    Raises:
+        whatever the config class raises when that does not apply or does not help.
+    """
+    import transformers as tf
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    try:
+        return tf.AutoConfig.for_model(model_type)
+    except ValueError as exc:
+        m = re.search(r"Unrecognized model type for subconfig: ([\w-]+)", str(exc))
+        if m is None:
+            raise
+        norm = {t.replace("-", "_"): t for t in CONFIG_MAPPING_NAMES}
+        known = norm.get(m.group(1).replace("-", "_"))
+        if known is None:
+            raise
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        cls = CONFIG_MAPPING[model_type]
+        subs = {k: tf.AutoConfig.for_model(known) for k, spec in (getattr(cls, "sub_configs_defaults", None) or {}).items()
+                if getattr(spec, "model_type", None) == m.group(1)}
+        if not subs:
+            raise
+        return cls(**subs)
 
 
 #: forward arguments the audit can make as the checked input (see :func:`_adapter`)
@@ -1468,7 +1504,7 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     model_type, cls = resolve(name)
     if default is None:
         try:
-            default = tf.AutoConfig.for_model(model_type)
+            default = default_config(model_type)
         except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
             raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
     native = without_timm_backbones(default)
@@ -1630,6 +1666,15 @@ def config_for_class(cls, config):
         if isinstance(c, want):
             return c
         queue += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
+    # a config of the same sub-config layout as the class's own (NougatConfig's encoder + decoder
+    # for VisionEncoderDecoderModel, which its docstring builds from it): the class's config
+    # holding the same sub-configs
+    keys = set(getattr(want, "sub_configs_defaults", None) or getattr(want, "sub_configs", None) or {})
+    if keys and keys == set(getattr(type(config), "sub_configs_defaults", None) or {}):
+        try:
+            return want(**{k: getattr(config, k) for k in keys})
+        except Exception:  # noqa: BLE001 - the class's config rejects them: keep the config
+            pass
     return config
 
 
