@@ -15,6 +15,7 @@ from attncheck.audit.shrink import (  # noqa: E402
     _construct,
     code_section_defaults,
     consistent,
+    repair_misspelled_fields,
     shrink_config,
     shrink_values,
 )
@@ -312,6 +313,29 @@ def test_image_sides_and_feature_map_sides_stay_tied_across_nested_configs():
     assert v.image_size == 4 * v.patch_size
 
 
+def test_memory_attention_rope_sides_follow_the_last_feature_map():
+    # SAM 2 video: memory attention runs on the last feature map, its 2-D rope tables are built
+    # for memory_attention_rope_feat_sizes: they shrink with the image like backbone_feature_sizes
+    default = tf.AutoConfig.for_model("sam2_video")
+    assert default.memory_attention_rope_feat_sizes == default.vision_config.backbone_feature_sizes[-1]
+    for level in (0, 2):
+        s = shrink_config(default, level)
+        assert list(s.memory_attention_rope_feat_sizes) == list(s.vision_config.backbone_feature_sizes[-1])
+        assert s.memory_attention_rope_feat_sizes[0] < default.memory_attention_rope_feat_sizes[0]
+
+
+def test_a_misspelled_default_field_is_moved_to_the_declared_field():
+    # EdgeTAM's default backbone spells ``archirecture``: ``architecture`` kept its default
+    # (resnet50), whose channels the RepViT neck (backbone_channel_list) does not take
+    c = tf.AutoConfig.for_model("edgetam_vision_model")
+    assert c.backbone_config.architecture != "repvit_m1"
+    assert repair_misspelled_fields(c) == ["TimmWrapperConfig.archirecture → architecture"]
+    assert c.backbone_config.architecture == "repvit_m1"
+    assert repair_misspelled_fields(c) == []  # done once: the field no longer holds its default
+    for model_type in ("llama", "sam2", "detr"):  # correctly spelled configs are left alone
+        assert repair_misspelled_fields(tf.AutoConfig.for_model(model_type)) == []
+
+
 def test_width_of_the_widest_stage_follows_the_base_channels():
     # Emu3's VQ-VAE: hidden_size (its attention blocks' width) = base_channels × the largest
     # channel multiplier
@@ -353,6 +377,48 @@ def test_feature_layers_a_projector_reads_become_the_last_layers():
     assert all(-n <= i < 0 for i in tiny.adapter_config.vision_feature_layer)
     llava = shrink_config(tf.AutoConfig.for_model("llava"), 0)
     assert llava.vision_feature_layer == tf.AutoConfig.for_model("llava").vision_feature_layer  # negative: kept
+
+
+def test_keywords_a_parent_passes_to_a_sub_config_survive_shrinking():
+    # CHMv2 builds its DINOv3 backbone_config with return_class_token=True, no field of the
+    # backbone's config class, which its backbone reads (else it returns no class tokens)
+    default = tf.AutoConfig.for_model("chmv2")
+    assert default.backbone_config.return_class_token is True
+    tiny = shrink_config(default, 0)
+    assert tiny.backbone_config.return_class_token is True
+    assert tiny.backbone_config.hidden_size < default.backbone_config.hidden_size
+
+
+def test_a_field_equal_to_the_towers_image_side_follows_their_shrunk_side():
+    # DepthPro: patch_size (the side of the tiles its DINOv2 encoders see) must equal their
+    # image_size; its hook ids (layers of those encoders) become the last layers
+    default = tf.AutoConfig.for_model("depth_pro")
+    assert default.patch_size == default.image_model_config.image_size == 384
+    tiny = shrink_config(default, 0)
+    assert tiny.patch_size == tiny.image_model_config.image_size == tiny.patch_model_config.image_size < 384
+    assert tiny.image_model_config.hidden_size < default.image_model_config.hidden_size  # not given back
+    n = tiny.image_model_config.num_hidden_layers
+    assert sorted(tiny.intermediate_hook_ids) == [-2, -1] and n >= 2
+
+
+@pytest.mark.slow  # timm imports and builds two MobileNet-V5 towers on the meta device
+def test_timm_generator_width_multiplier_shrinks_the_stages():
+    timm = pytest.importorskip("timm")
+    import torch
+
+    from attncheck.audit.shrink import TIMM_WIDTH_MULTIPLIER, timm_architecture_args
+
+    # Gemma 3n's MobileNet-V5 tower: the generator's channel_multiplier, which the class never sees
+    assert timm_architecture_args("mobilenetv5_300m_enc")["channel_multiplier"] == 1.0
+    tiny = shrink_config(tf.AutoConfig.for_model("gemma3n_vision"), 0)
+    assert tiny.model_args["channel_multiplier"] == TIMM_WIDTH_MULTIPLIER
+    with torch.device("meta"):
+        full = timm.create_model("mobilenetv5_300m_enc")
+        small = timm.create_model("mobilenetv5_300m_enc", **tiny.model_args)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(small) < count(full) / 10
+    # a generator without a width multiplier gets none
+    assert "channel_multiplier" not in shrink_config(tf.AutoConfig.for_model("timm_wrapper"), 0).model_args
 
 
 def test_width_of_a_sibling_stack_and_local_attention_window_shrink():

@@ -70,6 +70,8 @@ WINDOW = 4
 PATCHES_PER_SIDE = 4
 #: total downsampling assumed for images of models without a ``patch_size`` (CNN / Hiera stages)
 CNN_STRIDE = 32
+#: width multiplier of a timm generator's stages (:func:`timm_model_args`)
+TIMM_WIDTH_MULTIPLIER = 0.125
 #: special token ids that do not fit the shrunk vocab are moved into ``[VOCAB - RESERVED_TOP, VOCAB)``
 RESERVED_TOP = 16
 LEVELS = (0, 1, 2, 3)
@@ -440,13 +442,14 @@ def _base_channels(k: str, x: int, v: dict[str, Any]) -> int:
     return x
 
 
-_FEATURE_LAYER = re.compile(r"(^|_)feature_layers?$")
+_FEATURE_LAYER = re.compile(r"(^|_)(feature_layers?|hook_ids)$")
 
 
 def _last_feature_layers(v: dict[str, Any], out: dict[str, Any]) -> None:
     """Tower layers a projector reads (``vision_feature_layer``: indices into another config's
     layers, which shrink to a few) given as non-negative indices become the last layers counted
-    from the end, deepest first (Molmo2's ``[24, 18]`` of 25 → ``[-1, -2]``); negative ones stay."""
+    from the end, deepest first (Molmo2's ``[24, 18]`` of 25 → ``[-1, -2]``, DepthPro's ``intermediate_hook_ids``);
+    negative ones stay."""
     for k, x in v.items():
         if not _FEATURE_LAYER.search(k):
             continue
@@ -610,6 +613,8 @@ def _tie_equal_dims(v: dict[str, Any], out: dict[str, Any], ties: dict[tuple[boo
             continue
         if not (_DIM_NAME.search(k) and not _NOT_DIM.search(k) and not any(rx.search(k) for rx in _RULED)):
             continue
+        if _FEATURE_SIZES.search(k) and isinstance(x, (list, tuple)):  # feature-map sides follow the
+            continue  # image (:func:`_tie_image_sides`)
         if _int(x) and out.get(k) == x and tie(x, False) is not None:
             out[k] = tie(x, False)
         elif _ints(x) and out.get(k) == x and all(e < HIDDEN or tie(e, True) is not None for e in x) \
@@ -645,8 +650,9 @@ def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
     return mapped
 
 
-#: spatial sizes of feature maps (``backbone_feature_sizes``: side per feature level)
-_FEATURE_SIZES = re.compile(r"(^|_)feature_sizes?$")
+#: spatial sizes of feature maps (``backbone_feature_sizes``: side per feature level; SAM 2 video's
+#: ``memory_attention_rope_feat_sizes``: the side of the last level, where memory attention runs)
+_FEATURE_SIZES = re.compile(r"(^|_)(feature_sizes?|feat_sizes)$")
 
 
 def _side_of(x) -> int | None:
@@ -698,6 +704,22 @@ def _tie_image_sides(v: dict[str, Any], out: dict[str, Any], sides: dict[int, in
                           _same_type(x, [_same_type(e, [scale(i) for i in e]) if isinstance(e, (list, tuple))
                                          else scale(e) for e in x]))
                 break
+
+
+def _tie_nested_image_side(vals: dict[str, Any], new: dict[str, Any]) -> None:
+    """A field of a composite config that no rule changed and that equals, in the original, the
+    ``image_size`` of every nested config declaring one takes their shrunk side when they all
+    shrink to the same one (DepthPro's ``patch_size``: the side of the tiles its two DINOv2
+    encoders see, which its validator requires to equal their ``image_size``)."""
+    nested = [(x, new[k]) for k, x in vals.items() if _is_config(x) and _is_config(new.get(k))]
+    pairs = [(getattr(o, "image_size", None), getattr(n, "image_size", None)) for o, n in nested]
+    pairs = [(a, b) for a, b in pairs if a is not None]
+    if not pairs or not all(_int(a) and _int(b) for a, b in pairs) or len(set(pairs)) != 1:
+        return  # no tower, sides given as lists, or towers of different sides
+    (a, b), = set(pairs)
+    for k, x in vals.items():
+        if k != "image_size" and _int(x) and x == a != b and _same_value(new.get(k), x):
+            new[k] = b
 
 
 def _partial_rotary(v: dict[str, Any]) -> float:
@@ -832,6 +854,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
             vocab = {f: v for f, v in _values_of(x).items() if _VOCAB.search(f) and _int(v) and v > VOCAB}
             if vocab and level < 3:  # built only when the parent rejects the shrunk values
                 vocab_kept[k] = functools.partial(shrink_config, x, level, vocab, _ties=_ties, _sides=_sides)
+    _tie_nested_image_side(vals, new)
     _fill_documented_layer_types(cls, vals, new, overrides or {})
     if isinstance(vals.get("architecture"), str) and "model_args" in vals:  # a timm model (TimmWrapperConfig)
         args = timm_model_args(vals["architecture"], vals.get("model_args"), level)
@@ -848,7 +871,8 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     layer_counts = {x for k, x in vals.items() if _LAYERS.search(k) and _int(x)}
     for k, x in vals.items():
         if (isinstance(x, (list, tuple)) and len(x) in layer_counts and _distinct(x) == 1 and k in defaults
-                and defaults[k] is None and isinstance(new.get(k), (list, tuple)) and k not in (overrides or {})):
+                and defaults[k] is None and isinstance(new.get(k), (list, tuple)) and k not in (overrides or {})
+                and not _FEATURE_SIZES.search(k)):  # a (height, width) pair, not one entry per layer
             new.pop(k)
     # a width the class derives itself (default None: Zamba's ``attention_hidden_size = 2 ×
     # hidden_size``) is left to the class, so it follows the shrunk widths it is derived from
@@ -888,7 +912,23 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         except Exception:  # noqa: BLE001 - the class rejects the shrunk overrides: keep them as derived
             pass
     made.use_cache = getattr(made, "use_cache", True)
+    _carry_extra_attributes(config, made, level)
     return made
+
+
+def _carry_extra_attributes(config, made, level: int) -> None:
+    """Set on ``made``, in place, the attributes ``config`` holds that are no constructor field of
+    its class and that ``made`` lacks altogether: keywords a parent config passes to a
+    sub-config (CHMv2's DINOv3 ``backbone_config`` gets ``return_class_token=True``, which its
+    backbone reads with ``getattr(config, "return_class_token", False)``).  Values are shrunk
+    by the same rules as fields (:func:`shrink_values`)."""
+    for k, x in vars(config).items():
+        if k.startswith("_") or _is_config(x) or hasattr(made, k):
+            continue
+        try:
+            setattr(made, k, shrink_values({k: x}, level).get(k, x))
+        except Exception:  # noqa: BLE001 - a config that refuses the attribute keeps its own
+            continue
 
 
 def _shrunk_per_layer_config(config, level: int, ties) -> dict[int, dict[str, Any]] | None:
@@ -955,9 +995,21 @@ def timm_architecture_args(architecture: str) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - an unknown name, or a timm that does not import
         return {}
     got: dict[str, Any] = {}
+    gen_args: dict[str, Any] = {}
+    entry_code = getattr(entry, "__code__", None)
 
     def stand_in(model_cls, variant, pretrained, *args, **kwargs):
         got.update(kwargs, _class=model_cls)
+        # the parameters of the generator functions between the entry point and the builder
+        # (``_gen_mobilenet_v5(variant, channel_multiplier=1.0, …)``): keywords the entry point
+        # passes on, which the model class never sees
+        frame = inspect.currentframe().f_back
+        while frame is not None and frame.f_code is not entry_code:
+            code = frame.f_code
+            for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+                if n not in ("variant", "pretrained") and n in frame.f_locals:
+                    gen_args.setdefault(n, frame.f_locals[n])
+            frame = frame.f_back
         raise _Captured
 
     original = _builder.build_model_with_cfg
@@ -982,6 +1034,7 @@ def timm_architecture_args(architecture: str) -> dict[str, Any]:
     except (TypeError, ValueError):
         params = ()
     out = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    out.update(gen_args)
     out.update(got)
 
     def plain(x):
@@ -1001,6 +1054,11 @@ def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int)
     if not full:
         return given
     small = shrink_values(full, level)
+    # the width multiplier of a timm generator (MobileNet's α, Howard et al. 2017): the channels
+    # of every stage, which the generator writes into the block definitions it passes the class
+    for k, x in full.items():
+        if level < 2 and k == "channel_multiplier" and isinstance(x, float) and x > TIMM_WIDTH_MULTIPLIER:
+            small[k] = TIMM_WIDTH_MULTIPLIER
     return {**given, **{k: x for k, x in small.items() if k in given or not _same_value(x, full.get(k))}}
 
 
@@ -1231,6 +1289,36 @@ def fill_missing_attribute(config, exc: BaseException) -> str | None:
     for c in targets:
         setattr(c, attr, value)
     return f"{cname}.{attr}"
+
+
+def repair_misspelled_fields(config) -> list[str]:
+    """Move, in place, the values a config tree holds under a misspelled field name to the field
+    the class declares (EdgeTAM's default backbone ``TimmWrapperConfig(archirecture="repvit_m1")``
+    leaves ``architecture`` at its default, ``resnet50``, whose channels its neck does not take):
+    an attribute the class does not declare whose name is a close match of exactly one declared
+    field (``difflib`` ratio ≥ 0.9: one letter off in a long name), that field still holding the
+    class's default and the stray value of the same type but different.  Returns the repairs
+    (``"TimmWrapperConfig.archirecture → architecture"``)."""
+    import difflib
+
+    done = []
+    for c in _config_tree(config):
+        cls = type(c)
+        if not dataclasses.is_dataclass(cls):
+            continue
+        defaults = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+        for k, x in list(vars(c).items()):
+            if k.startswith("_") or k in defaults or hasattr(cls, k) or _is_config(x):
+                continue
+            near = difflib.get_close_matches(k, list(defaults), n=2, cutoff=0.9)
+            if len(near) != 1:
+                continue
+            f = near[0]
+            cur = getattr(c, f, None)
+            if cur == defaults[f] and x != cur and type(x) is type(cur):
+                setattr(c, f, x)
+                done.append(f"{cls.__name__}.{k} → {f}")
+    return done
 
 
 def fill_unset_windows(config, overrides: dict[str, Any] | None = None) -> list[str]:
