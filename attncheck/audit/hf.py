@@ -42,8 +42,8 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_bounds, fill_unset_windows, repair_misspelled_fields,
-                                    shrink_config)
+                                    fill_unset_bounds, fill_unset_mappings, fill_unset_windows,
+                                    repair_misspelled_fields, shrink_config)
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -145,7 +145,8 @@ def default_config(model_type: str):
         from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
         cls = CONFIG_MAPPING[model_type]
-        subs = {k: tf.AutoConfig.for_model(known) for k, spec in (getattr(cls, "sub_configs_defaults", None) or {}).items()
+        specs = getattr(cls, "sub_configs_defaults", None) or {}
+        subs = {k: tf.AutoConfig.for_model(known) for k, spec in specs.items()
                 if getattr(spec, "model_type", None) == m.group(1)}
         if not subs:
             raise
@@ -1737,8 +1738,6 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
 
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
               default=None, encode_only: bool = False) -> list[AuditModel]:
-    import transformers as tf
-
     model_type, cls = resolve(name)
     if default is None:
         try:
@@ -1766,9 +1765,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     tdtype = DTYPES[dtype]
     errors, plain = [], None
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
-    # leave unset filled, with the clipping bounds they leave unset filled, then with two layers
-    # of each per-layer kind (weights tied across one kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "twice")]
+    # leave unset filled, with the clipping bounds they leave unset filled, with the plain
+    # mappings they leave unset empty, then with two layers of each per-layer kind (weights tied
+    # across one kind's layers)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "twice")]
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
             config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
@@ -1777,9 +1777,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
-        filled = (fill_unset_windows(config, overrides) if retry == "windows"
-                  else fill_unset_bounds(config, overrides) if retry == "bounds" else [])
-        if retry in ("windows", "bounds") and not filled:
+        fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings}.get(retry)
+        filled = fill(config, overrides) if fill is not None else []
+        if fill is not None and not filled:
             continue
         if retry == "twice":
             if plain is not None and config.to_dict() == plain.to_dict():
