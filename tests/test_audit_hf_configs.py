@@ -288,3 +288,31 @@ def test_clipping_bound_the_defaults_leave_unset_is_filled_when_the_forward_clip
     assert fill_unset_bounds(cfg, {"clip_qkv": None}) == []  # an override stays
     assert fill_unset_bounds(cfg) == [f"DbrxAttentionConfig.clip_qkv = {CLIP}"]
     assert cfg.attn_config.clip_qkv == CLIP and fill_unset_bounds(cfg) == []
+
+
+def test_sub_config_type_spelled_otherwise_and_the_class_its_docstring_builds():
+    # NougatConfig names its encoder "donut_swin" (registered: "donut-swin") and has no model of
+    # its own: its docstring builds a VisionEncoderDecoderModel, from an encoder + decoder config
+    from attncheck.audit.hf import _model_class_of, default_config
+
+    with pytest.raises(ValueError):
+        tf.AutoConfig.for_model("nougat")
+    c = default_config("nougat")
+    assert (c.encoder.model_type, c.decoder.model_type) == ("donut-swin", "mbart")
+    cls = _model_class_of(c)
+    assert cls is tf.VisionEncoderDecoderModel
+    v = config_for_class(cls, c)
+    assert isinstance(v, tf.VisionEncoderDecoderConfig) and v.encoder is c.encoder and v.decoder is c.decoder
+
+
+def test_plain_mapping_the_defaults_leave_unset_is_filled_empty():
+    # Chameleon looks its image tokens up in vocabulary_map (the tokenizer's vocabulary), None
+    # by default; a text-only forward needs no entry.  Sub-configs and rope parameters stay
+    from attncheck.audit.shrink import fill_unset_mappings
+
+    cfg = tf.AutoConfig.for_model("chameleon")
+    assert cfg.vocabulary_map is None
+    assert fill_unset_mappings(cfg, {"vocabulary_map": None}) == []  # an override stays
+    assert fill_unset_mappings(cfg) == ["ChameleonConfig.vocabulary_map = {}"]
+    assert cfg.vocabulary_map == {} and fill_unset_mappings(cfg) == []
+    assert fill_unset_mappings(tf.AutoConfig.for_model("llama")) == []

@@ -43,8 +43,8 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_bounds, fill_unset_windows, repair_misspelled_fields,
-                                    shrink_config)
+                                    fill_unset_bounds, fill_unset_mappings, fill_unset_windows,
+                                    repair_misspelled_fields, shrink_config)
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -113,8 +113,45 @@ def _model_class_of(config):
     except Exception:  # noqa: BLE001
         cls = None
     cls = cls or getattr(tf, target, None)
+    if cls is None:
+        # a config with no model class of its own: the class its docstring's example builds from
+        # it (``model = VisionEncoderDecoderModel(config=config)`` in NougatConfig's)
+        m = re.search(r"=\s*(\w+)\(\s*(?:config\s*=\s*)?config(?:uration)?\s*\)", type(config).__doc__ or "")
+        cls = getattr(tf, m.group(1), None) if m else None
     usable = isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.forward is not torch.nn.Module.forward
     return cls if usable else None
+
+
+def default_config(model_type: str):
+    """``AutoConfig.for_model(model_type)``; where the class names a sub-config by a model type
+    transformers registers under another spelling (NougatConfig's ``"donut_swin"`` for the
+    registered ``"donut-swin"``), those sub-configs are built from the registered type and passed in.
+
+    Raises:
+        whatever the config class raises when that does not apply or does not help.
+    """
+    import transformers as tf
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    try:
+        return tf.AutoConfig.for_model(model_type)
+    except ValueError as exc:
+        m = re.search(r"Unrecognized model type for subconfig: ([\w-]+)", str(exc))
+        if m is None:
+            raise
+        norm = {t.replace("-", "_"): t for t in CONFIG_MAPPING_NAMES}
+        known = norm.get(m.group(1).replace("-", "_"))
+        if known is None:
+            raise
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        cls = CONFIG_MAPPING[model_type]
+        specs = getattr(cls, "sub_configs_defaults", None) or {}
+        subs = {k: tf.AutoConfig.for_model(known) for k, spec in specs.items()
+                if getattr(spec, "model_type", None) == m.group(1)}
+        if not subs:
+            raise
+        return cls(**subs)
 
 
 #: forward arguments the audit can make as the checked input (see :func:`_adapter`)
@@ -1905,12 +1942,10 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
 
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
               default=None, encode_only: bool = False) -> list[AuditModel]:
-    import transformers as tf
-
     model_type, cls = resolve(name)
     if default is None:
         try:
-            default = tf.AutoConfig.for_model(model_type)
+            default = default_config(model_type)
         except Exception as exc:  # noqa: BLE001 - a config class that cannot even build its defaults
             raise Unsupported(f"default config of {model_type!r} cannot be built: {type(exc).__name__}: {exc}") from exc
     native = without_timm_backbones(default)
@@ -1934,9 +1969,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     tdtype = DTYPES[dtype]
     errors, plain = [], None
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
-    # leave unset filled, with the clipping bounds they leave unset filled, then with two layers
-    # of each per-layer kind (weights tied across one kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "twice")]
+    # leave unset filled, with the clipping bounds they leave unset filled, with the plain
+    # mappings they leave unset empty, then with two layers of each per-layer kind (weights tied
+    # across one kind's layers)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "twice")]
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
             config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
@@ -1945,9 +1981,9 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
-        filled = (fill_unset_windows(config, overrides) if retry == "windows"
-                  else fill_unset_bounds(config, overrides) if retry == "bounds" else [])
-        if retry in ("windows", "bounds") and not filled:
+        fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings}.get(retry)
+        filled = fill(config, overrides) if fill is not None else []
+        if fill is not None and not filled:
             continue
         if retry == "twice":
             if plain is not None and config.to_dict() == plain.to_dict():
@@ -2122,6 +2158,15 @@ def config_for_class(cls, config):
         if isinstance(c, want):
             return c
         queue += [v for v in vars(c).values() if isinstance(v, PretrainedConfig)]
+    # a config of the same sub-config layout as the class's own (NougatConfig's encoder + decoder
+    # for VisionEncoderDecoderModel, which its docstring builds from it): the class's config
+    # holding the same sub-configs
+    keys = set(getattr(want, "sub_configs_defaults", None) or getattr(want, "sub_configs", None) or {})
+    if keys and keys == set(getattr(type(config), "sub_configs_defaults", None) or {}):
+        try:
+            return want(**{k: getattr(config, k) for k in keys})
+        except Exception:  # noqa: BLE001 - the class's config rejects them: keep the config
+            pass
     return config
 
 

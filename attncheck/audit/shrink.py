@@ -1414,6 +1414,37 @@ def fill_unset_bounds(config, overrides: dict[str, Any] | None = None) -> list[s
     return done
 
 
+def _plain_dict_field(tp) -> bool:
+    """Whether a dataclass field type is a plain mapping or ``None`` (``dict | None``; a config or
+    a union with other types is not)."""
+    import typing
+
+    if isinstance(tp, str):
+        parts = {t.strip() for t in tp.split("|")}
+        return "None" in parts and bool(parts - {"None"}) and all(t == "dict" or t.startswith("dict[")
+                                                                 for t in parts - {"None"})
+    args = typing.get_args(tp)
+    rest = [a for a in args if a is not type(None)]
+    return len(args) > len(rest) and bool(rest) and all(a is dict or typing.get_origin(a) is dict for a in rest)
+
+
+def fill_unset_mappings(config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the plain ``dict | None`` fields that a config tree leaves ``None`` (not
+    ``rope_parameters``) to an empty dict, for models that look entries up in them unconditionally
+    (Chameleon: ``vocabulary_map.get("<image>")``, the tokenizer's vocabulary, for its image
+    tokens; a text-only forward needs none).  Fields named in ``overrides`` are left alone.
+    Returns the fields set (``"ChameleonConfig.vocabulary_map = {}"``); empty when there is none."""
+    done = []
+    for c in _config_tree(config):
+        types = {f.name: f.type for f in dataclasses.fields(type(c))} if dataclasses.is_dataclass(type(c)) else {}
+        for k, x in _values_of(c).items():
+            if (x is None and k in types and _plain_dict_field(types[k]) and not k.startswith("rope_")
+                    and k not in (overrides or {})):
+                setattr(c, k, {})
+                done.append(f"{type(c).__name__}.{k} = {{}}")
+    return done
+
+
 #: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
 ROPE_THETA = 10000.0
 
@@ -1460,4 +1491,5 @@ def consistent(config) -> list[str]:
 
 
 __all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute",
-           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_windows", "shrink_config", "shrink_values"]
+           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_mappings", "fill_unset_windows", "shrink_config",
+           "shrink_values"]
