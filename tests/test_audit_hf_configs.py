@@ -261,3 +261,30 @@ def test_cross_attended_images_get_a_token_to_image_mask():
     assert m.info["input_layout"] == "input_ids+pixel_values(B,T,C,H,W)+image_attention_mask"
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_decoder_stack_needing_its_encoders_output_gets_a_fixed_random_one():
+    # T5Gemma 2's decoder raises without encoder_hidden_states: it is fed (1, ENC_LEN, hidden)
+    # random states, and its merged self + cross maps are judged with that encoder length
+    from attncheck.audit.hf import ENC_LEN
+
+    (m,) = build_hf("hf:t5gemma2_decoder", "t5gemma2_decoder", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+encoder_hidden_states"
+    assert m.enc_len == ENC_LEN
+    x = m.make_inputs(2, 6, generator=torch.Generator().manual_seed(0))
+    y = x.clone()
+    y[:, 5] = (y[:, 5] + 1 - m.token_range[0]) % (m.token_range[1] - m.token_range[0]) + m.token_range[0]
+    with torch.no_grad():
+        a, b = m.forward(x).out, m.forward(y).out
+    assert torch.equal(a[:, :5], b[:, :5]) and not torch.equal(a[:, 5], b[:, 5])  # causal over the ids
+
+
+def test_clipping_bound_the_defaults_leave_unset_is_filled_when_the_forward_clips():
+    # DBRX clamps q/k/v with clip_qkv unconditionally: clamp(min=None, max=None) raises
+    from attncheck.audit.shrink import CLIP, fill_unset_bounds
+
+    cfg = tf.AutoConfig.for_model("dbrx")
+    assert cfg.attn_config.clip_qkv is None
+    assert fill_unset_bounds(cfg, {"clip_qkv": None}) == []  # an override stays
+    assert fill_unset_bounds(cfg) == [f"DbrxAttentionConfig.clip_qkv = {CLIP}"]
+    assert cfg.attn_config.clip_qkv == CLIP and fill_unset_bounds(cfg) == []

@@ -12,7 +12,8 @@ import transformers as tf  # noqa: E402
 
 import attncheck  # noqa: E402
 from attncheck.audit.hf import (  # noqa: E402
-    Unsupported, build_hf, choose_class, expected_scale_for, module_facts, scale_folded_into_q, token_boxes)
+    Unsupported, build_hf, choose_class, expected_scale_for, module_facts, normalized_token_boxes, scale_folded_into_q,
+    token_boxes)
 
 
 def _class_of(model_type):
@@ -58,6 +59,9 @@ def test_token_boxes_are_valid_and_follow_the_token(ids):
     assert (b[..., 0] < b[..., 2]).all() and (b[..., 1] < b[..., 3]).all()
     # a token keeps its box wherever it sits (left padding moves tokens)
     assert torch.equal(token_boxes(x.flip(1)), b.flip(1))
+    f = normalized_token_boxes(x)
+    assert f.dtype == torch.float32 and (f >= 0).all() and (f <= 1).all()
+    assert torch.equal((f * 1000).round().long(), b)  # the same corners, as fractions of the page
 
 
 def _batch_independent(m):
@@ -84,6 +88,19 @@ def test_layout_model_gets_boxes_per_token():
     assert m.info["input_layout"] == "input_ids+bbox"
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
     assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_layout_model_in_float16_gets_floating_boxes_in_its_dtype():
+    # BROS multiplies its boxes by config.bbox_scale: integer boxes would make that float32 and
+    # meet its float16 projection; floating boxes are cast to the model's dtype like any input
+    (m,) = build_hf("hf:bros", "bros", dtype="float16", sdpa=False)
+    seen = {}
+    m.module.register_forward_pre_hook(lambda mod, args, kw: seen.update(kw), with_kwargs=True)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert seen["bbox"].dtype == torch.float16 and seen["bbox"].shape == (*x.shape, 4)
+    assert (seen["bbox"] >= 0).all() and (seen["bbox"] <= 1).all()
+    assert out.dtype == torch.float16 and out.shape[:2] == x.shape and out.isfinite().all()
 
 
 def test_waveform_model_gets_a_channel_axis():

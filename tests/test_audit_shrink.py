@@ -377,3 +377,73 @@ def test_feature_layers_a_projector_reads_become_the_last_layers():
     assert all(-n <= i < 0 for i in tiny.adapter_config.vision_feature_layer)
     llava = shrink_config(tf.AutoConfig.for_model("llava"), 0)
     assert llava.vision_feature_layer == tf.AutoConfig.for_model("llava").vision_feature_layer  # negative: kept
+
+
+def test_keywords_a_parent_passes_to_a_sub_config_survive_shrinking():
+    # CHMv2 builds its DINOv3 backbone_config with return_class_token=True, no field of the
+    # backbone's config class, which its backbone reads (else it returns no class tokens)
+    default = tf.AutoConfig.for_model("chmv2")
+    assert default.backbone_config.return_class_token is True
+    tiny = shrink_config(default, 0)
+    assert tiny.backbone_config.return_class_token is True
+    assert tiny.backbone_config.hidden_size < default.backbone_config.hidden_size
+
+
+def test_a_field_equal_to_the_towers_image_side_follows_their_shrunk_side():
+    # DepthPro: patch_size (the side of the tiles its DINOv2 encoders see) must equal their
+    # image_size; its hook ids (layers of those encoders) become the last layers
+    default = tf.AutoConfig.for_model("depth_pro")
+    assert default.patch_size == default.image_model_config.image_size == 384
+    tiny = shrink_config(default, 0)
+    assert tiny.patch_size == tiny.image_model_config.image_size == tiny.patch_model_config.image_size < 384
+    assert tiny.image_model_config.hidden_size < default.image_model_config.hidden_size  # not given back
+    n = tiny.image_model_config.num_hidden_layers
+    assert sorted(tiny.intermediate_hook_ids) == [-2, -1] and n >= 2
+
+
+@pytest.mark.slow  # timm imports and builds two MobileNet-V5 towers on the meta device
+def test_timm_generator_width_multiplier_shrinks_the_stages():
+    timm = pytest.importorskip("timm")
+    import torch
+
+    from attncheck.audit.shrink import TIMM_WIDTH_MULTIPLIER, timm_architecture_args
+
+    # Gemma 3n's MobileNet-V5 tower: the generator's channel_multiplier, which the class never sees
+    assert timm_architecture_args("mobilenetv5_300m_enc")["channel_multiplier"] == 1.0
+    tiny = shrink_config(tf.AutoConfig.for_model("gemma3n_vision"), 0)
+    assert tiny.model_args["channel_multiplier"] == TIMM_WIDTH_MULTIPLIER
+    with torch.device("meta"):
+        full = timm.create_model("mobilenetv5_300m_enc")
+        small = timm.create_model("mobilenetv5_300m_enc", **tiny.model_args)
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(small) < count(full) / 10
+    # a generator without a width multiplier gets none
+    assert "channel_multiplier" not in shrink_config(tf.AutoConfig.for_model("timm_wrapper"), 0).model_args
+
+
+def test_width_of_a_sibling_stack_and_local_attention_window_shrink():
+    # BLT: the local stacks project to the global transformer's width (hidden_size_global), and
+    # the local window (local_attention_window_len) is written into the encoder's sliding_window
+    c = shrink_config(tf.AutoConfig.for_model("blt"))
+    assert c.encoder_config.hidden_size_global == c.decoder_config.hidden_size_global == c.global_config.hidden_size
+    assert c.global_config.hidden_size == 64
+    assert c.local_attention_window_len == c.encoder_config.sliding_window == 4
+
+
+def test_default_without_full_attention_layers_gets_one_of_each_kind_the_code_masks():
+    # GraniteMoeHybrid derives all-Mamba layers by default; its modeling code builds full-attention
+    # masks too: one layer of each kind.  A class deriving all full-attention layers is left alone
+    g = shrink_config(tf.AutoConfig.for_model("granitemoehybrid"))
+    assert sorted(g.layer_types) == ["full_attention", "linear_attention"]
+    assert shrink_config(tf.AutoConfig.for_model("qwen2")).layer_types == ["full_attention"] * 2
+
+
+def test_rope_section_the_model_code_reads_without_a_default_gets_three_axes():
+    # HunYuanVL's rotary embedding takes len(rope_parameters.get("mrope_section")) in every
+    # forward; its default config has none: three axes summing to half the tiny head dim
+    from attncheck.audit.shrink import HEAD_DIM, code_section_defaults
+
+    assert "mrope_section" in code_section_defaults("transformers.models.hunyuan_vl.configuration_hunyuan_vl")
+    c = shrink_config(tf.AutoConfig.for_model("hunyuan_vl_text"))
+    sec = c.rope_parameters["mrope_section"]
+    assert len(sec) == 3 and sum(sec) == HEAD_DIM // 2 == c.head_dim // 2

@@ -146,3 +146,62 @@ def test_navit_packed_tower_keeps_each_image_to_itself():
     out = m.forward(x).out  # (1, 3·L, D) packed → (3, L, D)
     assert out.shape[0] == 3
     torch.testing.assert_close(out[2:], m.forward(x[2:]).out, atol=1e-5, rtol=1e-4)
+
+
+class _StridedRecognizer(torch.nn.Module):
+    """A CNN whose last pooling window (4) needs a 4 × 4 map after its stride-16 stem: images of
+    side ≥ 64; its config declares no image side (text-line crops of any size)."""
+
+    main_input_name = "pixel_values"
+
+    def __init__(self, fail_other: bool = False):
+        super().__init__()
+        self.config = tf.PretrainedConfig(num_channels=3)
+        self.stem = torch.nn.Conv2d(3, 8, kernel_size=16, stride=16)
+        self.fail_other = fail_other
+
+    def forward(self, pixel_values):
+        if self.fail_other:
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied")
+        h = torch.nn.functional.avg_pool2d(self.stem(pixel_values), 4)
+        return h.flatten(2).transpose(1, 2)
+
+
+def test_images_grow_until_the_strides_and_pooling_fit():
+    from attncheck.audit.hf import MAX_GROWN_SIDE, _first_accepted_layout
+
+    m = _StridedRecognizer()
+    a, x = _first_accepted_layout("test", m, "vision", torch.float32)
+    assert x.shape[-2:] == (64, 64) and m.attncheck_image_side == 64  # 32 → 64: the first side that fits
+    assert a.image_shape == (3, 64, 64) and a.make_inputs(1).shape == (1, 3, 64, 64)
+    other = _StridedRecognizer(fail_other=True)
+    with pytest.raises(RuntimeError, match="mat1"):  # not a too-small map: no growing
+        _first_accepted_layout("test", other, "vision", torch.float32)
+    assert not hasattr(other, "attncheck_image_side") and MAX_GROWN_SIDE >= 64
+
+
+@pytest.mark.slow  # builds four PP-OCR models on the meta device
+def test_task_class_that_adds_attention_to_an_attention_free_base_is_chosen():
+    from attncheck.audit.hf import _head_with_attention
+    from attncheck.audit.shrink import shrink_config
+
+    # PP-OCRv5 recognizer: its base model is the CNN backbone; the SVTR attention blocks are in
+    # the text-recognition head
+    cfg = shrink_config(tf.AutoConfig.for_model("pp_ocrv5_mobile_rec"), 0)
+    _, base = choose_class("pp_ocrv5_mobile_rec", cfg)
+    assert base.__name__ == "PPOCRV5MobileRecModel"
+    assert _head_with_attention("pp_ocrv5_mobile_rec", cfg, base).__name__ == "PPOCRV5MobileRecForTextRecognition"
+    # PP-OCRv6 tiny recognizer: a convolutional head, no attention anywhere: no class is chosen
+    tiny = shrink_config(tf.AutoConfig.for_model("pp_ocrv6_tiny_rec"), 0)
+    assert _head_with_attention("pp_ocrv6_tiny_rec", tiny, choose_class("pp_ocrv6_tiny_rec", tiny)[1]) is None
+
+
+def test_tower_fed_flattened_patches_gets_a_patch_sequence():
+    # Molmo2's ViT embeds (B, N, C·p²) patches with a Linear; N its position count
+    (m,) = build_hf("hf:molmo2_vision", "molmo2_vision", sdpa=False)
+    assert m.info["input_layout"] == "patch-sequence"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    cfg = m.module.config
+    assert x.shape == (2, cfg.num_position_embeddings, cfg.num_channels * cfg.patch_size ** 2)
+    out = m.forward(x).out
+    assert out.shape[:2] == x.shape[:2] and torch.isfinite(out).all()

@@ -246,3 +246,26 @@ def test_mask_method_is_called_by_value(call):
     """
     (use,) = [u for u in M.analyze(_ctx(src)).uses if u.consumer == "masked_fill"]
     assert use.blocked == (False, True, True)  # triu(diagonal=0) also blocks the diagonal
+
+
+@pytest.mark.parametrize("body, expected", [
+    # every path returned: what follows is not run
+    ("return s.softmax(dim=-1)\n        s = s / 8.0", [[]]),
+    ("if n:\n            return s.softmax(dim=-1)\n        else:\n            raise ValueError(n)\n"
+     "        s = s / 8.0", [[]]),
+    ("raise ValueError(s)\n        s = s / 8.0", []),
+    # one path only: the rest runs
+    ("if n:\n            return s.softmax(dim=-1)\n        s = s / 8.0", [[], ["0.125"]]),
+    # a return in a loop ends the loop's iteration only
+    ("for _ in range(n):\n            return s.softmax(dim=-1)\n        s = s / 8.0", [[], ["0.125"]]),
+    ("try:\n            return s.softmax(dim=-1)\n        except ValueError:\n            pass\n"
+     "        s = s / 8.0", [[], ["0.125"]]),
+])
+def test_statements_after_a_return_on_every_path_are_not_run(body, expected):
+    src = f"""
+    def f(q, k, n):
+        s = q @ k.transpose(-2, -1)
+        {body}
+        return s.softmax(dim=-1)
+    """
+    assert factors(src) == expected

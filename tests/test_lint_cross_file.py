@@ -59,7 +59,30 @@ class Attention(nn.Module):
         return (w @ v).transpose(1, 2).reshape(B, L, C)
 '''
 
+_SPLIT_CALLER = '''
+class Attention(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.n_heads = n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x):
+        B, L, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=-1)
+        q, k, v = HELPER(q, self.n_heads), HELPER(k, self.n_heads), HELPER(v, self.n_heads)
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        return self.proj(MERGE)
+'''
+
+_SPLIT_HELPER = ("def helper(x, n_heads):\n    B, L, C = x.shape\n"
+                 "    return x.view(B, L, n_heads, C // n_heads).transpose(1, 2)\n")
+
 FAMILIES = {
+    "head_split_merged_without_transpose": (
+        _SPLIT_HELPER, _SPLIT_CALLER.replace("MERGE", "y.reshape(B, L, C)"), {"ATT402"}),
+    "head_split_correct": (
+        _SPLIT_HELPER, _SPLIT_CALLER.replace("MERGE", "y.transpose(1, 2).reshape(B, L, C)"), set()),
     "causal_mask_hides_diagonal": (
         "def helper(L):\n    return torch.tril(torch.ones(L, L), diagonal=-1)\n",
         _MASK_CALLER, {"ATT202"}),
@@ -104,6 +127,15 @@ STYLES = {
                            "pkg/layer.py", {}),
     "partial": ("import functools\nfrom .utils import helper\n", "functools.partial(helper)",
                 "pkg/layer.py", {}),
+    "module_attribute_passed": ("from . import utils\n", "(lambda fn: fn)(utils.helper)",
+                                "pkg/layer.py", {}),
+    "module_attribute_partial": ("import functools\nfrom . import utils as U\n",
+                                 "functools.partial(U.helper)", "pkg/layer.py", {}),
+    # a module-level alias of the imported helper
+    "module_level_alias": ("from . import utils\nmake_it = utils.helper\n", "make_it",
+                           "pkg/layer.py", {}),
+    "module_level_alias_of_name": ("from .utils import helper\nmake_it = helper\n", "make_it",
+                                   "pkg/layer.py", {}),
 }
 
 
@@ -351,6 +383,33 @@ def test_imported_helper_bound_to_a_local_name(tmp_path, same_file, family):
     got = _relative(lint_paths([tmp_path / "pkg"], isolated=True).findings, layer, bound)
     assert sorted(c for c, _, _ in got) == sorted(c for c, _, _ in same_file[family])
     assert {c for c, _, _ in got} == FAMILIES[family][2]
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_imported_module_attribute_bound_to_a_local_name(tmp_path, same_file, family):
+    """``fn = utils.helper; fn(...)`` calls the helper as ``utils.helper(...)`` does."""
+    layer, text = _package(tmp_path, family, "module_relative")
+    line = next(ln for ln in text.splitlines() if "utils.helper(" in ln)
+    indent = line[:len(line) - len(line.lstrip())]
+    bound = text.replace(line, f"{indent}fn = utils.helper\n" + line.replace("utils.helper(", "fn("))
+    layer.write_text(bound)
+    got = _relative(lint_paths([tmp_path / "pkg"], isolated=True).findings, layer, bound)
+    assert sorted(c for c, _, _ in got) == sorted(c for c, _, _ in same_file[family])
+    assert {c for c, _, _ in got} == FAMILIES[family][2]
+
+
+def test_a_module_level_name_bound_twice_is_not_an_alias(tmp_path):
+    """``make_it = utils.helper`` then ``make_it = other``: which one a call reaches depends on
+    run order, so the name stays unknown and gives no finding."""
+    helper, caller, _ = FAMILIES["causal_mask_hides_diagonal"]
+    text = (_HEADER + "from . import utils\nmake_it = utils.helper\nmake_it = utils.other\n\n"
+            + caller.replace("HELPER", "make_it"))
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/utils.py": _HEADER + "\n\n" + helper
+                      + "\n\ndef other(L):\n    return torch.tril(torch.ones(L, L))\n",
+                      "pkg/layer.py": text})
+    got = _relative(lint_paths([tmp_path / "pkg"], isolated=True).findings,
+                    tmp_path / "pkg/layer.py", text)
+    assert got == []
 
 
 def test_a_function_value_returned_by_an_imported_helper_is_unknown(tmp_path):

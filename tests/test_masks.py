@@ -159,6 +159,46 @@ def test_index_comparisons_are_exact(op, off, swap):
     assert m is not None and m.pattern == torch_regions(_torch_eval(expr))
 
 
+def _offset_regions(t: torch.Tensor, past: int) -> tuple:
+    """:func:`torch_regions` of an (L_q, L_k) mask whose L_q queries are the last of L_k keys:
+    query ``i`` sits on key ``i + past``."""
+    lq = t.shape[0]
+    i = torch.arange(lq)[:, None] + past
+    j = torch.arange(t.shape[1])[None, :]
+    out = []
+    for sel in (j < i, j == i, j > i):
+        v = t.double()[sel]
+        out.append("Z" if bool((v == 0).all()) else "P" if bool((v > 0).all()) else None)
+    return tuple(out)
+
+
+@given(st.sampled_from(["tril", "triu"]), st.integers(-1, 1), st.integers(0, 3),
+       st.sampled_from(["diagonal={d}", "{d}"]),
+       st.sampled_from([("off = S - L\n    d = off + {c}", "d"), ("d = S - L + {c}", "d"),
+                        ("d = {c} - L + S", "d"), ("d = S - L", "d + {c}"),
+                        ("off = {c}\n    d = S - L", "d + off")]))
+def test_offset_diagonal_through_locals_matches_torch(fn, c, past, slot, spelling):
+    """``torch.tril(torch.ones(L, S), diagonal=d)`` with ``d`` a local holding ``S - L + c``
+    (a KV cache of ``S - L`` earlier keys) is the ``diagonal=c`` pattern of the last L queries."""
+    setup, arg = spelling
+    lq = 5
+    body = setup.format(c=c)
+    call = f"torch.{fn}(torch.ones(L, S, dtype=torch.bool), {slot.format(d=arg.format(c=c))})"
+    src = (
+        "import torch\n"
+        "def f(scores, L, S):\n"
+        f"    {body}\n"
+        f"    m = {call}\n"
+        "    return scores.masked_fill(m, float('-inf')).softmax(-1)\n"
+    )
+    uses = analysis(src).uses
+    assert len(uses) == 1 and uses[0].mask is not None
+    env: dict = {"torch": torch, "L": lq, "S": lq + past}
+    exec(body.replace("\n    ", "\n"), env)
+    real = _offset_regions(eval(call, env), past)
+    assert uses[0].mask.pattern == real, (src, real)
+
+
 # ---------------------------------------------------------------- conventions -------------
 @pytest.mark.parametrize("conv,pattern,expected", [
     ("true_blocked", ("Z", "Z", "P"), (False, False, True)),
@@ -443,3 +483,88 @@ class C:
         self.register_buffer(name, torch.tril(torch.ones(2, 2)))
 """
     analysis(src)
+
+
+_PER_CALL = """
+import torch
+
+
+def apply_mask(scores, blocked, keep):
+    if keep:
+        return scores.masked_fill(~blocked, float("-inf"))
+    return scores.masked_fill(blocked, float("-inf"))
+
+
+def attend(q, k, v, blocked, keep):
+    scores = q @ k.transpose(-2, -1) / q.size(-1) ** 0.5
+    scores = apply_mask(scores, blocked, keep)
+    return scores.softmax(dim=-1) @ v
+
+
+def two_calls(q, k, v):
+    L = q.size(-2)
+    ones = torch.ones(L, L, dtype=torch.bool, device=q.device)
+    a = attend(q, k, v, FIRST)
+    b = attend(q, k, v, SECOND)
+    return a + b
+"""
+
+
+@pytest.mark.parametrize("first, second, expected", [
+    # the join of the two masks knows nothing on the diagonal: each call is checked with its own
+    ("torch.triu(ones, diagonal=1), False", "torch.triu(ones, diagonal=0), False", {"ATT202"}),
+    ("torch.triu(ones, diagonal=1), False", "torch.triu(ones, diagonal=1), False", set()),
+    # the flag decides which fill runs at each call: a keep mask at one, a blocked mask at the other
+    ("torch.tril(ones), True", "torch.triu(ones, diagonal=1), False", set()),
+    ("torch.tril(ones), False", "torch.triu(ones, diagonal=1), False", {"ATT201"}),
+    ("torch.tril(ones, diagonal=-1), True", "torch.triu(ones, diagonal=1), False", {"ATT202"}),
+])
+def test_a_mask_helper_is_checked_at_each_call_with_its_arguments(first, second, expected):
+    """A helper that applies the mask it is passed, called from two places with different masks,
+    is checked with each call's mask (by value), not with the join of all its call sites; the
+    masked scores it returns reach the caller's softmax."""
+    from attncheck.lint.engine import lint_source
+    src = _PER_CALL.replace("FIRST", first).replace("SECOND", second)
+    assert {f.code for f in lint_source(src, "t.py", select=["ATT2"])} == expected
+
+
+@pytest.mark.parametrize("diagonal, expected", [(1, set()), (0, {"ATT202"})])
+def test_xformers_attn_bias_tensor_is_an_additive_mask(diagonal, expected):
+    """xformers' ``memory_efficient_attention(q, k, v, attn_bias=t)`` adds the tensor ``t`` to
+    the scores (xformers docs), as SDPA does with a float ``attn_mask``."""
+    from attncheck.lint.engine import lint_source
+    src = f"""
+import torch
+import xformers.ops as xops
+
+
+def attend(q, k, v):
+    L = q.size(1)
+    bias = torch.triu(torch.full((L, L), float("-inf"), dtype=q.dtype), diagonal={diagonal})
+    return xops.memory_efficient_attention(q, k, v, attn_bias=bias)
+"""
+    assert {f.code for f in lint_source(src, "t.py")} == expected
+
+
+@pytest.mark.parametrize("diagonal, expected", [(1, set()), (0, {"ATT202"})])
+def test_a_function_passed_a_mask_is_analysed_whatever_its_names(diagonal, expected):
+    """``add_bias(scores, bias)`` holds no mask word and no masking op, but it is passed a causal
+    mask: it applies it (here at two calls, the second one with the causal bias)."""
+    from attncheck.lint.engine import lint_source
+    src = f"""
+import math
+import torch
+
+
+def add_bias(scores, bias):
+    return scores + bias
+
+
+def attend(q, k, v):
+    L = q.size(-2)
+    s = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    s = add_bias(s, torch.zeros(L, L, dtype=s.dtype))
+    s = add_bias(s, torch.triu(torch.full((L, L), float("-inf"), dtype=s.dtype), diagonal={diagonal}))
+    return s.softmax(-1) @ v
+"""
+    assert {f.code for f in lint_source(src, "t.py")} == expected

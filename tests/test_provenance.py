@@ -323,3 +323,67 @@ def test_a_method_sees_init_attributes_not_other_methods(setter_first):
         body = [init.format(in_init)] + ([setter, forward] if setter_first else [forward, setter])
         src = HEADER + "class A(nn.Module):\n" + "".join(body)
         assert [f.code for f in lint_source(src, select=["ATT101"])] == expect, in_init
+
+
+@pytest.mark.parametrize("width", ["C", "D", "d", "E", "hd", "n", "T", "dim", "width"])
+@pytest.mark.parametrize("merge, expect", [
+    ("y.reshape(B, L, {w})", ["ATT402"]),
+    ("y.transpose(1, 2).reshape(B, L, {w})", []),
+])
+def test_width_unpacked_from_a_projected_input_is_the_width_whatever_its_name(width, merge, expect):
+    """``B, L, D = x.shape`` of the input a projection reads: the last axis is the model width
+    (heads · head_dim), whether the local is named ``C``, ``D`` or ``hd``; a merge of
+    ``(B, H, L, d)`` viewed as ``(B, L, D)`` without moving the heads back is ATT402."""
+    from attncheck.lint.engine import lint_source
+    w = width
+    src = HEADER + textwrap.dedent(f"""
+        class Attention(nn.Module):
+            def __init__(self, d_model, n_heads):
+                super().__init__()
+                self.n_heads = n_heads
+                self.qkv = nn.Linear(d_model, 3 * d_model)
+                self.proj = nn.Linear(d_model, d_model)
+
+            def forward(self, x):
+                B, L, {w} = x.shape
+                q, k, v = self.qkv(x).split({w}, dim=2)
+                q = q.view(B, L, self.n_heads, {w} // self.n_heads).transpose(1, 2)
+                k = k.view(B, L, self.n_heads, {w} // self.n_heads).transpose(1, 2)
+                v = v.view(B, L, self.n_heads, {w} // self.n_heads).transpose(1, 2)
+                y = F.scaled_dot_product_attention(q, k, v)
+                y = {merge.format(w=w)}
+                return self.proj(y)
+        """)
+    assert [f.code for f in lint_source(src, "t.py", select=["ATT4"])] == expect
+
+
+@pytest.mark.parametrize("kernel, scale, expect", [
+    ("flash_attn_func(q, k, v, softmax_scale={s})", "self.head_dim ** -0.5", []),
+    ("flash_attn_func(q, k, v, softmax_scale={s})", "C ** -0.5", ["ATT102"]),
+    ("flash_attn_func(q, k, v)", "", []),
+    ("xops.memory_efficient_attention(q, k, v, scale={s})", "C ** -0.5", ["ATT102"]),
+    ("xops.memory_efficient_attention(q, k, v, scale={s})", "1.0 / self.head_dim", ["ATT103"]),
+])
+@pytest.mark.parametrize("linear", ["nn.Linear(d_model, 3 * d_model)",
+                                    "nn.Linear(d_model, 3 * d_model).to(torch.float64)"])
+def test_fused_kernel_scale_arguments_are_scale_factors(kernel, scale, expect, linear):
+    """flash-attn's ``softmax_scale`` and xformers' ``scale`` (both ``1/√d`` by default) are the
+    scale of q·kᵀ, as SDPA's ``scale=``: a width-based one is ATT102, ``1/d`` ATT103.  A module
+    cast or moved where it is built (``.to(dtype)``) is the same projection."""
+    from attncheck.lint.engine import lint_source
+    src = HEADER + "import xformers.ops as xops\nfrom flash_attn import flash_attn_func\n" + textwrap.dedent(f"""
+        class Attention(nn.Module):
+            def __init__(self, d_model, n_heads):
+                super().__init__()
+                self.n_heads = n_heads
+                self.head_dim = d_model // n_heads
+                self.qkv = {linear}
+
+            def forward(self, x):
+                B, L, C = x.shape
+                q, k, v = self.qkv(x).split(C, dim=2)
+                q, k, v = (t.view(B, L, self.n_heads, self.head_dim) for t in (q, k, v))
+                y = {kernel.format(s=scale)}
+                return y.reshape(B, L, C)
+        """)
+    assert [f.code for f in lint_source(src, "t.py", select=["ATT1", "ATT4"])] == expect

@@ -425,7 +425,8 @@ def _leak_deltas(m: AuditModel, x: torch.Tensor, ctx: AuditContext, mask=None, o
 
 def check_causality(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if _no_sequence(m):
-        return _result(m, "causality", "skip", f"{m.kind} model: bidirectional over its input by design")
+        return _result(m, "causality", "skip", f"{_why_no_sequence(m)}: bidirectional over its input by design"
+                       if m.per_position else f"{_why_no_sequence(m)}: no position to leak into")
     if m.causal is False:
         return _result(m, "causality", "skip", f"{m.kind}: bidirectional by design (not causal)")
     evidence = None if m.causal else causal_evidence(m, ctx)
@@ -572,13 +573,21 @@ def _pad_inputs(m: AuditModel, x: torch.Tensor, side: str, g) -> tuple[torch.Ten
 
 
 def _no_sequence(m: AuditModel) -> bool:
-    # images, audio and patched time series: the output positions are not the input positions
-    return m.input_kind in ("pixels", "audio", "series")
+    # images, audio and patched time series: the output positions are not the input positions;
+    # a model whose output is per sample only (pooled, latent queries) has no output positions
+    return m.input_kind in ("pixels", "audio", "series") or not m.per_position
+
+
+def _why_no_sequence(m: AuditModel) -> str:
+    if not m.per_position:
+        return f"{m.kind} model: no output row per input position (a per-sample output)"
+    return f"{m.kind} model"
 
 
 def check_padding(m: AuditModel, ctx: AuditContext) -> CheckResult:
     if _no_sequence(m):
-        return _result(m, "padding", "skip", f"{m.kind} model: no padding mask over its input")
+        return _result(m, "padding", "skip", f"{_why_no_sequence(m)}: no padding mask over its input"
+                       if m.per_position else f"{_why_no_sequence(m)}: no real positions to compare")
     if "attention_mask" not in m.supports:
         return _result(m, "padding", "skip", "the model takes no padding mask")
     L = m.seq_len - PAD
@@ -744,7 +753,7 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
     base = models[0]
     x = base.make_inputs(2, base.seq_len, ctx.generator(5), ctx.device)
     paths: dict[str, Any] = {"no-mask": None}
-    if all("attention_mask" in m.supports for m in models) and base.input_kind == "tokens":
+    if all("attention_mask" in m.supports for m in models) and base.input_kind == "tokens" and base.per_position:
         am = torch.ones(2, base.seq_len, dtype=torch.long, device=x.device)
         am[0, -PAD:] = 0
         paths["right-pad"] = am
@@ -1164,7 +1173,11 @@ def check_mask_pattern(m: AuditModel, ctx: AuditContext) -> CheckResult:
             exp = ("causal", None)
         ok = exp[0] == "unknown" or got == exp
         if given is not None:
-            ok = torch.equal(allowed, given)
+            # rows the given mask hides entirely (a query with no key to attend to: a patch of no
+            # bytes) have no defined softmax — an additive mask spreads them uniformly — and
+            # are not compared
+            rows = given.any(-1)
+            ok = torch.equal(allowed[rows], given[rows])
         layers.append({"layer": lm.index, "shape": [lq, lk], "observed": _expected_label(got),
                        "expected": _expected_label(exp), "ok": ok})
         if layout:

@@ -15,7 +15,8 @@ accepts) and a uniform :meth:`AuditModel.forward`:
 - ``input_kind="features"``: ``x`` is ``(B, L, E)`` float (a self-attention layer).
 
 ``forward`` returns :class:`Forward` with ``out`` of shape ``(B, L, ...)`` (logits or the last
-hidden state; position axis 1) and, when asked and available, ``attentions``: a list with one
+hidden state; position axis 1; for a model with no output row per input position, ``per_position``
+False, one ``(B, ...)`` output per sample: a pooled vector, a fixed set of latent queries) and, when asked and available, ``attentions``: a list with one
 ``(B, H, L_q, L_k)`` tensor per attention layer.
 
 Padding convention (HF): ``attention_mask`` is ``(B, L)`` with 1 = real token, 0 = padding.
@@ -57,6 +58,9 @@ class AuditModel:
             otherwise, e.g. T5 uses 1.0), ``scale_note`` explains a non-default value.
         source_objects: classes/functions whose source files are linted.
         seq_len: the sequence length the checks use by default.
+        per_position: whether ``out`` has one row per input position (axis 1); False for a model
+            whose output is per sample only (pooled, or latent / decoder queries that are not the
+            input positions): the checks that compare positions (causality, padding) do not apply.
     """
 
     spec: str
@@ -76,6 +80,7 @@ class AuditModel:
     expected_scale: float | None = None
     scale_note: str = ""
     seq_len: int = 12
+    per_position: bool = True
     enc_len: int | None = None
     supports: frozenset[str] = frozenset()
     source_objects: list[Any] = field(default_factory=list)

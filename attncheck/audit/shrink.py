@@ -70,6 +70,8 @@ WINDOW = 4
 PATCHES_PER_SIDE = 4
 #: total downsampling assumed for images of models without a ``patch_size`` (CNN / Hiera stages)
 CNN_STRIDE = 32
+#: width multiplier of a timm generator's stages (:func:`timm_model_args`)
+TIMM_WIDTH_MULTIPLIER = 0.125
 #: special token ids that do not fit the shrunk vocab are moved into ``[VOCAB - RESERVED_TOP, VOCAB)``
 RESERVED_TOP = 16
 LEVELS = (0, 1, 2, 3)
@@ -77,7 +79,7 @@ LEVELS = (0, 1, 2, 3)
 _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
                     r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
-                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size)$")
+                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size|hidden_size_global)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
                          r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
@@ -108,7 +110,7 @@ _VOCAB = re.compile(r"(^|_)vocab_size($|_)|_vocab$|(^|_)vocab_size_per")
 _POSITIONS = re.compile(r"(^|_)(max_position_embeddings|n_positions|max_seq_len|max_sequence_length|"
                         r"n_ctx|max_target_positions|max_source_positions|max_length|seq_length)$")
 _WINDOW = re.compile(r"(^|_)(sliding_window|sliding_window_size|attention_window|local_window_size|"
-                     r"window_size|local_attention|attention_chunk_size|chunk_size|block_size|canvas_length)$")
+                     r"window_size|local_attention|attention_window_len|attention_chunk_size|chunk_size|block_size|canvas_length)$")
 #: the forecast horizon of time-series transformers (``prediction_length``; the context length
 #: defaults to it), left unset by their defaults
 _HORIZON = re.compile(r"(^|_)prediction_length$")
@@ -440,13 +442,14 @@ def _base_channels(k: str, x: int, v: dict[str, Any]) -> int:
     return x
 
 
-_FEATURE_LAYER = re.compile(r"(^|_)feature_layers?$")
+_FEATURE_LAYER = re.compile(r"(^|_)(feature_layers?|hook_ids)$")
 
 
 def _last_feature_layers(v: dict[str, Any], out: dict[str, Any]) -> None:
     """Tower layers a projector reads (``vision_feature_layer``: indices into another config's
     layers, which shrink to a few) given as non-negative indices become the last layers counted
-    from the end, deepest first (Molmo2's ``[24, 18]`` of 25 → ``[-1, -2]``); negative ones stay."""
+    from the end, deepest first (Molmo2's ``[24, 18]`` of 25 → ``[-1, -2]``, DepthPro's ``intermediate_hook_ids``);
+    negative ones stay."""
     for k, x in v.items():
         if not _FEATURE_LAYER.search(k):
             continue
@@ -703,6 +706,22 @@ def _tie_image_sides(v: dict[str, Any], out: dict[str, Any], sides: dict[int, in
                 break
 
 
+def _tie_nested_image_side(vals: dict[str, Any], new: dict[str, Any]) -> None:
+    """A field of a composite config that no rule changed and that equals, in the original, the
+    ``image_size`` of every nested config declaring one takes their shrunk side when they all
+    shrink to the same one (DepthPro's ``patch_size``: the side of the tiles its two DINOv2
+    encoders see, which its validator requires to equal their ``image_size``)."""
+    nested = [(x, new[k]) for k, x in vals.items() if _is_config(x) and _is_config(new.get(k))]
+    pairs = [(getattr(o, "image_size", None), getattr(n, "image_size", None)) for o, n in nested]
+    pairs = [(a, b) for a, b in pairs if a is not None]
+    if not pairs or not all(_int(a) and _int(b) for a, b in pairs) or len(set(pairs)) != 1:
+        return  # no tower, sides given as lists, or towers of different sides
+    (a, b), = set(pairs)
+    for k, x in vals.items():
+        if k != "image_size" and _int(x) and x == a != b and _same_value(new.get(k), x):
+            new[k] = b
+
+
 def _partial_rotary(v: dict[str, Any]) -> float:
     rope = v.get("rope_parameters")
     f = rope.get("partial_rotary_factor") if isinstance(rope, dict) else None
@@ -835,6 +854,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
             vocab = {f: v for f, v in _values_of(x).items() if _VOCAB.search(f) and _int(v) and v > VOCAB}
             if vocab and level < 3:  # built only when the parent rejects the shrunk values
                 vocab_kept[k] = functools.partial(shrink_config, x, level, vocab, _ties=_ties, _sides=_sides)
+    _tie_nested_image_side(vals, new)
     _fill_documented_layer_types(cls, vals, new, overrides or {})
     if isinstance(vals.get("architecture"), str) and "model_args" in vals:  # a timm model (TimmWrapperConfig)
         args = timm_model_args(vals["architecture"], vals.get("model_args"), level)
@@ -867,7 +887,17 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
             new[amap.get(k, k)] = x
     made = _construct(cls, given, new, overrides or {}, vocab_kept)
     kinds = code_layer_kinds(cls.__module__) if "layer_types" in vals and vals["layer_types"] is None else ()
-    if kinds and getattr(made, "layer_types", None) is None and "layer_types" not in (overrides or {}):
+    uniform = vals.get("layer_types") if "layer_types" in vals and "layer_types" not in new else None
+    if uniform and uniform[0] != "full_attention" and "layer_types" not in (overrides or {}):
+        # a class that derives one kind for every layer by default, none of them full attention
+        # (GraniteMoeHybrid: all Mamba), while its modeling code builds full-attention masks: a
+        # layer of each kind the code names, so the attention layers are built too
+        more = code_layer_kinds(cls.__module__)
+        if "full_attention" in more and uniform[0] in more:
+            kinds = more
+    derived = getattr(made, "layer_types", None)
+    if (kinds and (derived is None or (uniform and set(derived) == set(uniform)))
+            and "layer_types" not in (overrides or {})):
         # per-layer kinds the class leaves unset but its model indexes: one layer of each kind the
         # modeling code builds masks for
         layers = {k: max(x, len(kinds)) for k, x in new.items() if _LAYERS.search(k) and _int(x) and x > 0}
@@ -882,7 +912,23 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         except Exception:  # noqa: BLE001 - the class rejects the shrunk overrides: keep them as derived
             pass
     made.use_cache = getattr(made, "use_cache", True)
+    _carry_extra_attributes(config, made, level)
     return made
+
+
+def _carry_extra_attributes(config, made, level: int) -> None:
+    """Set on ``made``, in place, the attributes ``config`` holds that are no constructor field of
+    its class and that ``made`` lacks altogether: keywords a parent config passes to a
+    sub-config (CHMv2's DINOv3 ``backbone_config`` gets ``return_class_token=True``, which its
+    backbone reads with ``getattr(config, "return_class_token", False)``).  Values are shrunk
+    by the same rules as fields (:func:`shrink_values`)."""
+    for k, x in vars(config).items():
+        if k.startswith("_") or _is_config(x) or hasattr(made, k):
+            continue
+        try:
+            setattr(made, k, shrink_values({k: x}, level).get(k, x))
+        except Exception:  # noqa: BLE001 - a config that refuses the attribute keeps its own
+            continue
 
 
 def _shrunk_per_layer_config(config, level: int, ties) -> dict[int, dict[str, Any]] | None:
@@ -949,9 +995,21 @@ def timm_architecture_args(architecture: str) -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - an unknown name, or a timm that does not import
         return {}
     got: dict[str, Any] = {}
+    gen_args: dict[str, Any] = {}
+    entry_code = getattr(entry, "__code__", None)
 
     def stand_in(model_cls, variant, pretrained, *args, **kwargs):
         got.update(kwargs, _class=model_cls)
+        # the parameters of the generator functions between the entry point and the builder
+        # (``_gen_mobilenet_v5(variant, channel_multiplier=1.0, …)``): keywords the entry point
+        # passes on, which the model class never sees
+        frame = inspect.currentframe().f_back
+        while frame is not None and frame.f_code is not entry_code:
+            code = frame.f_code
+            for n in code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]:
+                if n not in ("variant", "pretrained") and n in frame.f_locals:
+                    gen_args.setdefault(n, frame.f_locals[n])
+            frame = frame.f_back
         raise _Captured
 
     original = _builder.build_model_with_cfg
@@ -976,6 +1034,7 @@ def timm_architecture_args(architecture: str) -> dict[str, Any]:
     except (TypeError, ValueError):
         params = ()
     out = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    out.update(gen_args)
     out.update(got)
 
     def plain(x):
@@ -995,14 +1054,26 @@ def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int)
     if not full:
         return given
     small = shrink_values(full, level)
+    # the width multiplier of a timm generator (MobileNet's α, Howard et al. 2017): the channels
+    # of every stage, which the generator writes into the block definitions it passes the class
+    for k, x in full.items():
+        if level < 2 and k == "channel_multiplier" and isinstance(x, float) and x > TIMM_WIDTH_MULTIPLIER:
+            small[k] = TIMM_WIDTH_MULTIPLIER
     return {**given, **{k: x for k, x in small.items() if k in given or not _same_value(x, full.get(k))}}
+
+
+#: multimodal RoPE sections (temporal, height, width) of Qwen2-VL's released checkpoints (Wang et
+#: al. 2024, "Qwen2-VL"): the split given to a section the modeling code reads without a default
+M_ROPE_SECTION = (16, 24, 24)
 
 
 @functools.lru_cache(maxsize=None)
 def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
     """Rope sections the modeling code takes as literal defaults when the config has none:
-    ``config.rope_parameters.get("mrope_section", [8, 12, 12])`` in GLM-4V.  Read from the source
-    of the ``modeling_*`` module next to ``config_module`` (parsed, not imported)."""
+    ``config.rope_parameters.get("mrope_section", [8, 12, 12])`` in GLM-4V; a section it reads
+    without a default (``rope_parameters.get("mrope_section")``, then ``len()`` of it) gets
+    :data:`M_ROPE_SECTION`.  Read from the source of the ``modeling_*`` module next to
+    ``config_module`` (parsed, not imported)."""
     import ast
     import importlib.util
 
@@ -1014,6 +1085,12 @@ def code_section_defaults(config_module: str) -> dict[str, tuple[int, ...]]:
         return {}
     found: dict[str, tuple[int, ...]] = {}
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
+                and len(node.args) == 1 and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str) and _SECTION.search(node.args[0].value)):
+            # read without a default (HunYuanVL's rotary embedding takes len() of it in every
+            # forward): three axes in Qwen2-VL's proportions
+            found.setdefault(node.args[0].value, M_ROPE_SECTION)
         if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
                 and len(node.args) == 2 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str) and _SECTION.search(node.args[0].value)
@@ -1257,6 +1334,27 @@ def fill_unset_windows(config, overrides: dict[str, Any] | None = None) -> list[
                 setattr(c, k, WINDOW)
                 done.append(f"{type(c).__name__}.{k} = {WINDOW}")
     return done
+#: clipping bounds of q / k / v activations (``clip_qkv``: OLMo, DBRX)
+_CLIP = re.compile(r"(^|_)clip(_qkv|_value)?$")
+#: the bound set where a forward clips with a bound its defaults leave unset (DBRX's released
+#: checkpoints use 8); the tiny model's activations stay well inside it
+CLIP = 8.0
+
+
+def fill_unset_bounds(config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the clipping bounds (``clip_qkv``) that a config tree leaves ``None`` to
+    :data:`CLIP`, for models whose forward clips unconditionally (``x.clamp(min=-clip,
+    max=clip)`` with both ``None`` raises).  Fields named in ``overrides`` are left alone.
+    Returns the fields set (``"DbrxAttentionConfig.clip_qkv = 8.0"``); empty when there is none."""
+    done = []
+    for c in _config_tree(config):
+        for k, x in _values_of(c).items():
+            if x is None and _CLIP.search(k) and k not in (overrides or {}):
+                setattr(c, k, CLIP)
+                done.append(f"{type(c).__name__}.{k} = {CLIP}")
+    return done
+
+
 #: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
 ROPE_THETA = 10000.0
 
@@ -1303,4 +1401,4 @@ def consistent(config) -> list[str]:
 
 
 __all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute",
-           "fill_missing_layer_rope", "fill_unset_windows", "shrink_config", "shrink_values"]
+           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_windows", "shrink_config", "shrink_values"]

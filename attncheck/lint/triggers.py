@@ -67,7 +67,8 @@ MATMUL = (r"matmul|bmm|einsum", _MatmulOperator())
 #: where attention scores or weights can exist in a function (mask uses need one of these in the
 #: function that applies the mask: the softmax it reaches, the q·kᵀ that tags the scores, or the
 #: fused consumer itself; :mod:`attncheck.lint.analysis.masks`)
-SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",) + MHA + MATMUL[1:] + (
+SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",
+          r"memory_efficient_attention") + MHA + MATMUL[1:] + (
     # a division by a sum (``w / w.sum(-1, keepdim=True)``, ``x / torch.sum(x)``): the mask
     # analysis reads it as a written-out softmax
     r"/[^\n]*sum\s*\(",)

@@ -18,9 +18,12 @@ path (manual softmax or SDPA), scores op (``@``, ``matmul``, ``einsum`` incl. he
 ``bmm``, ``baddbmm``), head split/merge (view+transpose, reshape+permute, unflatten/flatten,
 einops incl. a ``three`` axis, ``map`` over a lambda / local ``def`` / helper method, a
 comprehension, ``qkv[0], qkv[1], qkv[2]``, ``unbind``), head-dim source, scale form and
-placement, softmax form and dim, causal-mask construction (inline, a buffer, a helper called
-directly, through a lambda, a ``functools.partial``, ``map``, a comprehension over ``zip`` or
-passed to another function) / polarity change / consumer / fill,
+placement, the name of the unpacked width local (``C``, ``D``, ``hd``, ...), causal-mask
+construction (inline, a buffer, a helper called directly, through a lambda, a
+``functools.partial``, ``map``, a comprehension over ``zip`` or passed to another function, a
+``(q_len, kv_len)`` mask whose diagonal is a local such as ``off = kv_len - q_len``) / polarity
+change / consumer (incl. a fill applied in a helper function or method whose result the caller
+softmaxes) / fill,
 key padding mask (a ``forward(x, attention_mask=None)`` argument of shape ``(B, L)``, 1 = token,
 0 = padding, laid out as ``(B, 1, 1, L)`` by indexing, ``unsqueeze``, ``view`` or
 ``einops.rearrange``, cast before or after the layout, and used as a fill, ``torch.where``, an additive
@@ -292,10 +295,12 @@ class _Mask:
         # over zip, or passed to another function
         where = g.pick("mask_where", ["forward", "buffer", "helper", "helper_lambda",
                                       "helper_partial", "helper_map", "helper_zip_comp",
-                                      "helper_passed"])
+                                      "helper_passed", "forward_offset"])
         self.expr = "mask"
         self.var_lines: list[str] = []
-        if where == "buffer":
+        if where == "forward_offset":
+            self._offset(g, size_expr, want_keep, diag)
+        elif where == "buffer":
             name = g.pick("mask_attr", ["causal_mask", "mask", "tril"])
             g.o.init.append(f"self.register_buffer({name!r}, {expr.format(n='max_len')}, persistent=False)")
             self.expr = f"{n.mod}.{name}[:{size_expr}, :{size_expr}]"
@@ -317,6 +322,33 @@ class _Mask:
             }[where]]
         else:
             self.var_lines = [f"mask = {expr.format(n=size_expr)}"]
+
+    def _offset(self, g: _Gen, size: str, keep: bool, diag: bool) -> None:
+        """A KV-cache style mask over ``(q_len, kv_len)``: its diagonal held in a local
+        (``off = kv_len - q_len``; the queries are the last ``q_len`` of ``kv_len`` keys)."""
+        c = (-1 if diag else 0) if keep else (0 if diag else 1)
+        plus = f" + {c}" if c > 0 else (f" - {-c}" if c < 0 else "")
+        spelling = g.pick("mask_offset", ["kv_minus_q", "past", "past_inline", "const"])
+        lines = [g.pick("mask_lens", [f"q_len = kv_len = {size}", f"q_len, kv_len = {size}, {size}"])]
+        if spelling == "kv_minus_q":
+            lines.append(f"off = kv_len - q_len{plus}")
+            diagonal = "off"
+        elif spelling == "past":
+            lines += ["past = kv_len - q_len", f"off = past{plus}"]
+            diagonal = "off"
+        elif spelling == "past_inline":
+            lines.append("past = kv_len - q_len")
+            diagonal = f"past{plus}"
+        else:
+            lines.append(f"off = {c}")
+            diagonal = "off"
+        fn = "tril" if keep else "triu"
+        lines.append(g.pick("mask_offset_call", [
+            f"mask = torch.{fn}(torch.ones(q_len, kv_len, dtype=torch.bool), diagonal={diagonal})",
+            f"mask = torch.ones(q_len, kv_len, dtype=torch.bool).{fn}({diagonal})"]))
+        g.axes["mask_build"] = f"offset_{fn}_{c}"
+        self.dtype = "bool"
+        self.var_lines = lines
 
     def setup(self) -> list[str]:
         return list(self.var_lines)
@@ -504,10 +536,21 @@ def _core(g: _Gen, n: _Names, fault: str | None, q: str, k: str, v: str, layout:
             inv = fault == "ATT201"
             # torch.where with a Python-scalar fill keeps the scores' dtype and rounds an
             # overflowing fill to -inf, which masks correctly: ATT204 only where the fill is stored
-            forms = ["masked_fill", "masked_fill_", "additive", "additive_iadd"]
+            forms = ["masked_fill", "masked_fill_", "additive", "additive_iadd", "helper_fill"]
+            if n.mod == "self":
+                forms.append("helper_method_fill")
             form = g.pick("mask_use", forms if fault == "ATT204" else forms + ["where_keep", "where_blocked"])
             blocked = mask.bool_of("keep" if inv else "blocked")
-            if form == "masked_fill":
+            if form == "helper_fill":
+                g.o.funcs.append("def apply_mask(scores, blocked, value):\n"
+                                 "    return scores.masked_fill(blocked, value)\n")
+                body.append(f"{att} = apply_mask({att}, {blocked}, {fill})")
+            elif form == "helper_method_fill":
+                g.o.methods.append("def apply_mask(self, scores, blocked, value):\n"
+                                   "    out = scores.masked_fill(blocked, value)\n"
+                                   "    return out\n")
+                body.append(f"{att} = {n.mod}.apply_mask({att}, {blocked}, {fill})")
+            elif form == "masked_fill":
                 body.append(f"{att} = {att}.masked_fill({blocked}, {fill})")
             elif form == "masked_fill_":
                 body.append(f"{att}.masked_fill_({blocked}, {fill})")
@@ -693,12 +736,18 @@ def _apply_merge(g: _Gen, fault: str | None, n: _Names, body: list[str], y: str,
 # code shapes
 
 
+#: the local the model width is unpacked into (``B, T, C = x.shape``): the shape says it is the
+#: width, whatever the name (``D`` and ``hd`` read as a head dim by name)
+_WIDTH_NAMES = ("C", "C", "D", "E", "hd", "width")
+
+
 def _shape_nanogpt(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
-    n = _Names("self", "n_embd", "n_head", "head_dim", "B", "T", "C", "x")
+    w = g.pick("width_name", _WIDTH_NAMES)
+    n = _Names("self", "n_embd", "n_head", "head_dim", "B", "T", w, "x")
     g.o.init += ["self.c_attn = nn.Linear(d_model, 3 * d_model)", "self.c_proj = nn.Linear(d_model, d_model)",
                  "self.n_head = n_heads", "self.n_embd = d_model", "self.head_dim = d_model // n_heads",
                  "self.dropout = dropout"]
-    body = [g.pick("unpack", ["B, T, C = x.size()", "B, T, C = x.shape"])]
+    body = [g.pick("unpack", [f"B, T, {w} = x.size()", f"B, T, {w} = x.shape"])]
     body.append(g.pick("qkv", ["q, k, v = self.c_attn(x).split(self.n_embd, dim=2)",
                                "q, k, v = self.c_attn(x).chunk(3, dim=-1)"]))
     _apply_split(g, fault, n, body)
@@ -722,11 +771,12 @@ def _shape_nanogpt(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
 
 
 def _shape_timm(g: _Gen, fault, causal, sdpa) -> tuple[list[str], dict]:
-    n = _Names("self", "dim", "num_heads", "head_dim", "B", "N", "C", "x")
+    w = g.pick("width_name", _WIDTH_NAMES)
+    n = _Names("self", "dim", "num_heads", "head_dim", "B", "N", w, "x")
     g.o.init += ["self.qkv = nn.Linear(d_model, d_model * 3)", "self.proj = nn.Linear(d_model, d_model)",
                  "self.num_heads = n_heads", "self.dim = d_model", "self.head_dim = d_model // n_heads",
                  "self.dropout = dropout"]
-    body = ["B, N, C = x.shape"]
+    body = [f"B, N, {w} = x.shape"]
     if fault == "ATT401":
         body.append("q, k, v = self.qkv(x).chunk(3, dim=-1)")
         _apply_split(g, fault, n, body)

@@ -61,7 +61,9 @@ class ModuleIndex:
     """Definitions of one module.
 
     ``functions``: top-level functions by name; ``classes``: top-level classes by name;
-    ``defs``: every top-level function and method, in source order.
+    ``defs``: every top-level function and method, in source order; ``aliases``: names the
+    module binds once, at top level, to another name or a dotted name (``split = utils.split``),
+    with that expression.
     """
 
     #: how many same-file base classes a method or attribute look-up follows
@@ -71,7 +73,22 @@ class ModuleIndex:
         self.functions: dict[str, FunctionInfo] = {}
         self.classes: dict[str, ClassInfo] = {}
         self.defs: list[FunctionInfo] = []
+        self.aliases: dict[str, cst.BaseExpression] = {}
+        bound: set[str] = set()
         for stmt in module.body:
+            if type(stmt) is cst.SimpleStatementLine:
+                for small in stmt.body:
+                    if type(small) is not cst.Assign:
+                        continue
+                    for t in small.targets:
+                        if type(t.target) is not cst.Name:
+                            continue
+                        name = t.target.value
+                        if name in bound:
+                            self.aliases.pop(name, None)  # bound twice: not an alias
+                        elif len(small.targets) == 1 and dotted_name(small.value) is not None:
+                            self.aliases[name] = small.value
+                        bound.add(name)
             if type(stmt) is cst.FunctionDef:
                 f = FunctionInfo(stmt, None, stmt.name.value)
                 self.functions[f.name] = f

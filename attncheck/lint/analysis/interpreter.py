@@ -206,18 +206,25 @@ class Interpreter:
             self.adopt_imported(an)
         return an, f
 
-    def function_value(self, node: cst.Name, env: dict) -> FuncRef | None:
+    def function_value(self, node: cst.Name | cst.Attribute, env: dict, depth: int = 0) -> FuncRef | None:
         """The function a name that no local binds (not in ``env``) refers to, as a value
         (``f = helper``, ``apply(helper, x)``, ``map(helper, xs)``): a top-level function of this
-        file, else a top-level function of another linted file imported here (:meth:`imported`);
-        ``None`` for any other name."""
-        f = self.lookup_function(node.value)
-        if f is not None:
-            return FuncRef(node.value, fn=f.node)
+        file, else a top-level function of another linted file imported here (:meth:`imported`:
+        ``helper`` from ``from .utils import helper``, or ``utils.helper`` of an imported module),
+        else what a module-level alias (``split = utils.split_heads``) names; ``None`` for
+        anything else."""
+        if type(node) is cst.Name:
+            f = self.lookup_function(node.value)
+            if f is not None:
+                return FuncRef(node.value, fn=f.node)
         found = self.imported(node, env)
         if found is not None:
             an, f = found
             return FuncRef(f.name, fn=f.node, owner=an)
+        if type(node) is cst.Name and node.value not in env and depth < 3:
+            target = self.index.aliases.get(node.value)
+            if target is not None:
+                return self.function_value(target, {}, depth + 1)
         return None
 
     def adopt_imported(self, an: Interpreter) -> None:
@@ -295,6 +302,8 @@ class Frame:
         self.env = env
         self.depth = depth
         self._ret: Any = _NO_RETURN
+        #: every path to here ran a ``return`` or ``raise``: what follows is not run
+        self.done = False
 
     # ---- the domain (overridden)
     def join(self, a: Any, b: Any) -> Any:
@@ -445,12 +454,16 @@ class Frame:
             body = block.body
         elif t is cst.SimpleStatementSuite:
             for small in block.body:
+                if self.done:
+                    return
                 self.exec_small(small)
             return
         else:
             body = block.body if hasattr(block, "body") else block
         if isinstance(body, (list, tuple)):
             for s in body:
+                if self.done:
+                    return
                 self.exec_stmt(s)
         else:
             self.exec_stmt(body)
@@ -459,6 +472,8 @@ class Frame:
         t = type(s)
         if t is cst.SimpleStatementLine:
             for small in s.body:
+                if self.done:
+                    return
                 self.exec_small(small)
         elif t is cst.If:
             self.exec_if(s)
@@ -471,11 +486,15 @@ class Frame:
         elif t is cst.Try or t is cst.TryStar:
             self.exec_block(s.body)
             for h in s.handlers:
+                self.done = False
                 self.exec_block(h.body)
+            self.done = False
             if s.orelse is not None:
                 self.exec_block(s.orelse.body)
+            self.done = False
             if s.finalbody is not None:
                 self.exec_block(s.finalbody.body)
+            self.done = False
         elif t is cst.FunctionDef:
             self.define(s)
         elif t is cst.IndentedBlock or t is cst.SimpleStatementSuite:
@@ -492,9 +511,11 @@ class Frame:
         fallback = self.fallback_name(s)
         before = self.snapshot()
         self.exec_block(s.body)
-        after_then = self.snapshot()
+        after_then, then_done = self.snapshot(), self.done
         self.restore(before)
+        self.done = False
         self._exec_orelse(s)
+        self.done = then_done and self.done
         merged = self.join_states(after_then, self.snapshot())
         self.restore(merged)
         if fallback is not None and fallback in after_then:
@@ -516,8 +537,10 @@ class Frame:
         if type(s) is cst.For:
             self.loop_target(s)
         self.exec_block(s.body)
+        self.done = False  # a ``return`` in the body ends the loop's iteration, not the function
         if s.orelse is not None:
             self.exec_block(s.orelse.body)
+        self.done = False
         self.restore(self.join_states(before, self.snapshot()))
 
     def exec_small(self, s: cst.CSTNode) -> None:
@@ -536,6 +559,9 @@ class Frame:
             v = self.returned(s.value)
             if v is not _MISSING:
                 self._ret = v if self._ret is _NO_RETURN else self.join(self._ret, v)
+            self.done = True
+        elif t is cst.Raise:
+            self.done = True
         elif t is cst.Expr:
             self.expr_stmt(s)
 

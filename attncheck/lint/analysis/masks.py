@@ -584,18 +584,29 @@ class MaskAnalysis:
 # evaluation
 # --------------------------------------------------------------------------------------------
 
-def _linear_terms(node: cst.BaseExpression, text) -> tuple[dict[str, int], int] | None:
+@dataclass(frozen=True)
+class IntSum:
+    """An integer local that is a sum of sizes: ``off = kv_len - q_len`` is
+    ``IntSum((("kv_len", 1), ("q_len", -1)), 0)`` (terms keyed by their source text)."""
+
+    terms: tuple[tuple[str, int], ...]
+    const: int
+
+
+def _linear_terms(node: cst.BaseExpression, text, env: dict | None = None) -> tuple[dict[str, int], int] | None:
     """``node`` as an integer combination of opaque terms (names, attributes, subscripts,
     calls; keyed by ``text(term)``) plus a constant: ``j - i + 1`` → ``({"j": 1, "i": -1}, 1)``;
-    ``None`` for anything else (a product, a float)."""
+    ``None`` for anything else (a product, a float).  A name ``env`` binds to an :class:`IntSum`
+    or an integer literal stands for its value (``d = j - i``; ``tril(m, diagonal=d)``); a name
+    it binds to anything else is not an integer."""
     t = type(node)
     if t is cst.Integer:
         return {}, int(node.evaluated_value)
     if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
-        r = _linear_terms(node.expression, text)
+        r = _linear_terms(node.expression, text, env)
         return None if r is None else ({k: -v for k, v in r[0].items()}, -r[1])
     if t is _BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract):
-        a, b = _linear_terms(node.left, text), _linear_terms(node.right, text)
+        a, b = _linear_terms(node.left, text, env), _linear_terms(node.right, text, env)
         if a is None or b is None:
             return None
         sign = 1 if type(node.operator) is cst.Add else -1
@@ -603,9 +614,27 @@ def _linear_terms(node: cst.BaseExpression, text) -> tuple[dict[str, int], int] 
         for k, v in b[0].items():
             terms[k] = terms.get(k, 0) + sign * v
         return {k: v for k, v in terms.items() if v}, a[1] + sign * b[1]
+    if t is _Name and env is not None and node.value in env:
+        v = env[node.value]
+        if isinstance(v, IntSum):
+            return dict(v.terms), v.const
+        if isinstance(v, Fill) and v.kind == "literal" and not v.is_bool and v.value is not None \
+                and float(v.value).is_integer():
+            return {}, int(v.value)
+        return None
     if t in (_Name, _Attribute, cst.Subscript, _Call):
         return {text(node): 1}, 0
     return None
+
+
+def _leaves(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The operands of a tree of ``+`` / ``-`` / unary ``-``."""
+    t = type(node)
+    if t is _BinaryOperation and type(node.operator) in (cst.Add, cst.Subtract):
+        return _leaves(node.left) + _leaves(node.right)
+    if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
+        return _leaves(node.expression)
+    return [node]
 
 
 def _size_args(call: cst.Call, q: str) -> list[cst.BaseExpression] | None:
@@ -757,6 +786,16 @@ class _Analyzer(Interpreter):
         self._inited: set[int] = set()  # classes whose ``__init__`` ran
         self.globals: dict[str, Any] = {}
         self.callsite_args: dict[int, dict[int, Any]] = {}  # id(function) -> parameter index -> value
+        #: pass 2: same-file functions called in this file (by ``id`` of their FunctionInfo),
+        #: whose uses are recorded at each call with that call's arguments; those recorded so
+        #: far
+        self.per_call: set[int] = set()
+        self.recorded: set[int] = set()
+        #: the function being recorded returns to a caller whose result reaches a softmax
+        self._result_to_softmax = False
+        self._returning = False  # the statement being scanned is a ``return``
+        self._targets: Any = None
+        self._in_matmul: set[int] = set()
         self.recording = False
         self.collecting = True  # pass 1: gather call-site arguments (frozen for pass 2)
         self._return_depth = 0
@@ -1060,14 +1099,20 @@ class _Analyzer(Interpreter):
                     if type(n) is _Call:
                         self._callsite(n, state)
             return
+        ops = self.nodes.ops(expr)  # _operands is empty for every other node
+        self._targets = assign_targets
+        self._returning = returned
         in_softmax: set[int] = set()
         self._in_matmul = in_matmul = set()
-        ops = self.nodes.ops(expr)  # _operands is empty for every other node
         for n in ops:
             for a in self._operands(n, state, "softmax"):
                 in_softmax.update(id(x) for x in self.nodes.walk(a))
             for a in self._operands(n, state, "matmul"):
                 in_matmul.update(id(x) for x in self.nodes.walk(a))
+        if self.per_call:
+            for n in ops:
+                if type(n) is _Call:
+                    self._record_call(n, state, id(n) in in_softmax)
         for n in ops:
             if type(n) is _Call:
                 self._call_consumer(n, state, id(n) in in_softmax, assign_targets)
@@ -1075,6 +1120,28 @@ class _Analyzer(Interpreter):
                 self._additive(n, n.left, n.right, state, assign_targets, id(n) in in_softmax)
             elif type(n) is _BinaryOperation and type(n.operator) is cst.Multiply:
                 self._multiplicative(n, state)
+
+    def _record_call(self, call: cst.Call, state: _MaskFrame, in_softmax: bool) -> None:
+        """Pass 2: record the uses in the same-file function ``call`` runs, with this call's
+        argument values (by value, per call: a helper applying the masks two call sites pass is
+        checked with each, not with their join); what the helper returns reaches a softmax when
+        the call's result does (``scores = apply_mask(scores, m); scores.softmax(-1)``)."""
+        q = self.qualname(call.func)
+        f = self.callee(q, state.env) if q is not None else None
+        if f is None or id(f) not in self.per_call or not self.can_inline(f.node, self._return_depth + 1):
+            return
+        params = self._params(f)
+        penv = {params[i]: v for i, v in self._call_args(f, call, state.env).items() if i < len(params)}
+        to_softmax = self._reaches_softmax(call, self._targets, state, in_softmax)
+        self.recorded.add(id(f))
+        saved = (self.current, self._targets, self._in_matmul, self._returning, self._result_to_softmax)
+        self.current, self._result_to_softmax = f, to_softmax
+        self._return_depth += 1
+        try:
+            self._run_function(f, penv)
+        finally:
+            self._return_depth -= 1
+            self.current, self._targets, self._in_matmul, self._returning, self._result_to_softmax = saved
 
     def _callsite(self, call: cst.Call, state: _MaskFrame) -> None:
         q = self.qualname(call.func)
@@ -1086,7 +1153,7 @@ class _Analyzer(Interpreter):
             slots[idx] = v if idx not in slots else _join(slots[idx], v)
 
     def _reaches_softmax(self, node: cst.CSTNode, targets, state, direct: bool) -> bool:
-        if direct:
+        if direct or (self._returning and self._result_to_softmax):
             return True
         names = set()
         for t in targets or ():
@@ -1118,11 +1185,15 @@ class _Analyzer(Interpreter):
         tainted = set(names)
         # toward a softmax only values count (not masks that select positions of other scores)
         names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else self.nodes.names
+        to_caller = want == "softmax" and self._result_to_softmax
         for s, _ in stmts[start + 1:]:
             for n in self.nodes.ops(s):  # _operands is empty for every other node
                 argnodes = self._operands(n, state, want)
                 if argnodes and any(names_of(a) & tainted for a in argnodes):
                     return True
+            if to_caller and type(s) is cst.Return and s.value is not None \
+                    and names_of(s.value) & tainted:
+                return True  # returned to a caller that takes its softmax
             if type(s) in (cst.Assign, cst.AugAssign, cst.AnnAssign):
                 value = s.value
                 if value is None:
@@ -1413,8 +1484,12 @@ class _Analyzer(Interpreter):
                          wide=isinstance(tv, Dtype) and tv.wide,
                          reaches_softmax=self._reaches_softmax(call, targets, state, in_softmax))
             return
-        if q.endswith("scaled_dot_product_attention"):
-            mnode = arg_value(call, 3, "attn_mask")
+        kop = ops.kernel(q) if q.endswith("scaled_dot_product_attention") or "." in q \
+            or type(func) is _Name else None
+        if kop is not None and kop.attn_mask is not None:
+            # SDPA's ``attn_mask`` (bool: True = attend; float: added to the scores) and
+            # xformers' ``attn_bias`` (a tensor added to the scores, xformers docs)
+            mnode = kop.attn_mask.of(call)
             if mnode is None:
                 return
             mnode = _given_branch(mnode)
@@ -1422,12 +1497,12 @@ class _Analyzer(Interpreter):
             conv = None
             if m is not None:
                 if m.dtype == "bool":
-                    conv = "true_kept"
+                    conv = "true_kept" if kop.kind != "xformers" else None
                 elif m.dtype in ("float", "int") or (m.pattern and "N" in m.pattern):
                     conv = "additive"
             self._record(consumer="sdpa", convention=conv, node=mnode, call=call, mask=m,
                          fill=None, target=None, target_tag=None, reaches_softmax=True,
-                         keyword="attn_mask")
+                         keyword=kop.attn_mask.kw)
             return
         is_mha = q.endswith("multi_head_attention_forward")
         if not is_mha:
@@ -1554,8 +1629,11 @@ class _Analyzer(Interpreter):
         if t is cst.Subscript:
             return self._ev_subscript(node, env)
         if t is _BinaryOperation:
-            return self._binop(self._ev(node.left, env, origin), node.operator,
-                               self._ev(node.right, env, origin), node)
+            v = self._binop(self._ev(node.left, env, origin), node.operator,
+                            self._ev(node.right, env, origin), node)
+            if v is None and type(node.operator) in (cst.Add, cst.Subtract):
+                return self._int_sum(node, env)
+            return v
         if t is cst.Comparison:
             return self._compare(node, env)
         if t is cst.Tuple or t is cst.List:
@@ -1613,7 +1691,7 @@ class _Analyzer(Interpreter):
             if isinstance(base, InstanceRef):  # module.<attr> of a module passed in
                 v = self.class_attr(base.cls, attr)
                 return v if isinstance(v, (MaskVal, Fill)) else None
-        return None
+        return self.function_value(node, env)  # ``utils.helper`` as a value
 
     def _wide_dtype(self, node: cst.BaseExpression | None, env) -> bool:
         """Whether a ``dtype=`` argument is float32's range or wider: named (``torch.float32``)
@@ -1638,7 +1716,7 @@ class _Analyzer(Interpreter):
             return recv
         return None
 
-    def _diagonal(self, dnode: cst.BaseExpression | None, m: MaskVal) -> int | None:
+    def _diagonal(self, dnode: cst.BaseExpression | None, m: MaskVal, env) -> int | None:
         """The ``diagonal`` of ``tril``/``triu`` on ``m``, relative to the diagonal its
         consumers read: an integer, or ``cols - rows + c`` where ``m`` was created as a
         ``(rows, cols)`` tensor — with a KV cache the L_q queries are the last of L_k keys, so
@@ -1647,20 +1725,42 @@ class _Analyzer(Interpreter):
         if dnode is None:
             return 0
         d = int_of(dnode)
-        if d is not None or type(m.origin) is not _Call:
+        if d is not None:
             return d
+        lin = _linear_terms(dnode, self._text, env)
+        if lin is not None and not lin[0]:
+            return lin[1]  # a local holding an integer: ``off = 1``
+        if lin is None or type(m.origin) is not _Call:
+            return None
         size = _size_args(m.origin, self.qualname(m.origin.func) or "")
         if size is None or len(size) < 2:
             return None
-
-        def text(n: cst.CSTNode) -> str:
-            return "".join(self.ctx.module.code_for_node(n).split())
-
-        lin = _linear_terms(dnode, text)
-        rows, cols = text(size[-2]), text(size[-1])
-        if lin is None or rows == cols or lin[0] != {cols: 1, rows: -1}:
+        rows = _linear_terms(size[-2], self._text, env)
+        cols = _linear_terms(size[-1], self._text, env)
+        if rows is None or cols is None:
             return None
-        return lin[1]
+        offset = dict(cols[0])
+        for k, v in rows[0].items():
+            offset[k] = offset.get(k, 0) - v
+        offset = {k: v for k, v in offset.items() if v}
+        if not offset or lin[0] != offset:
+            return None
+        return lin[1] - (cols[1] - rows[1])
+
+    def _text(self, n: cst.CSTNode) -> str:
+        return "".join(self.ctx.module.code_for_node(n).split())
+
+    def _int_sum(self, node: cst.BinaryOperation, env) -> IntSum | None:
+        """An integer sum of sizes (``kv_len - q_len + 1``) as an :class:`IntSum`; ``None`` when a
+        term may be anything but an integer: a name that holds a mask value or whose name says it
+        is a mask, a float literal."""
+        lin = _linear_terms(node, self._text, env)
+        if lin is None:
+            return None
+        for n in _leaves(node):
+            if type(n) is _Name and n.value not in env and self.named_mask(n.value) is not None:
+                return None
+        return IntSum(tuple(sorted(lin[0].items())), lin[1])
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
         base = self._ev(node.value, env, node)
@@ -1820,7 +1920,7 @@ class _Analyzer(Interpreter):
             src = self._ev(x, env, origin) if x is not None else None
             if not isinstance(src, MaskVal):
                 return None
-            d = self._diagonal(arg_value(node, 1, "diagonal"), src)
+            d = self._diagonal(arg_value(node, 1, "diagonal"), src, env)
             p = p_tril(src.pattern, d) if q == "torch.tril" else p_triu(src.pattern, d)
             return replace(src, pattern=p, origin=node)
         fop = ops.FUNCTIONS.get(q)
@@ -1899,7 +1999,7 @@ class _Analyzer(Interpreter):
             return None
         m = recv
         if meth in ("tril", "triu", "tril_", "triu_"):
-            d = self._diagonal(arg_value(node, 0, "diagonal"), m)
+            d = self._diagonal(arg_value(node, 0, "diagonal"), m, env)
             p = p_tril(m.pattern, d) if meth.startswith("tril") else p_triu(m.pattern, d)
             return replace(m, pattern=p, origin=node if origin is node or not meth.endswith("_")
                            else origin)
@@ -2254,6 +2354,20 @@ class _MaskFrame(Frame):
     def read(self, expr: cst.BaseExpression) -> None:
         self.an._scan(expr, self)
 
+    def decide(self, test: cst.BaseExpression) -> bool | None:
+        """``if flag:`` / ``if not flag:`` on a name holding ``True`` or ``False`` (a literal
+        argument of the call being run) runs one branch."""
+        self.read(test)
+        negate = False
+        if type(test) is cst.UnaryOperation and type(test.operator) is cst.Not:
+            test, negate = test.expression, True
+        if type(test) is not cst.Name or test.value not in self.env:
+            return None
+        v = self.env[test.value]
+        if not isinstance(v, Fill) or not v.is_bool or v.value is None:
+            return None
+        return (v.value != 0) != negate
+
     def assigned(self, value: cst.BaseExpression, targets: list) -> Any:
         self.an._scan(value, self, assign_targets=targets)
         v = self.an.ev(value, self.env)
@@ -2330,10 +2444,22 @@ def _analyze(ctx) -> MaskAnalysis:
         if f.cls is not None:
             an.class_attr(f.cls, "")
         an._run_function(f, {})
+    # a function the relevant ones pass a mask to applies it (``def add_bias(scores, bias)``)
+    funcs += [f for f in everything if id(f) not in relevant
+              and any(isinstance(v, MaskVal) for v in an.callsite_args.get(id(f), {}).values())]
     an.recording, an.collecting = True, False
-    for f in funcs:  # pass 2: record uses
+    # pass 2: record uses; a function called in this file is run at each call, with its
+    # arguments (a function never reached that way runs with the join of its call sites')
+    an.per_call = {id(f) for f in funcs if id(f) in an.callsite_args}
+    for f in funcs:
+        if id(f) in an.per_call:
+            continue
         an.current = f
         an._run_function(f, an._param_env(f))
+    for f in funcs:
+        if id(f) in an.per_call and id(f) not in an.recorded:
+            an.current = f
+            an._run_function(f, an._param_env(f))
     an.current = None
     other = {id(n) for u in an.result.uses if u.consumer == "additive" and not u.attention
              for n in an.nodes.walk(u.node)}

@@ -47,6 +47,7 @@ from attncheck.lint.analysis.interpreter import (
 from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
     arg_value,
+    child_nodes,
     int_of,
     mentions_name,
     num_of,
@@ -637,6 +638,11 @@ class Analyzer(Interpreter):
             env[params.star_arg.name.value] = UNK
         if params.star_kwarg is not None:
             env[params.star_kwarg.name.value] = UNK
+        if selfv is not None:
+            for name in _projected_params(fn, selfv, env):
+                # a parameter the body feeds to a linear projection is (…, L, E) from the first
+                # statement on: ``B, L, D = x.shape`` before the projection unpacks the width
+                env[name] = Tensor(origin="param", pname=name, token_major=True)
         return self.run_body(_Frame(self, env, selfv, depth, record), fn)
 
     def method_of(self, selfv: SelfVal, name: str) -> Any:
@@ -798,6 +804,9 @@ class _Frame(Frame):
         if isinstance(v, Tup) and len(v.items) == n and not v.star_unknown:
             return list(v.items)
         if isinstance(v, ShapeVal):
+            if v.t.rank is None and v.start == 0 and v.stop_minus == 0:
+                # ``a, b, c = t.shape`` unpacks every axis: ``t`` has rank n
+                v = replace(v, t=replace(v.t, rank=n))
             return [self._shape_dim(v, i, None) for i in range(n)]
         if isinstance(v, Tensor) and v.parts:
             return [replace(v, parts=False)] * n
@@ -938,6 +947,10 @@ class _Frame(Frame):
                 return ShapeVal(self.tensorize(base), short_code(node.value) + ".shape")
             if attr == "mT":
                 return self.transpose(self.tensorize(base), -2, -1)
+            if base.glob:
+                ref = self.an.function_value(node, self.env)  # ``utils.helper`` as a value
+                if ref is not None:
+                    return ref
             return _ParamRef(f"{base.name}.{attr}", glob=True)
         if isinstance(base, (ModVal, Unknown)):
             name = dotted = short_code(node)
@@ -1095,7 +1108,7 @@ class _Frame(Frame):
             meth = func.attr.value
             if isinstance(recv, FuncRef):
                 return UNK
-            if isinstance(recv, SelfVal) or isinstance(recv, (Tensor, _ParamRef, ShapeVal, Sym)):
+            if isinstance(recv, (SelfVal, Tensor, _ParamRef, ShapeVal, Sym, ModVal)):
                 r = self.method_call(recv, meth, node, q)
                 if r is not None:
                     return r
@@ -1193,6 +1206,9 @@ class _Frame(Frame):
             return UNK
         if name in ops.SDPA:
             return self.sdpa(node, pos, kw)
+        kop = ops.kernel(name)
+        if kop is not None and kop.layout == "BLHD" and kop.q is not None and kop.k is not None:
+            return self.sdpa(node, pos, kw, kop)  # flash-attn / xformers: q, k (B, L, H, d)
         if name in ("torch.nn.functional.normalize",) or leaf == "l2norm" or leaf == "l2_norm":
             t = self.tensorize(pos[0]) if pos else None
             if t is not None and t.softmax_evs and name == "torch.nn.functional.normalize":
@@ -1254,6 +1270,8 @@ class _Frame(Frame):
             node.value in imports.aliases or node.value in imports.relative)
 
     def method_call(self, recv: Any, meth: str, node: cst.Call, q: str) -> Any:
+        if isinstance(recv, ModVal) and meth in _MODULE_MOVES:
+            return recv  # ``nn.Linear(E, 3 * E).double()``: the same module
         if isinstance(recv, SelfVal):
             if meth in recv.attrs:
                 mv = recv.attrs[meth]
@@ -1890,11 +1908,24 @@ class _Frame(Frame):
                 e.renormalised = True
         return t
 
-    def sdpa(self, node: cst.Call, pos: list, kw: dict) -> Any:
-        q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
-        k = self.tensorize(pos[1]) if len(pos) > 1 else self.tensorize(kw.get("key"))
-        v = self.tensorize(pos[2]) if len(pos) > 2 else self.tensorize(kw.get("value"))
-        scale_node = arg_value(node, 6, "scale")
+    def sdpa(self, node: cst.Call, pos: list, kw: dict, kernel: ops.Op | None = None) -> Any:
+        """SDPA (``kernel`` ``None``) or another fused kernel of the catalog (flash-attn's
+        ``softmax_scale``, xformers' ``scale``; both default to ``1/√d`` as SDPA does): the scale
+        factors q and k reach it with."""
+        if kernel is None:
+            q = self.tensorize(pos[0]) if pos else self.tensorize(kw.get("query"))
+            k = self.tensorize(pos[1]) if len(pos) > 1 else self.tensorize(kw.get("key"))
+            v = self.tensorize(pos[2]) if len(pos) > 2 else self.tensorize(kw.get("value"))
+            scale_node = arg_value(node, 6, "scale")
+        else:
+            def at(a: ops.Arg | None) -> Any:
+                if a is None:
+                    return None
+                if a.pos is not None and a.pos < len(pos):
+                    return self.tensorize(pos[a.pos])
+                return self.tensorize(kw.get(a.kw))
+            q, k, v = at(kernel.q), at(kernel.k), at(kernel.v)
+            scale_node = kernel.scale.of(node) if kernel.scale is not None else None
         if q is None or k is None:
             return UNK
         factors = tuple(replace(f, where="q") for f in q.factors) + tuple(replace(f, where="k") for f in k.factors)
@@ -1916,7 +1947,7 @@ class _Frame(Frame):
                 factors += (Factor(s, "sdpa", node),)
         # q, k, v all (B, L, H, d) at SDPA is ATT404's (layout-mismatch at the call); a split that
         # missed its transpose while the others got theirs is ATT401's, reported at the split
-        bad = [t for t in (q, k, v) if t is not None and self._heads_last(t)]
+        bad = [t for t in (q, k, v) if t is not None and self._heads_last(t)] if kernel is None else []
         if bad and len(bad) < 3:
             for t in bad:
                 self._split_event(t)
@@ -1925,6 +1956,8 @@ class _Frame(Frame):
                                                           uncertain=q.uncertain or k.uncertain,
                                                           partial=q.partial or k.partial))
         axes = q.axes if q.axes is not None else None
+        if kernel is not None and axes is not None and not self._heads_last(q):
+            axes = None  # q not (B, L, H, d): ATT404's at the call; the output's layout is unknown
         return Tensor(rank=q.rank, axes=axes, origin="proj", perhead=q.perhead, last=v.last if v else None)
 
 
@@ -1994,6 +2027,30 @@ def _swap_last_two(wa: tuple, i: int, j: int, rank: int | None) -> tuple | None:
     if i in last or j in last:
         return None
     return wa
+
+
+#: ``nn.Module`` methods that return the module itself, moved or cast (PyTorch ``nn.Module`` docs)
+_MODULE_MOVES = frozenset({"to", "double", "float", "half", "bfloat16", "cuda", "cpu", "type",
+                           "requires_grad_", "train", "eval", "to_empty"})
+
+
+def _projected_params(fn: cst.FunctionDef, selfv: SelfVal, env: dict) -> list[str]:
+    """Parameters of ``fn`` (still unbound values, no default) that its body passes as the first
+    argument of a linear projection stored on ``self`` (``self.qkv(x)``)."""
+    out: list[str] = []
+    stack: list[cst.CSTNode] = [fn.body]
+    while stack:
+        n = stack.pop()
+        if type(n) is cst.Call and n.args and n.args[0].keyword is None and not n.args[0].star \
+                and type(n.func) is cst.Attribute and type(n.func.value) is cst.Name \
+                and n.func.value.value == "self" and type(n.args[0].value) is cst.Name:
+            name = n.args[0].value.value
+            mv = selfv.attrs.get(n.func.attr.value)
+            if isinstance(mv, ModVal) and mv.kind == "linear" and env.get(name) == ("param", name) \
+                    and name not in out:
+                out.append(name)
+        stack.extend(child_nodes(n))
+    return out
 
 
 def _inplace_receiver(expr: cst.BaseExpression) -> cst.BaseExpression | None:

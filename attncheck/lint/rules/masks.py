@@ -36,6 +36,8 @@ def _convention(use: MaskUse) -> str:
     if use.consumer == "sdpa":
         if use.convention == "true_kept":
             return "SDPA's boolean attn_mask is True = attend"
+        if kw == "attn_bias":
+            return "memory_efficient_attention adds attn_bias to the scores (0 = attend, -inf = blocked)"
         return "SDPA adds a float attn_mask to the scores (0 = attend, -inf = blocked)"
     if use.consumer == "mha":
         if use.convention == "true_blocked":

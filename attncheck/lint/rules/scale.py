@@ -216,7 +216,7 @@ def _where(f: Any) -> str:
 
 class _ScaleRule(Rule):
     tokens = TOKENS
-    pattern = T.SOFTMAX + T.SDPA + T.EXP  # exp/sum: a softmax written out
+    pattern = T.SOFTMAX + T.FUSED + T.EXP  # exp/sum: a softmax written out
     severity = "error"
 
     def visit_Module(self, node: Any) -> None:
