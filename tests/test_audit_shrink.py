@@ -387,6 +387,12 @@ def test_keywords_a_parent_passes_to_a_sub_config_survive_shrinking():
     tiny = shrink_config(default, 0)
     assert tiny.backbone_config.return_class_token is True
     assert tiny.backbone_config.hidden_size < default.backbone_config.hidden_size
+    # only flags are carried: a size passed so (a timm tower's num_classes) keeps the shrunk value
+    video = shrink_config(tf.AutoConfig.for_model("pe_video_encoder"), 0)
+    assert getattr(video.vision_config, "num_classes", None) != 1024
+    # a heterogeneous config, whose per-layer attributes refuse global reads, shrinks as before
+    hetero = shrink_config(tf.AutoConfig.for_model("embedding_gemma2"), 0)
+    assert hetero.text_config.hidden_size < tf.AutoConfig.for_model("embedding_gemma2").text_config.hidden_size
 
 
 def test_a_field_equal_to_the_towers_image_side_follows_their_shrunk_side():

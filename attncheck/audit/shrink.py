@@ -912,21 +912,26 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         except Exception:  # noqa: BLE001 - the class rejects the shrunk overrides: keep them as derived
             pass
     made.use_cache = getattr(made, "use_cache", True)
-    _carry_extra_attributes(config, made, level)
+    _carry_extra_attributes(config, made)
     return made
 
 
-def _carry_extra_attributes(config, made, level: int) -> None:
-    """Set on ``made``, in place, the attributes ``config`` holds that are no constructor field of
-    its class and that ``made`` lacks altogether: keywords a parent config passes to a
+def _carry_extra_attributes(config, made) -> None:
+    """Set on ``made``, in place, the boolean flags ``config`` holds that are no constructor field
+    of its class and that ``made`` lacks altogether: keywords a parent config passes to a
     sub-config (CHMv2's DINOv3 ``backbone_config`` gets ``return_class_token=True``, which its
-    backbone reads with ``getattr(config, "return_class_token", False)``).  Values are shrunk
-    by the same rules as fields (:func:`shrink_values`)."""
+    backbone reads with ``getattr(config, "return_class_token", False)``).  Only flags: sizes
+    (a timm tower's ``num_classes``, ``img_size``) would need shrinking rules of their own."""
     for k, x in vars(config).items():
-        if k.startswith("_") or _is_config(x) or hasattr(made, k):
+        if k.startswith("_") or not isinstance(x, bool):
             continue
         try:
-            setattr(made, k, shrink_values({k: x}, level).get(k, x))
+            if hasattr(made, k):
+                continue
+        except Exception:  # noqa: BLE001 - a heterogeneous config refuses global reads of per-layer attributes
+            continue
+        try:
+            setattr(made, k, x)
         except Exception:  # noqa: BLE001 - a config that refuses the attribute keeps its own
             continue
 
