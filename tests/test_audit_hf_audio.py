@@ -130,3 +130,127 @@ def test_required_sample_lengths_cover_the_whole_input():
     assert seen["chunk_sample_lengths"].tolist() == [frames * m.module.config.hop_length] * 2
     assert out.shape[0] == 2
 
+
+
+def test_waveform_padded_by_the_feature_extractor_to_the_multiple_the_model_checks():
+    from attncheck.audit.hf import extractor_inputs
+
+    config = tf.AutoConfig.for_model("muse_spark_audio")
+    ext = extractor_inputs(config)
+    hop = tf.MuseSparkFeatureExtractor().samples_per_token
+    assert ext is not None and ext["input_values"].shape[-1] % hop == 0
+    assert extractor_inputs(tf.LlamaConfig()) is None  # a text package: no extractor
+
+
+def test_codec_encoder_returning_only_codes_is_checked_on_its_codes():
+    (m,) = build_hf("hf:wavtokenizer_encoder", "wavtokenizer_encoder", sdpa=False)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    codes = m.module(input_values=x).audio_codes
+    assert not codes.is_floating_point()
+    torch.testing.assert_close(out, codes.float())
+
+
+def test_waveform_tower_whose_forward_names_its_input_hidden_states_gets_waveforms():
+    (m,) = build_hf("hf:vibevoice_acoustic_tokenizer_encoder", "vibevoice_acoustic_tokenizer_encoder", sdpa=False)
+    assert m.kind == "audio" and m.info["input"] == "hidden_states"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.dim() == 3 and x.shape[:2] == (2, 1)  # a mono waveform (B, 1, samples)
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_codec_concatenating_two_towers_keeps_its_projection_as_wide_as_both():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("xcodec2")
+    assert default.quantization_dim == default.hidden_size + default.semantic_model_config.hidden_size
+    tiny = shrink_config(default, 0)
+    assert tiny.quantization_dim == tiny.hidden_size + tiny.semantic_model_config.hidden_size
+    # the acoustic encoder doubles its base channels at each down-sampling stage
+    assert tiny.encoder_hidden_size * 2 ** len(tiny.downsampling_ratios) <= 256
+
+
+@pytest.mark.slow
+def test_codec_with_acoustic_and_semantic_branches_gets_aligned_waveform_and_spectrogram():
+    (m,) = build_hf("hf:xcodec2", "xcodec2", sdpa=False)
+    cfg = m.module.config
+    assert m.info["input_layout"].startswith("waveform+spectrogram")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert x.shape[-1] % cfg.hop_length == 0  # whole frames of the acoustic encoder
+    out = m.forward(x).out
+    torch.testing.assert_close(m.forward(x[:1]).out, out[:1])  # the fixed spectrogram is per sample
+
+
+@pytest.mark.slow
+def test_audio_visual_encoder_gets_a_clip_beside_its_audio():
+    pytest.importorskip("timm")
+    (m,) = build_hf("hf:pe_audio_video_encoder", "pe_audio_video_encoder", sdpa=False)
+    assert m.kind == "audio" and m.info["input_layout"].endswith("+clip")
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[0] == 2
+
+
+def test_vocoder_input_width_keeps_the_mel_count_of_the_acoustic_model():
+    from attncheck.audit.shrink import shrink_config
+
+    default = tf.AutoConfig.for_model("fastspeech2_conformer_with_hifigan")
+    assert default.vocoder_config.model_in_dim == default.model_config.num_mel_bins
+    tiny = shrink_config(default, 0)
+    assert tiny.vocoder_config.model_in_dim == tiny.model_config.num_mel_bins
+    assert tiny.model_config.hidden_size < default.model_config.hidden_size  # the widths still shrink
+
+
+def test_spectrogram_mask_that_marks_padding_is_all_false():
+    from attncheck.audit.hf import _mask_marks_padding
+
+    (m,) = build_hf("hf:gemma3n_audio", "gemma3n_audio", sdpa=False)
+    assert m.kind == "audio" and m.info["input"] == "audio_mel"
+    assert _mask_marks_padding(m.module, "audio_mel_mask")  # its layers take ~audio_mel_mask as the valid frames
+    assert not _mask_marks_padding(m.module, "audio_mel")
+    # its attention modules look back max_past_horizon frames and none ahead: causal, windowed
+    assert m.causal and m.sliding_window == m.module.config.conf_attention_context_left
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[0] == 2 and torch.isfinite(out).all()
+    torch.testing.assert_close(m.forward(x[1:]).out, out[1:])
+
+
+def test_codebook_tower_whose_ids_argument_is_named_otherwise():
+    (m,) = build_hf("hf:inkling_audio", "inkling_audio", sdpa=False)
+    k = m.module.config.num_codebooks
+    assert m.info["input_layout"] == f"audio_input_ids as {k} codebooks (B,L,K)"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape
+
+
+def test_audio_decoder_cross_attending_to_fixed_encoder_states():
+    (m,) = build_hf("hf:dia_decoder", "dia_decoder", sdpa=False)
+    cfg = m.module.config
+    assert m.info["input_layout"] == f"input_ids+encoder_hidden_states as {cfg.num_channels} codebooks (B,L,K)"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[:2] == x.shape
+    y = x.clone()
+    y[:, -1] = x[:, -1] % (m.token_range[1] - m.token_range[0]) + m.token_range[0]
+    assert not torch.equal(x, y)
+    torch.testing.assert_close(m.forward(y).out[:, :-1], out[:, :-1])  # causal over frames
+
+
+def test_audio_frames_follow_the_token_count_when_added_per_position():
+    (m,) = build_hf("hf:voxtral_realtime", "voxtral_realtime", sdpa=False)
+    assert m.info["input_layout"] == "input_ids+input_features"
+    assert "attention_mask" not in m.supports  # the audio beside each token cannot be padded with it
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[:2] == x.shape
+    torch.testing.assert_close(m.forward(x[:1]).out, out[:1])
+
+
+def test_text_to_speech_encoder_decoder_gets_text_ids_and_decoder_codebooks():
+    (m,) = build_hf("hf:dia", "dia", sdpa=False)
+    k = m.module.config.decoder_config.num_channels
+    assert m.kind == "seq2seq" and m.info["input_layout"] == f"input_ids decoder_input_ids as {k} codebooks (B,L,K)"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape == (2, x.shape[1], k * m.module.config.decoder_config.vocab_size)  # (B·K, L, V) folded
+    torch.testing.assert_close(m.decode_fn(x, 4), out)  # step by step as in one pass

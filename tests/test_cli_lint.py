@@ -255,6 +255,29 @@ def test_lint_never_imports_torch(tmp_path):
     assert p.stdout.strip() == "CLEAN"
 
 
+def test_lint_plain_output_never_imports_rich(tmp_path):
+    """``concise`` and ``json`` output are plain text: rich (about 0.1 s of imports) is loaded
+    only for ``--output-format full``."""
+    (tmp_path / "m.py").write_text("import torch\ndef f(q, k, v):\n"
+                                   "    s = q @ k.transpose(-2, -1)\n"
+                                   "    return torch.softmax(s, dim=-1) @ v\n")
+    code = (
+        "import json, sys\n"
+        "from click.testing import CliRunner\n"
+        "from attncheck.cli import main\n"
+        "out = []\n"
+        "for fmt in ('concise', 'json', 'full'):\n"
+        "    r = CliRunner().invoke(main, ['lint', '--isolated', '--no-cache', '--select', "
+        f"'ATT101', '--output-format', fmt, {str(tmp_path)!r}])\n"
+        "    assert r.exit_code == 1, r.output\n"
+        "    out.append([fmt, 'ATT101' in r.output, 'rich' in sys.modules])\n"
+        "print(json.dumps(out))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == [["concise", True, False], ["json", True, False],
+                                    ["full", True, True]]
+
+
 def test_missing_path_never_reports_success(tmp_path):
     """A nonexistent path is exit 2 and the summary must not say 'All checks passed!'."""
     from click.testing import CliRunner

@@ -178,6 +178,17 @@ def test_effective_scale_of_handwritten_softmax(style, expected):
     assert soft[0].effective_scale == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.parametrize("eq", ["... i d, ... j d -> ... i j", "...id,...jd->...ij", "bhid,...jd->bhij"])
+def test_einsum_with_an_ellipsis_is_a_qk_product(eq):
+    # IDEFICS' perceiver resampler: torch.einsum("... i d, ... j d -> ... i j", q * scale, k)
+    q, k = torch.randn(2, 2, 5, 8), torch.randn(2, 2, 6, 8)
+    with Probe() as p:
+        torch.einsum(eq, q * 8 ** -0.5, k).softmax(-1)
+    (r,) = p.attention_records()
+    assert r.scale_source == "matmul" and r.head_dim == 8
+    assert r.effective_scale == pytest.approx(1 / math.sqrt(8), rel=1e-5)
+
+
 def test_effective_scale_with_inplace_and_masked_scores():
     q, k = torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4)
     with Probe() as p:

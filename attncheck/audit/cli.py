@@ -16,7 +16,6 @@ import os
 import sys
 
 import click
-from rich.markup import escape
 
 from attncheck.dynamic.cli import OUTPUT_FORMATS, SEED, TIMEOUT, reject_nan
 
@@ -135,6 +134,7 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
     or path/to/file.py:factory.  Without SPEC: the bundled demo pair (a correct and a buggy layer).
     """
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from attncheck.audit import families as F

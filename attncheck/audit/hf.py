@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import inspect
 import math
 import re
@@ -293,7 +294,12 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     # a main_input_name inherited from the package's image model does not make a text tower
     # (its forward takes input_ids and no pixels) a vision model
     inherited = main == "pixel_values" and "input_ids" in params and not pixels
-    if (main == "pixel_values" and not inherited) or ("input_ids" not in params
+    # an audio-visual tower that declares its audio input main (PE audio-video) is an audio model,
+    # as is one whose declared main input is a mel spectrogram under another name (``audio_mel``)
+    audio_main = (main in ("input_features", "input_values") or re.search(r"(^|_)mel($|_)", main)) and main in params
+    if audio_main and "input_ids" not in params and main not in ("input_features", "input_values"):
+        return "audio", cls
+    if (main == "pixel_values" and not inherited) or ("input_ids" not in params and not audio_main
                                                        and (pixels or _grid_param(params) is not None)):
         return "vision", cls
     if "past_values" in params and "input_ids" not in params:
@@ -309,6 +315,24 @@ def choose_class(model_type: str, config, cls=None) -> tuple[str, Any]:
     if "MaskedLM" in n:
         return "encoder", cls
     return "text", cls
+
+
+def _audio_tensor_argument(model: torch.nn.Module) -> str | None:
+    """The forward argument that takes a mono waveform ``(B, 1, samples)`` in a built model whose
+    declared main input is audio (``main_input_name`` ``input_values`` / ``input_features``) but
+    whose forward takes neither name (VibeVoice's acoustic tokenizer encoder names its waveform
+    ``hidden_states``): its only required argument, naming no ids, embeddings or mask, when the
+    model's first layer with weights is a 1-d convolution over one input channel.  None otherwise
+    (the decoder of the same tokenizer inherits the main input name but takes latents)."""
+    main = getattr(model, "main_input_name", None)
+    params = _params(model)
+    req = _required_inputs(model)
+    if (main not in ("input_features", "input_values") or main in params or "input_ids" in params
+            or len(req) != 1 or re.search(r"(ids|embeds|mask)$", req[0])):
+        return None
+    first = next((m for m in model.modules() if isinstance(m, (torch.nn.Conv1d, torch.nn.Linear, torch.nn.Embedding,
+                                                                torch.nn.Conv2d))), None)
+    return req[0] if isinstance(first, torch.nn.Conv1d) and first.in_channels == 1 else None
 
 
 def _first_embedding_rows(model: torch.nn.Module) -> int | None:
@@ -556,19 +580,19 @@ def _audio_feature_size(config) -> int | None:
     return int(n) if n is not None else _extractor_feature_size(config)
 
 
-def _extractor_feature_size(config) -> int | None:
-    """The default features per frame (``feature_size``, ``num_mel_bins`` or ``n_mels`` argument)
-    of the feature extractor defined in the config's transformers package (the
-    ``feature_extraction_*`` module next to its ``configuration_*``), or None (also for a
-    waveform extractor's ``feature_size = 1``)."""
+def _extractor_classes(config) -> list[type]:
+    """The feature extractor classes defined in the transformers package of ``config`` (a config
+    or its class: the ``feature_extraction_*`` modules next to its ``configuration_*``), in module
+    order; a module that needs a missing optional library is left out."""
     import importlib
     import pkgutil
 
-    pkg_name = type(config).__module__.rpartition(".")[0]
+    pkg_name = (config if isinstance(config, type) else type(config)).__module__.rpartition(".")[0]
     try:
         pkg = importlib.import_module(pkg_name)
     except Exception:  # noqa: BLE001
-        return None
+        return []
+    out = []
     for m in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
         if not m.name.startswith("feature_extraction_"):
             continue
@@ -576,17 +600,57 @@ def _extractor_feature_size(config) -> int | None:
             mod = importlib.import_module(f"{pkg_name}.{m.name}")
         except Exception:  # noqa: BLE001 - an extractor needing an optional library
             continue
-        for obj in vars(mod).values():
-            if not (isinstance(obj, type) and obj.__module__ == mod.__name__):
-                continue
-            try:
-                params = inspect.signature(obj.__init__).parameters
-            except (TypeError, ValueError):
-                continue
-            for f in ("feature_size", "num_mel_bins", "n_mels"):
-                d = params[f].default if f in params else None
-                if isinstance(d, int) and not isinstance(d, bool) and d > 1:  # 1: a waveform extractor
-                    return d
+        out += [obj for obj in vars(mod).values() if isinstance(obj, type) and obj.__module__ == mod.__name__]
+    return out
+
+
+def _extractor_feature_size(config) -> int | None:
+    """The default features per frame (``feature_size``, ``num_mel_bins`` or ``n_mels`` argument)
+    of the feature extractor defined in the config's transformers package
+    (:func:`_extractor_classes`), or None (also for a waveform extractor's ``feature_size = 1``)."""
+    for obj in _extractor_classes(config):
+        try:
+            params = inspect.signature(obj.__init__).parameters
+        except (TypeError, ValueError):
+            continue
+        for f in ("feature_size", "num_mel_bins", "n_mels"):
+            d = params[f].default if f in params else None
+            if isinstance(d, int) and not isinstance(d, bool) and d > 1:  # 1: a waveform extractor
+                return d
+    return None
+
+
+def extractor_inputs(config, seconds: float = 1.0) -> dict[str, torch.Tensor] | None:
+    """Batch-1 model inputs made by the feature extractor of the config's package
+    (:func:`_extractor_classes`, built with its default arguments) from ``seconds`` of seeded
+    Gaussian noise at the extractor's ``sampling_rate``: the waveform, padded as the model needs
+    it (to a multiple of its hop), beside the spectrogram and masks the same extractor computes
+    (a codec with an acoustic and a semantic branch takes both).  None when the package defines
+    no extractor that builds and runs so.
+
+    Shapes: as the extractor returns them with batch 1 (``input_values`` ``(1[, 1], samples)``,
+    ``input_features`` ``(1, mels, frames)`` or ``(1, frames, mels)``, masks ``(1, …)``)."""
+    return _package_extractor_inputs(type(config), seconds)
+
+
+@functools.lru_cache(maxsize=8)
+def _package_extractor_inputs(config_cls: type, seconds: float) -> dict[str, torch.Tensor] | None:
+    """:func:`extractor_inputs` for a config class (cached: the inputs depend on the package only)."""
+    import numpy as np
+
+    for cls in _extractor_classes(config_cls):
+        if not hasattr(cls, "model_input_names"):
+            continue
+        try:
+            fe = cls()
+            rate = int(getattr(fe, "sampling_rate", None) or 16000)
+            audio = np.random.default_rng(0).standard_normal(int(rate * seconds)).astype(np.float32)
+            out = fe(audio, sampling_rate=rate, return_tensors="pt")
+        except Exception:  # noqa: BLE001 - an extractor needing an optional library, or other inputs
+            continue
+        tensors = {k: v for k, v in dict(out).items() if isinstance(v, torch.Tensor) and v.dim() >= 1 and v.shape[0] == 1}
+        if tensors:
+            return tensors
     return None
 
 
@@ -640,6 +704,85 @@ def _audio_candidates(config, main: str, mels: int | None = None,
                  lambda b, g: torch.randn(b, 16000, generator=g)]
         return waves + spectrograms
     return spectrograms
+
+
+FRAMES = 16  # spectrogram frames of a paired waveform + spectrogram input (:func:`_paired_audio_variants`)
+
+
+def _mask_marks_padding(model: torch.nn.Module, name: str) -> bool:
+    """Whether the mask argument ``name`` is True at padded positions: the ``forward`` of the
+    model or of one of its submodules negates it (``~audio_mel_mask``: the valid frames are its
+    complement, Gemma 3n's audio encoder)."""
+    rx = re.compile(rf"~\s*{re.escape(name)}\b|\b{re.escape(name)}\.logical_not\(")
+    for cls in dict.fromkeys(type(m) for m in model.modules()):
+        try:
+            if rx.search(inspect.getsource(cls.forward)):
+                return True
+        except (OSError, TypeError):
+            continue
+    return False
+
+
+def _paired_audio_variants(model, config, main: str, split, role: str | None = None
+                           ) -> list[tuple[str, Callable, Callable, Callable]]:
+    """Audio layouts whose other inputs are held fixed beside the checked ``x``:
+
+    - ``extractor``: what the package's feature extractor makes of one second of noise
+      (:func:`extractor_inputs`): ``x`` has the shape of its ``main`` input (a waveform padded to
+      the multiple of the hop the model checks; ``role``: the extractor's name for it, when the
+      forward calls it ``main``), every other output the forward accepts is fixed;
+    - ``waveform+spectrogram``: a codec whose forward requires both the waveform
+      (``input_values``, its acoustic branch) and a spectrogram (``input_features``, its semantic
+      branch) of the same audio: :data:`FRAMES` frames, ``(B, mels, frames)`` or ``(B, frames,
+      mels)``, beside ``(B[, 1], FRAMES × stride)`` samples (the waveform encoder's total stride:
+      one frame per spectrogram frame, as the two branches' features are concatenated per
+      frame), with masks of ones;
+    - ``audio+clip``: the first two waveforms / spectrograms of :func:`_audio_candidates` beside
+      a fixed clip ``(B, T, C, H, W)`` for each ``pixel_values*`` argument (an audio-visual
+      encoder that fuses the two streams).
+
+    The fixed inputs are batch 1, expanded to the batch of ``x``."""
+    params = _params(model)
+    g = torch.Generator().manual_seed(1234)
+    fixed_sets: list[tuple[str, Callable, dict[str, torch.Tensor]]] = []
+    ext = extractor_inputs(config)
+    role = role or main  # the extractor's name of the input the forward calls ``main``
+    if ext is not None and role in ext:
+        shape = tuple(ext[role].shape[1:])
+        others = {k: v for k, v in ext.items() if k not in (main, role) and k in params}
+        fixed_sets.append(("extractor", lambda b, g, shape=shape: torch.randn(b, *shape, generator=g), others))
+    other = next((n for n in _required_inputs(model) if n != main and n in ("input_values", "input_features")), None)
+    if other is not None:
+        # as many spectrogram frames as the waveform encoder makes of the samples: ``FRAMES`` ×
+        # its total stride (the product of its per-stage downsampling ratios, else its hop)
+        ratios = _nearest_field(config, ("downsampling_ratios", "conv_stride"),
+                                lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(isinstance(r, int) for r in v))
+        hop = math.prod(ratios) if ratios else _nearest_field(config, ("hop_length",), lambda v: isinstance(v, int) and v > 0) or 1
+        mels = _audio_feature_size(config) or 80
+        n = FRAMES * hop
+        waves = [lambda b, g, n=n: torch.randn(b, n, generator=g), lambda b, g, n=n: torch.randn(b, 1, n, generator=g)]
+        specs = [lambda b, g: torch.randn(b, mels, FRAMES, generator=g), lambda b, g: torch.randn(b, FRAMES, mels, generator=g)]
+        pairs = [(w, s) for w in waves for s in specs]
+        for i, (w, s) in enumerate(pairs):
+            wave_mk, spec_mk = (w, s) if main == "input_values" else (s, w)
+            fixed = {other: (spec_mk if main == "input_values" else wave_mk)(1, g)}
+            mask = f"{other}_mask"
+            if mask in params:
+                v = fixed[other]
+                mels = _audio_feature_size(config) or 80
+                fixed[mask] = torch.ones(1, _frames(v, mels), dtype=torch.long)
+            fixed_sets.append((f"waveform+spectrogram{i}", wave_mk if main == "input_values" else spec_mk, fixed))
+
+    # an audio-visual encoder (PE audio-video) that fuses the audio with a clip it requires
+    clips = {n: v[0] for n in params if n.startswith("pixel_values") and (v := _modality_inputs(n, config, g))}
+    if clips:
+        for i, mk in enumerate(_audio_candidates(config, role)[:2]):
+            fixed_sets.append((f"audio{i}+clip", mk, clips))
+
+    def kwargs(x, fixed):
+        return {main: x, **{k: v.expand(x.shape[0], *v.shape[1:]).contiguous() for k, v in fixed.items()}}
+
+    return [(name, mk, lambda x, fixed=fixed: kwargs(x, fixed), split) for name, mk, fixed in fixed_sets]
 
 
 def _merge_size(config) -> int:
@@ -724,16 +867,23 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         lengths = [n for n in _required_inputs(model) if re.search(r"_(lens|lengths)$", n)]
         hop = _nearest_field(config, ("hop_length",), lambda v: isinstance(v, int) and v > 0) or 1
 
+        padding = mask is not None and _mask_marks_padding(model, mask)
+
         def audio_kw(x, mels=mels):
             kw = {main: x}
-            if mask is not None:
+            if padding:  # True marks a padded frame: none is
+                kw[mask] = torch.zeros(x.shape[0], _frames(x, mels), dtype=torch.bool)
+            elif mask is not None:
                 kw[mask] = torch.ones(x.shape[0], _frames(x, mels), dtype=torch.long)
             for n in lengths:
                 kw[n] = torch.full((x.shape[0],), _frames(x, mels) * (hop if "sample" in n else 1))
             return kw
 
         # packed encoders (chunks of all samples in one sequence) return (B·N, ...): split back
-        out = [(f"audio{i}", mk, audio_kw, split) for i, mk in enumerate(_audio_candidates(config, main))]
+        # what the input is (a waveform: ``input_values``) by the model's declared main input,
+        # when its forward names the argument otherwise (:func:`_audio_tensor_argument`)
+        role = main if main in ("input_values", "input_features") else getattr(model, "main_input_name", main)
+        out = [(f"audio{i}", mk, audio_kw, split) for i, mk in enumerate(_audio_candidates(config, role))]
         lens = next((n for n in params if re.search(r"(^|_)feature_(lens|lengths)$", n)), None)
         if lens is not None:  # the samples' frames concatenated (mels, ΣT) with their lengths (B,)
             def packed_kw(x):
@@ -746,7 +896,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
             if w != mels:
                 out += [(f"audio{i}-{w}", mk, lambda x, w=w: audio_kw(x, w), split)
                         for i, mk in enumerate(_audio_candidates(config, main, w, spectrograms_only=True)[:2])]
-        return out
+        return out + _paired_audio_variants(model, config, main, split, role)
     if kind == "series":
         return _series_variants(model, config)
     grid = _grid_param(params)
@@ -1104,6 +1254,17 @@ def _token_input_layouts(model, config, kind: str, accepts: dict, g: torch.Gener
         base = layouts[1][0] if len(layouts) > 1 else fixed
         for v in _modality_inputs(n, config, g):
             layouts.append(({**base, n: v}, layouts[0][1]))
+    # a causal LM that adds its audio embeddings to the token embeddings position by position
+    # (Voxtral Realtime: ``inputs_embeds += audio_embeds``): a spectrogram (1, mels, r·L) of r
+    # frames per token, drawn once per length L and shared by the batch, for r = 1, 2, 4, 8, 16
+    mels = _audio_feature_size(config)
+    if kind == "decoder" and "input_features" in accepts and "input_features" not in fixed and mels:
+        for r in (1, 2, 4, 8, 16):
+            def frames_per_token(ids, r=r):
+                spec = torch.randn(1, mels, r * ids.shape[1], generator=torch.Generator().manual_seed(1234))
+                return spec.expand(ids.shape[0], -1, -1).contiguous()
+
+            layouts.append((fixed, {**per_token, "input_features": frames_per_token}))
     # region features a config sizes by name (LXMERT: visual_feats (B, N, visual_feat_dim) and
     # visual_pos (B, N, visual_pos_dim), in [0, 1) like normalized boxes): all of them together
     sized = {n: torch.rand(1, ENC_LEN, d, generator=g) for n in accepts if n not in fixed
@@ -1182,14 +1343,17 @@ _OTHER_MODALITIES = ("pixel_values_videos", "input_features", "input_values", "f
 def _modality_inputs(name: str, config, g: torch.Generator) -> list[torch.Tensor]:
     """Batch-1 candidates for a non-text forward argument: a clip ``(1, T, C, H, W)`` for
     ``pixel_values_videos`` (T: the config's ``num_frames``, else 2), every audio layout of
-    :func:`_audio_candidates` for ``input_features`` / ``input_values``, Pix2Struct-style
+    :func:`_audio_candidates` for ``input_features`` / ``input_values`` then the one of
+    :func:`extractor_inputs`, Pix2Struct-style
     ``flattened_patches`` (:func:`_flattened_patches_variant`)."""
     if name == "flattened_patches":
         return [_flattened_patches_variant(_vision_config(config))[1](1, g)]
     if name.startswith("pixel_values"):
         return [torch.randn(1, _num_frames(config, 2), *image_shape(config), generator=g)]
     if name in ("input_features", "input_values"):
-        return [mk(1, g) for mk in _audio_candidates(config, name)]
+        made = [mk(1, g) for mk in _audio_candidates(config, name)]
+        ext = extractor_inputs(config)  # then what the package's feature extractor makes of noise
+        return made + ([ext[name]] if ext is not None and name in ext else [])
     return []
 
 
@@ -1322,13 +1486,19 @@ def module_facts(mod: torch.nn.Module) -> dict[str, Any]:
     elif win is None and cfg is not None and (kind is not None or hasattr(cfg, "attention_window")):
         for a in _WINDOW_ATTRS:  # a local layer whose window is on the config
             win = win or _window_value(config_value(cfg, a, layer), layer)
+    causal = getattr(mod, "is_causal", None)
+    # local attention over a past horizon and no future one (Gemma 3n's audio conformer: keys
+    # from i - max_past_horizon to i): causal, with a window of the horizon and the query itself
+    past, future = getattr(mod, "max_past_horizon", None), getattr(mod, "max_future_horizon", None)
+    if isinstance(past, int) and past >= 0 and future == 0 and causal is None:
+        causal, win = True, win or past + 1
     cfg_win = None
     for a in _WINDOW_ATTRS if cfg is not None else ():
         cfg_win = cfg_win or _window_value(config_value(cfg, a, layer), layer)
     return {"class": type(mod).__name__, "heads": heads, "kv_heads": kv, "config_window": cfg_win,
             "config_class": type(cfg).__name__ if cfg is not None else None, "kv_groups": groups,
             "head_dim": _int_attr(mod, "head_dim", "attention_head_size", "head_size", "d_kv"),
-            "scale": declared_scale(mod), "is_causal": getattr(mod, "is_causal", None),
+            "scale": declared_scale(mod), "is_causal": causal,
             "sliding_window": win, "layer_type": kind, "sinks": _has_sinks(mod),
             "scale_folded_into_q": scale_folded_into_q(mod), "factors": _logit_factors(mod)}
 
@@ -1415,17 +1585,18 @@ def _step_out(o, B: int, n: int) -> torch.Tensor:
     return out
 
 
-def _floats(o):
-    """The float tensors of a model output, in order (nested outputs and tuples walked)."""
+def _floats(o, integers: bool = False):
+    """The float tensors of a model output, in order (nested outputs and tuples walked); the
+    integer ones instead when ``integers``."""
     from transformers.utils import ModelOutput
 
     if isinstance(o, torch.Tensor):
-        if o.is_floating_point():
+        if o.is_floating_point() != integers and o.dtype != torch.bool:
             yield o
         return
     vals = list(o.values()) if isinstance(o, ModelOutput) else (list(o) if isinstance(o, (tuple, list)) else [])
     for v in vals:
-        yield from _floats(v)
+        yield from _floats(v, integers)
 
 
 def _first_float(o):
@@ -1439,7 +1610,11 @@ def _per_sample_output(o, B: int, batched: Callable) -> torch.Tensor | None:
         t = batched(t, B)
         if t.dim() >= 2 and t.shape[0] == B:
             return t
-    return _first_float(o)
+    first = _first_float(o)
+    if first is None:  # a codec encoder that returns only its codes (B, K, T): compared as floats
+        codes = next((t for t in _floats(o, integers=True) if t.dim() >= 2 and t.shape[0] == B), None)
+        return codes.float() if codes is not None else None
+    return first
 
 
 def _attentions(o) -> list[torch.Tensor] | None:
@@ -1567,6 +1742,28 @@ def _parent_configs(config) -> list[tuple[type, str]]:
     return found
 
 
+def _shared_switches(sub, parent) -> list[str]:
+    """The ``use_*`` flags that a sub-config and its parent config both declare and both leave
+    False (IDEFICS' ``use_resampler``, on ``IdeficsConfig`` and ``IdeficsPerceiverConfig``): the
+    parent builds the sub-config's module only when its flag is on."""
+    return [f for f, v in vars(sub).items() if f.startswith("use_") and v is False
+            and getattr(parent, f, None) is False]
+
+
+def _switched_module(model: torch.nn.Module, switches: list[str]) -> torch.nn.Module | None:
+    """The outermost module of ``model`` whose class the model does not build with the
+    ``switches`` off (the same config otherwise, built on the meta device), or None."""
+    config = copy.deepcopy(model.config)
+    for f in switches:
+        setattr(config, f, False)
+    try:
+        with torch.device("meta"):
+            off = {type(m) for m in _instantiate(type(model), config, None).modules()}
+    except Exception:  # noqa: BLE001
+        return None
+    return next((m for m in model.modules() if type(m) not in off), None)
+
+
 class ParentFed(torch.nn.Module):
     """A submodule run on the inputs its parent model gave it in one forward: ``x`` replaces the
     recorded ``arg`` (a float tensor), the other recorded tensors are fixed buffers (batch 1
@@ -1648,7 +1845,12 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
     for pcls, field in _parent_configs(default):
         try:
             pdefault = tf.AutoConfig.for_model(pcls.model_type)
-            setattr(pdefault, field, copy.deepcopy(default))
+            sub_default = copy.deepcopy(default)
+            switches = _shared_switches(sub_default, pdefault) if not need.classes else []
+            for f in switches:  # the sub-config's module exists only with its switch on (both configs')
+                setattr(sub_default, f, True)
+                setattr(pdefault, f, True)
+            setattr(pdefault, field, sub_default)
             parents = _build_hf(spec, pcls.model_type, overrides, dtype, sdpa, default=pdefault)
         except Unsupported as exc:
             why.append(f"parent {pcls.model_type}: {_short(exc, 200)}")
@@ -1661,6 +1863,8 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         if not need.classes:  # no class of the package takes the config: the parent's module that keeps it
             subs = [next((m for m in p.module.modules() if m is not p.module
                           and isinstance(getattr(m, "config", None), type(default))), None) for p in parents]
+        if subs[0] is None and switches:  # else the module that the switches add to the parent
+            subs = [_switched_module(p.module, switches) for p in parents]
         if subs[0] is None:
             what = need.classes[0].__name__ if need.classes else "module"
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
@@ -1772,6 +1976,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             torch.manual_seed(0)
             base = _instantiate(cls, config, "eager")
             to_dtype(base, tdtype).eval()
+            if kind == "text" and _audio_tensor_argument(base):
+                kind = "audio"  # a waveform tower whose forward names its input otherwise
             audited, audited_kind = attention_bearer(base, kind)
             adapter, x0 = _first_accepted_layout(spec, audited, audited_kind, tdtype)
             if audited is not base:
@@ -1802,23 +2008,24 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return models
     shown = errors[:1] + ([errors[-1]] if len(errors) > 1 else [])
     reason = f"{cls.__name__} cannot be built tiny and run: " + "; ".join(shown)
-    if _parent_configs(own_default):
-        # a model class whose forward needs what its parent model computes (a DETR decoder fed
-        # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
-        # through the parent, like a sub-config's submodule
-        return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
-                                     dtype, sdpa)
     if not encode_only and kind == "vision" and _encodes_pixels(cls):
         # an image tokenizer whose forward also decodes, to a latent grid the config fixes (Janus's
         # VQ-VAE: num_patches² codes) that the audit's image does not fill: its encoder alone
         try:
             models = _build_hf(spec, name, overrides, dtype, sdpa, default=own_default, encode_only=True)
         except Unsupported as exc:
-            raise Unsupported(f"{reason}; through encode: {_short(exc, 200)}") from exc
-        for m in models:
-            m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, which "
-                                           f"also decodes, fails: {_short(errors[0], 160)})")
-        return models
+            reason += f"; through encode: {_short(exc, 200)}"
+        else:
+            for m in models:
+                m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, "
+                                               f"which also decodes, fails: {_short(errors[0], 160)})")
+            return models
+    if _parent_configs(own_default):
+        # a model class whose forward needs what its parent model computes (a DETR decoder fed
+        # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
+        # through the parent, like a sub-config's submodule
+        return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
+                                     dtype, sdpa)
     raise Unsupported(reason)
 
 
@@ -2174,6 +2381,12 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     vocab = getattr(tcfg, "vocab_size", None)
     if vocab is None and "input_ids" in accepts:
         vocab = _first_embedding_rows(model)
+    # a codebook-token tower whose only required argument names its ids otherwise (an audio
+    # tokenizer's embeddings: ``audio_input_ids`` of ``codebook_size`` ids per codebook)
+    req = _required_inputs(model)
+    ids_arg = "input_ids" if "input_ids" in accepts or len(req) != 1 or not req[0].endswith("input_ids") else req[0]
+    if ids_arg != "input_ids" and vocab is None:
+        vocab = getattr(tcfg, "codebook_size", None)
     vocab = vocab if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP else None
     pad = getattr(tcfg, "pad_token_id", None)
     pad = pad if isinstance(pad, int) and vocab and 0 <= pad < vocab else 0
@@ -2218,7 +2431,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         main = next((n for n in accepts if n.startswith("pixel_values") or n == "flattened_patches"), None) or next(
             (n for n in _required_inputs(model) if not n.endswith(("grid_thw", "merge_sizes"))), "pixel_values")
     if kind == "audio" and main not in accepts:  # a main_input_name inherited from another tower
-        main = next((n for n in ("input_values", "input_features") if n in accepts), main)
+        main = next((n for n in ("input_values", "input_features") if n in accepts), None) or _audio_tensor_argument(
+            model) or main
     if kind == "series":
         main = "past_values"
     if kind in ("vision", "audio", "series"):
@@ -2238,6 +2452,8 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         # bidirectional unless every attention module declares ``is_causal`` (a decoder-only
         # forecaster such as TimesFM, a streaming audio codec's causal transformer such as Mimi)
         causal = bool(facts) and all(f["is_causal"] is True for f in facts)
+        if causal and window is None:  # a window the attention modules declare (a past horizon)
+            window = next((f["sliding_window"] for f in facts if f["sliding_window"]), None)
         return AuditModel(kind=kind, causal=causal,
                           input_kind={"vision": "pixels", "audio": "audio", "series": "series"}[kind],
                           forward_fn=fwd_dense, input_makers=[maker], sliding_window=window if causal else None,
@@ -2247,7 +2463,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
     if kind == "embeds":  # a token model fed its parent's embeddings (:func:`_first_accepted_layout`)
         return _features_adapter(model, config, "inputs_embeds", facts, supports, input_layout, cast, info, common,
                                  per_position_only=True)
-    if "input_ids" not in accepts and (feats := _feature_input(model, config)) is not None:
+    if ids_arg not in accepts and (feats := _feature_input(model, config)) is not None:
         return _features_adapter(model, config, feats, facts, supports, input_layout, cast, info, common)
     if vocab is None and "input_ids" not in accepts and (steps := documented_steps(model, config)) is not None:
         return _steps_adapter(model, steps, facts, supports, cast, info, common)
@@ -2265,20 +2481,37 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         if kind == "speech-seq2seq":
             enc_main = main if main != "input_ids" else "input_features"
             options = [{enc_main: mk(1, g0)} for mk in _audio_candidates(config, enc_main)]
+            if main == "input_ids" and not any(n in accepts for n in ("input_features", "input_values")):
+                # a forward that takes no audio: a text encoder (Dia, text to speech)
+                ids = torch.randint(lo, hi, (1, ENC_LEN), generator=g0)
+                options = _encoder_input_options(ids, config, accepts, g0)
         else:
             ids = torch.randint(lo, hi, (1, ENC_LEN), generator=g0)
             options = _encoder_input_options(ids, config, accepts, g0)
         enc_kw = options[input_layout % len(options)]
-        info["input_layout"] = "+".join(enc_kw) + (f"#{input_layout % len(options)}" if len(options) > 1 else "")
+        # a decoder of audio codebooks (Dia's ``decoder_input_ids`` (B, L, K)): each codebook
+        # layout of :func:`codebook_ids`, after plain (B, L) ids
+        dec_k = _codebook_count(getattr(config, "decoder_config", None) or tcfg)
+        dec_forms = [None, *(CODEBOOK_FORMS if dec_k else ())]
+        dec_form = dec_forms[input_layout // len(options) % len(dec_forms)]
+        info["input_layout"] = "+".join(enc_kw) + (f"#{input_layout % len(options)}" if len(options) > 1 else "") + (
+            f" decoder_input_ids as {dec_k} codebooks {dec_form}" if dec_form else "")
+
+        def dec_ids(x):
+            return x if dec_form is None else codebook_ids(x, dec_k, dec_form, lo, hi)
+
+        def dec_out(o, B, L):  # per-codebook logits (B·K, L, V) folded to (B, L, K·V)
+            out = _find_seq(o, B, L)
+            return _fold_codebooks(o, B, L, dec_k) if out is None and dec_form else out
 
         def enc_inputs(b):
             return {k: cast(v.expand(b, *v.shape[1:])) for k, v in enc_kw.items()}
 
         def fwd_s2s(x, attention_mask=None, position_ids=None, output_attentions=False):
             kw = {"output_attentions": True} if output_attentions else {}
-            o = model(**enc_inputs(x.shape[0]), decoder_input_ids=x, decoder_attention_mask=attention_mask,
+            o = model(**enc_inputs(x.shape[0]), decoder_input_ids=dec_ids(x), decoder_attention_mask=attention_mask,
                       use_cache=False, **kw)
-            out = _find_seq(o, x.shape[0], x.shape[1])
+            out = dec_out(o, x.shape[0], x.shape[1])
             return Forward(out, _attentions(o) if output_attentions else None)
 
         def decode_s2s(x, prefill):
@@ -2286,9 +2519,13 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             outs, past = [], None
             steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
             for a, b in steps:
-                o = model(encoder_outputs=enc, decoder_input_ids=x[:, a:b], use_cache=True, **{cache_kw: past})
+                o = model(encoder_outputs=enc, decoder_input_ids=dec_ids(x[:, a:b]), use_cache=True,
+                          **{cache_kw: past})
                 past = _cache_of(o)
-                outs.append(_step_out(o, x.shape[0], b - a))
+                step = dec_out(o, x.shape[0], b - a)
+                if step is None:
+                    raise Unsupported("an incremental decoding step returns no per-position output")
+                outs.append(step)
             return torch.cat(outs, dim=1)
 
         enc_len = int(enc_kw["input_ids"].shape[-1]) if "input_ids" in enc_kw else None
@@ -2314,13 +2551,19 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
 
     if "position_ids" in accepts:
         supports.add("position_ids")
-    layouts = _token_input_layouts(model, config, kind, accepts, g0)
+    layouts = [({k: v for k, v in f.items() if k != ids_arg}, t)
+               for f, t in _token_input_layouts(model, config, kind, accepts, g0)]
     K = _codebook_count(tcfg)
     # the codebooks alone, or with a text stream beside them (one more id per frame)
     forms = [(None, None)] + [(f, n) for n in ((K, K + 1) if K else ()) for f in CODEBOOK_FORMS]
     (extra, per_token) = layouts[input_layout % len(layouts)]
+    if "input_features" in per_token:
+        # audio frames drawn per sequence length: padding the ids would change the audio of the
+        # real positions too (a padded processor input pads the audio alike), so no padding check
+        supports.discard("attention_mask")
+        info["padding_unsupported"] = "the audio frames beside each token cannot be padded with the ids"
     form, K = forms[input_layout // len(layouts) % len(forms)]
-    info["input_layout"] = "+".join(["input_ids", *(f"{k}(B,T,C,H,W)" if v.dim() == 5 else f"{k}{list(v.shape[1:])}"
+    info["input_layout"] = "+".join([ids_arg, *(f"{k}(B,T,C,H,W)" if v.dim() == 5 else f"{k}{list(v.shape[1:])}"
                                                     if k in ("input_values", "input_features") else k
                                                     for k, v in extra.items()),
                                      *per_token]) + (f" as {K} codebooks {form}" if form else "")
@@ -2364,17 +2607,17 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
         return kw
 
     def run_ids(x):
-        return model(input_ids=ids_in(x), **kw_for(x))
+        return model(**{ids_arg: ids_in(x)}, **kw_for(x))
 
     located: dict[str, Any] = {}  # where the tokens' rows are in an output with no (B, L, …) tensor
 
     def fwd_tokens(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = kw_for(x, attention_mask, position_ids, output_attentions)
-        o = model(input_ids=ids_in(x), **kw)
+        o = model(**{ids_arg: ids_in(x)}, **kw)
         out = seq_out(o, x.shape[0], x.shape[1])
         if out is None and hidden_states_ok:
             # an encoder that returns only a pooled vector (DPR): its last per-position hidden state
-            oh = model(input_ids=ids_in(x), output_hidden_states=True, **kw)
+            oh = model(**{ids_arg: ids_in(x)}, output_hidden_states=True, **kw)
             out = _last_hidden_state(oh, x.shape[0], x.shape[1])
         if out is None:
             if not located:
@@ -2404,7 +2647,7 @@ def _adapter(spec: str, model, config, kind: str, impl: str, tdtype: torch.dtype
             outs = []
             steps = [(0, prefill)] + [(t, t + 1) for t in range(prefill, x.shape[1])]
             for a, b in steps:
-                o = model(input_ids=ids_in(x[:, a:b]), use_cache=True, **{cache_kw: past})
+                o = model(**{ids_arg: ids_in(x[:, a:b])}, use_cache=True, **{cache_kw: past})
                 past = _cache_of(o)
                 if past is None and b < x.shape[1]:
                     # a stateful model (RecurrentGemma: recurrent and convolution states kept in
@@ -2569,9 +2812,13 @@ CODEBOOK_FORMS = ("(B*K,L)", "(B,K,L)", "(B,L,K)")
 
 
 def _codebook_count(config) -> int | None:
-    """Codebooks per frame (``num_codebooks``) a token model's config declares, when more than
-    one.  The codebook layouts are tried only after plain ``(B, L)`` ids fail."""
+    """Codebooks per frame (``num_codebooks``; else the ``num_channels`` of a token config, Dia's
+    audio channels: one codebook each, offset into a shared vocab) a token model's config
+    declares, when more than one.  The codebook layouts are tried only after plain ``(B, L)``
+    ids fail."""
     k = getattr(config, "num_codebooks", None)
+    if k is None and isinstance(getattr(config, "vocab_size", None), int):
+        k = getattr(config, "num_channels", None)
     return k if isinstance(k, int) and not isinstance(k, bool) and k > 1 else None
 
 

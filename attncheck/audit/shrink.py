@@ -28,7 +28,9 @@ and applies small per-key rules by the key's *role*, not per model family:
   ``patch_size``);
 - fields of a known role that the defaults leave ``None`` (head dim, KV heads, MoE sizes) → the
   tiny value; sizes no rule names that equalled a shrunk width in the original (``adapter_input_size
-  == hidden_size``, also across nested configs) → the same shrunk value;
+  == hidden_size``, also across nested configs) → the same shrunk value; a width that was the sum
+  of the config's and a nested config's ``hidden_size`` → the sum of the shrunk ones; an input
+  width (``model_in_dim``) equal to a mel count of the config tree (``num_mel_bins``) → kept;
 - special token ids (``*_token_id``, ``*_token_index``) that no longer fit the vocab are moved to
   the top of it (:data:`RESERVED_TOP` ids), so random inputs drawn below never hit them.
 
@@ -380,9 +382,18 @@ def shrink_values(values: dict[str, Any], level: int = 0,
             out[k] = _same_type(x, [max(HEADS * 4, int(round(e * f / 16)) * 16) for e in out[k]])
         elif (k == side_key or k == "img_size") and "patch_size" in v:  # img_size: timm's model_args
             out[k] = _image_side(x, v.get("patch_size"), _windowed_side(v))
+        elif k == side_key and _ints(v.get("tubelet_size")) and len(v["tubelet_size"]) == 3:
+            # a video patch (tubelet) of (frames, height, width) (ViViT, VideoPrism): its spatial side
+            out[k] = _image_side(x, v["tubelet_size"][1], _windowed_side(v))
         elif k == "image_size":  # convolutional stems / strided stages: 4 × 4 after 32× downsampling
             out[k] = _image_side(x, CNN_STRIDE)
         elif _BASE_CHANNELS.search(k) and _int(x):
+            out[k] = _base_channels(k, x, v)
+        elif k.endswith("hidden_size") and _int(x) and x < hidden and any(
+                _ints(e) and _STAGE_RATIOS.search(kk) for kk, e in v.items()):
+            # a hidden size below the tiny width beside per-stage sampling ratios: the base
+            # channel count of a convolutional codec encoder that doubles it at each stage
+            # (X-Codec 2's ``encoder_hidden_size`` with its ``downsampling_ratios``)
             out[k] = _base_channels(k, x, v)
     # a width equal to the widest stage of a base channel count in the original (Emu3's VQ-VAE:
     # hidden_size = base_channels × the largest channel multiplier, the width of its attention
@@ -660,6 +671,22 @@ def _side_of(x) -> int | None:
     return x if _int(x) else (x[0] if _ints(x) else None)
 
 
+#: mel bins per spectrogram frame: kept by every rule
+_MELS = re.compile(r"(^|_)(num_mel_bins|n_mels|mel_bins)$")
+#: the width of a model's input features (a vocoder's ``model_in_dim``)
+_INPUT_WIDTH = re.compile(r"(^|_)in(put)?_(dim|size|channels)$")
+
+
+def _tree_mel_counts(config) -> frozenset[int]:
+    """The mel counts (:data:`_MELS` fields) of a config and its nested configs."""
+    vals = _values_of(config)
+    found = {x for k, x in vals.items() if _MELS.search(k) and _int(x)}
+    for x in vals.values():
+        if _is_config(x):
+            found |= _tree_mel_counts(x)
+    return frozenset(found)
+
+
 def _tree_image_sides(config, level: int) -> dict[int, int]:
     """Original → shrunk image side over a config and its nested configs (a first pass of the
     shrinker); the largest when nested configs of the same original side shrink differently."""
@@ -819,7 +846,8 @@ def _values_of(config) -> dict[str, Any]:
 
 
 def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *, repeat: int = 1,
-                  _ties: dict[tuple[bool, int], set] | None = None, _sides: dict[int, int] | None = None):
+                  _ties: dict[tuple[bool, int], set] | None = None, _sides: dict[int, int] | None = None,
+                  _mels: frozenset[int] | None = None):
     """A tiny config of the same class as ``config`` (see the module docstring).
 
     Args:
@@ -842,6 +870,8 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         _ties = _tree_ties(config, level)
     if _sides is None:
         _sides = _tree_image_sides(config, level)
+    if _mels is None:
+        _mels = _tree_mel_counts(config)
     given = vals  # what the validators may get back
     vals = _with_code_sections(cls, vals) if level == 0 else vals
     flat = {k: x for k, x in vals.items() if not _is_config(x)}
@@ -850,10 +880,11 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     vocab_kept = {}  # nested configs shrunk but for their vocab, for parents whose validators tie
     for k, x in vals.items():  # token ranges to it (codebook offsets into the text vocab)
         if _is_config(x):
-            new[k] = shrink_config(x, level, repeat=repeat, _ties=_ties, _sides=_sides)
+            new[k] = shrink_config(x, level, repeat=repeat, _ties=_ties, _sides=_sides, _mels=_mels)
             vocab = {f: v for f, v in _values_of(x).items() if _VOCAB.search(f) and _int(v) and v > VOCAB}
             if vocab and level < 3:  # built only when the parent rejects the shrunk values
-                vocab_kept[k] = functools.partial(shrink_config, x, level, vocab, _ties=_ties, _sides=_sides)
+                vocab_kept[k] = functools.partial(shrink_config, x, level, vocab, _ties=_ties, _sides=_sides,
+                                                _mels=_mels)
     _tie_nested_image_side(vals, new)
     _fill_documented_layer_types(cls, vals, new, overrides or {})
     if isinstance(vals.get("architecture"), str) and "model_args" in vals:  # a timm model (TimmWrapperConfig)
@@ -881,6 +912,10 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
                 and not any(rx.search(k) for rx in _RULED if rx not in (_WIDTH, _WIDTH_LIST))  # a width only
                 and k not in (overrides or {}) and level < 2):
             new.pop(k)
+    _tie_concatenated_widths(vals, new)
+    for k, x in flat.items():  # an input width equal to a mel count of the tree is the spectrogram's
+        if _INPUT_WIDTH.search(k) and _int(x) and x in _mels and new.get(k) != x:
+            new[k] = x  # (a vocoder's model_in_dim, fed the mels its acoustic model predicts)
     if overrides:
         amap = getattr(cls, "attribute_map", {}) or {}
         for k, x in overrides.items():
@@ -914,6 +949,25 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     made.use_cache = getattr(made, "use_cache", True)
     _carry_extra_attributes(config, made)
     return made
+
+
+def _tie_concatenated_widths(vals: dict[str, Any], new: dict[str, Any]) -> None:
+    """A width field that equalled the config's own ``hidden_size`` plus a nested config's
+    ``hidden_size`` (NeuCodec's ``quantization_dim``: the features of its acoustic encoder and
+    of its semantic encoder concatenated, then projected) becomes the sum of the two shrunk
+    widths, as the model concatenates the two towers' outputs before a layer of that width.
+    ``new`` holds the shrunk values (nested configs already shrunk); changed in place."""
+    own, own_new = vals.get("hidden_size"), new.get("hidden_size")
+    if not (_int(own) and _int(own_new)):
+        return
+    parts = {}
+    for k, x in vals.items():
+        if _is_config(x) and _int(getattr(x, "hidden_size", None)) and _is_config(new.get(k)):
+            parts.setdefault(own + x.hidden_size, set()).add(own_new + new[k].hidden_size)
+    for k, x in vals.items():
+        if (k != "hidden_size" and _WIDTH.search(k) and _int(x) and x in parts and len(parts[x]) == 1
+                and x != own and new.get(k) != x):
+            new[k] = next(iter(parts[x]))
 
 
 def _carry_extra_attributes(config, made) -> None:

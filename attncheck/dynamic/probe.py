@@ -659,6 +659,7 @@ class Probe(TorchFunctionMode):
             if not isinstance(eq, str) or len(ops) != 2:
                 return
             a, b = ops
+            eq = _einsum_without_ellipsis(eq, a, b)
             contracted = _einsum_contracted(eq, a, b)
             if contracted is None:
                 return
@@ -829,6 +830,28 @@ def _is_weight(t: Any) -> bool:
         return True
     base = getattr(t, "_base", None)
     return isinstance(base, torch.nn.Parameter)
+
+
+def _einsum_without_ellipsis(eq: str, a: Any, b: Any) -> str:
+    """``eq`` with each ``...`` spelled out as letters for the broadcast dims it stands for
+    (``"... i d, ... j d -> ... i j"`` on two 4-d operands → ``"ABid,ABjd->ABij"``): broadcast
+    dims line up from the right, as ``torch.einsum`` documents; ``eq`` unchanged when it has no
+    ellipsis or the operands are not tensors."""
+    if "..." not in eq or not isinstance(a, torch.Tensor) or not isinstance(b, torch.Tensor):
+        return eq
+    eq = eq.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    parts = lhs.split(",")
+    if len(parts) != 2:
+        return eq
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
+    counts = [t.dim() - len(p.replace("...", "")) if "..." in p else 0 for p, t in zip(parts, (a, b))]
+    n = max(counts)
+    if min(counts) < 0 or n > len(free):
+        return eq
+    letters = "".join(free[:n])
+    parts = [p.replace("...", letters[n - c:]) for p, c in zip(parts, counts)]
+    return ",".join(parts) + (arrow + rhs.replace("...", letters) if arrow else "")
 
 
 def _einsum_contracted(eq: str, a: Any, b: Any) -> int | None:

@@ -158,6 +158,16 @@ class FileContext:
         self.project = project
         self.path = path
 
+    def close(self) -> None:
+        """Drop the analyses and the index.  They refer to each other in cycles (a method's
+        :class:`~attncheck.lint.analysis.index.FunctionInfo` and its class), which only
+        Python's cyclic garbage collector frees, after traversing them and the subtrees they
+        hold; dropped here, the file's objects are freed as soon as the engine lets go of them."""
+        index = self.__dict__.get("index")
+        if index is not None:
+            index.clear()
+        self.__dict__.clear()
+
     @cached_property
     def imports(self) -> ImportTable:
         return ImportTable(self.module)

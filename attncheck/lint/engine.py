@@ -651,7 +651,10 @@ def _lint_parsed(text: str, display: str, enabled: frozenset[str], active: list[
             return FileOutcome([f for f in found if f.code in enabled], True, text)
     ctx = FileContext(module, text, display, settings=settings,
                       project=project if path is not None else None, path=path)
-    findings = [f for f in _visit(module, ctx, active, skip) if f.code in enabled]
+    try:
+        findings = [f for f in _visit(module, ctx, active, skip) if f.code in enabled]
+    finally:
+        ctx.close()
     findings = suppression.filter_findings(findings, text)
     return FileOutcome(sorted(set(findings), key=lambda f: f.sort_key), True, text)
 

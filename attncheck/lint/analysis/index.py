@@ -102,6 +102,14 @@ class ModuleIndex:
                         c.methods[f.name] = f
                         self.defs.append(f)
 
+    def clear(self) -> None:
+        """Forget every definition, breaking the method ↔ class reference cycles."""
+        for c in self.classes.values():
+            c.methods.clear()
+        self.functions.clear()
+        self.classes.clear()
+        self.defs.clear()
+
     def bases_of(self, cls: ClassInfo) -> list[ClassInfo]:
         """The same-file base classes of ``cls``, in declaration order."""
         return [self.classes[b] for b in cls.bases if b in self.classes]

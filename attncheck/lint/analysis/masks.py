@@ -637,6 +637,15 @@ def _leaves(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [node]
 
 
+def _size_call(call: cst.Call) -> bool:
+    """Whether a call yields an integer size: ``x.size(-1)``, ``len(xs)``, ``int(n)``,
+    ``min(a, b)`` / ``max(a, b)`` (not a tensor method such as ``m.unsqueeze(1)``)."""
+    f = call.func
+    if type(f) is _Attribute:
+        return f.attr.value == "size"
+    return type(f) is _Name and f.value in ("len", "int", "min", "max")
+
+
 def _size_args(call: cst.Call, q: str) -> list[cst.BaseExpression] | None:
     """The size arguments of a tensor constructor (``torch.ones(i, j)``,
     ``torch.ones((i, j), dtype=torch.bool)``, ``torch.full((i, j), v)``, ``x.new_ones(i, j)``)."""
@@ -1760,6 +1769,8 @@ class _Analyzer(Interpreter):
         for n in _leaves(node):
             if type(n) is _Name and n.value not in env and self.named_mask(n.value) is not None:
                 return None
+            if type(n) is _Call and not _size_call(n):
+                return None  # a tensor method (``m.unsqueeze(1) - m.unsqueeze(2)``) is no size
         return IntSum(tuple(sorted(lin[0].items())), lin[1])
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:

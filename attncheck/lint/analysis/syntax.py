@@ -43,10 +43,19 @@ def kwarg(call: cst.Call, kw: str) -> cst.BaseExpression | None:
 
 # --------------------------------------------------------------------------- literals
 
+def _int_literal(node: cst.Integer) -> int:
+    """``node.evaluated_value`` without its ``ast.literal_eval`` (a parse per literal): base 0
+    reads the text exactly as a Python literal (prefixes, ``_``).  Past CPython's limit on
+    digits converted from text the error stays libcst's own."""
+    if len(node.value) > 4000:
+        return int(node.evaluated_value)
+    return int(node.value, 0)
+
+
 def int_of(node: cst.BaseExpression | None) -> int | None:
     """The value of an integer literal (``3``, ``-1``, ``0xFF``, ``1_000``), else ``None``."""
     if type(node) is cst.Integer:
-        return int(node.evaluated_value)
+        return _int_literal(node)
     if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
         v = int_of(node.expression)
         return -v if v is not None else None
@@ -57,8 +66,8 @@ def num_of(node: cst.BaseExpression | None) -> float | None:
     """The value of a numeric literal with an optional sign (``-1e9``, ``+2``, ``0x10``)."""
     t = type(node)
     if t is cst.Integer or t is cst.Float:
-        try:
-            return float(node.evaluated_value)
+        try:  # as :func:`int_of`; ``float()`` reads a float literal's text as Python does
+            return float(_int_literal(node) if t is cst.Integer else node.value)
         except (ValueError, OverflowError):  # pragma: no cover - libcst parsed it
             return None
     if t is cst.UnaryOperation:
