@@ -4,13 +4,23 @@
 on frame 0, later frames attending to the memory of earlier ones.  A toy tracker of the same
 calling convention keeps the tests cheap; the transformers tracker itself is behind ``slow``."""
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 pytest.importorskip("transformers")
 
+from transformers.utils import ModelOutput  # noqa: E402
+
 from attncheck.audit.hf import SessionTracked, session_class  # noqa: E402
+
+
+@dataclass
+class ToyOutput(ModelOutput):
+    object_ids: list | None = None
+    pred_masks: torch.Tensor | None = None
+    object_score_logits: torch.Tensor | None = None
 
 
 class ToySession:
@@ -45,7 +55,8 @@ class ToyTracker(torch.nn.Module):
         kv = torch.cat([*s.memory, q])
         weights = torch.softmax(q @ kv.T / math.sqrt(q.shape[-1]), dim=-1)
         s.memory.append(q)
-        return {"pred_masks": (weights @ kv)[None]}
+        out = (weights @ kv)[None]
+        return ToyOutput(object_ids=[1], pred_masks=out, object_score_logits=out.mean(dim=(1, 2)))
 
 
 def test_session_class_is_the_annotation_of_the_first_required_argument():
@@ -58,7 +69,9 @@ def test_session_tracked_runs_each_clip_in_its_own_session_frame_by_frame():
     m = SessionTracked(ToyTracker(), ToySession).eval()
     x = torch.randn(3, 2, 3, 4, 4)  # (B, T, C, H, W)
     out = m(x)
-    assert out.shape == (3, 2, 1, 16, 8)  # (B, T, objects, H·W, width)
+    assert out.shape == (3, 2, 16 * 8 + 1)  # (B, T, masks and object score flattened)
+    frame = m.model(m._session(x[0]), frame_idx=0)  # the float outputs of frame 0, in order
+    torch.testing.assert_close(out[0, 0], torch.cat([frame["pred_masks"].flatten(), frame["object_score_logits"]]))
     # clips do not share a session: each sample alone gives its batched output
     torch.testing.assert_close(m(x[1:2]), out[1:2])
     # frame 1 attends to frame 0's memory: changing frame 0 changes frame 1's output

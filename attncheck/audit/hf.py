@@ -469,8 +469,9 @@ class SessionTracked(torch.nn.Module):
     ``obj_id_to_idx`` and ``add_mask_inputs(obj_idx, frame_idx, mask)`` (the mask a processor
     adds: ``(1, 1, H, W)``, here the centred square of half the side) and marked as having new
     inputs (``obj_with_new_inputs``); the model then tracks it frame by frame, frames ``t ≥ 1``
-    through its memory of the earlier ones.  ``forward`` returns the per-frame outputs (the
-    first tensor of each output, the mask logits) stacked ``(B, T, ...)``.
+    through its memory of the earlier ones.  ``forward`` returns the per-frame outputs (every
+    float tensor of a frame's output flattened and concatenated: mask logits, object scores)
+    stacked ``(B, T, N)``.
 
     Raises (in ``forward``):
         ValueError: ``pixel_values`` is not a clip of at least 2 frames (frame 0 holds the prompt,
@@ -506,15 +507,18 @@ class SessionTracked(torch.nn.Module):
         return session
 
     def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False) -> torch.Tensor:
-        from attncheck.audit.model import main_output
-
         if pixel_values.dim() != 5 or pixel_values.shape[1] < 2:  # frame 0 is the prompt, later ones are tracked
             raise ValueError(f"{type(self.model).__name__} tracks clips (B, T ≥ 2, C, H, W), got {tuple(pixel_values.shape)}")
         clips = []
         for clip in pixel_values:
             session = self._session(clip)
-            frames = [main_output(self.model(**{self.arg: session}, frame_idx=t), type(self.model).__name__)
-                      for t in range(clip.shape[0])]
+            frames = []
+            for t in range(clip.shape[0]):
+                out = self.model(**{self.arg: session}, frame_idx=t)
+                # every float output of the frame, flattened: the mask logits alone can be a
+                # constant (SAM 2 writes -1024 where its object score says "no object"), the
+                # object score beside them still carries what the frame's attention computed
+                frames.append(torch.cat([f.flatten() for f in _floats(out)]))
             clips.append(torch.stack(frames))
         return torch.stack(clips)
 
