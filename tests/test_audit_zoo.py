@@ -149,3 +149,15 @@ def test_hf_all_sweep_subprocess():
     assert [r["type"] for r in doc["types"]] == ["gpt2", "mamba"]
     assert [r["outcome"] for r in doc["types"]] == ["clean", "no-attention"]
     assert doc["counts"]["clean"] == 1 and doc["kind"] == "audit-sweep"
+
+
+@pytest.mark.slow
+def test_hf_all_passes_its_timeout_to_each_build_and_check():
+    """``--timeout`` bounds every model build and check of the sweep, as it does for one audit:
+    a limit no build can meet makes the type an error row that names the limit."""
+    p = subprocess.run([sys.executable, "-m", "attncheck", "audit", "hf:all", "--include", "gpt2",
+                        "--format", "json", "--jobs", "1", "--checks", "causality", "--timeout", "0.01"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stderr[-2000:]
+    (row,) = json.loads(p.stdout)["types"]
+    assert row["outcome"] == "error" and "timed out after 0.01 s" in row["reason"]

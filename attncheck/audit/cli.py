@@ -155,7 +155,7 @@ def audit_cmd(specs, fmt, html_path, device, seed, checks, config_items, timeout
         from attncheck.audit.sweep import run_sweep_cli
 
         sys.exit(run_sweep_cli("json" if fmt == "json" else "text", seed, checks, dtype, include, exclude,
-                               jobs, type_timeout))
+                               jobs, type_timeout, timeout or None))
     if include or exclude:
         raise click.UsageError("--include/--exclude select model types of hf:all")
     specs = list(specs) or demo_specs()

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from attncheck.audit.runner import DEFAULT_TIMEOUT
+
 OUTCOMES = ("clean", "finding", "error", "unsupported", "no-attention", "timeout", "crashed")
 DEFAULT_CHECKS = ("causality,padding,batch-independence,kv-cache,backend-agreement,normalization,"
                   "saturation,scale,mask-pattern,gqa")
@@ -71,14 +73,15 @@ def classify(report) -> dict[str, Any]:
     return dict(row, outcome="clean", reason="", warnings=warns)
 
 
-def _audit_one(model_type: str, checks: str, dtype: str, seed: int) -> dict[str, Any]:
+def _audit_one(model_type: str, checks: str, dtype: str, seed: int,
+               check_timeout: float | None = DEFAULT_TIMEOUT) -> dict[str, Any]:
     import warnings
 
     warnings.filterwarnings("ignore")
     from attncheck.audit.runner import audit
 
     t = time.perf_counter()
-    rep = audit(f"hf:{model_type}", checks=checks, seed=seed, dtype=dtype)
+    rep = audit(f"hf:{model_type}", checks=checks, seed=seed, dtype=dtype, timeout=check_timeout)
     row = classify(rep)
     row.update(type=model_type, seconds=round(time.perf_counter() - t, 2))
     return row
@@ -101,9 +104,9 @@ def _worker(conn) -> None:  # pragma: no cover - runs in a child process
             return
         if task is None:
             return
-        model_type, checks, dtype, seed = task
+        model_type, checks, dtype, seed, check_timeout = task
         try:
-            row = _audit_one(model_type, checks, dtype, seed)
+            row = _audit_one(model_type, checks, dtype, seed, check_timeout)
         except BaseException as exc:  # noqa: BLE001 - one type never stops the sweep
             row = {"type": model_type, "outcome": "error", "reason": f"{type(exc).__name__}: {exc}"[:600]}
         conn.send(row)
@@ -131,7 +134,8 @@ class _Slot:
 
 def sweep(types: list[str], checks: str = DEFAULT_CHECKS, dtype: str = "float32", seed: int = 0,
           jobs: int = 1, timeout: float = 300.0,
-          on_done: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+          on_done: Callable[[dict[str, Any]], None] | None = None,
+          check_timeout: float | None = DEFAULT_TIMEOUT) -> dict[str, Any]:
     """Audit each model type in ``types`` in ``jobs`` worker processes.
 
     Args:
@@ -140,6 +144,8 @@ def sweep(types: list[str], checks: str = DEFAULT_CHECKS, dtype: str = "float32"
             ``attncheck lint``).
         dtype: the dtype every model runs in.
         timeout: seconds per type; the worker is killed and replaced after it.
+        check_timeout: seconds per check and for building each model (``audit``'s ``timeout``;
+            None or 0 = unlimited): a check or build past it is an ``error`` row.
         on_done: called with each finished row (progress).
 
     Returns:
@@ -164,7 +170,7 @@ def sweep(types: list[str], checks: str = DEFAULT_CHECKS, dtype: str = "float32"
                 if s.task is None and pending:
                     s.task, s.started = pending.pop(0), time.perf_counter()
                     try:
-                        s.parent.send((s.task, checks, dtype, seed))
+                        s.parent.send((s.task, checks, dtype, seed, check_timeout))
                     except Exception:  # noqa: BLE001 - a dead worker: replace it
                         pending.insert(0, s.task)
                         s.task = None
@@ -266,7 +272,7 @@ def render_summary(doc: dict[str, Any], console) -> None:
 
 
 def run_sweep_cli(fmt: str, seed: int, checks: str | None, dtype: str, include, exclude, jobs: int,
-                  timeout: float) -> int:
+                  timeout: float, check_timeout: float | None = DEFAULT_TIMEOUT) -> int:
     """``attncheck audit hf:all``: sweep with a progress bar; exit 0 when every audited type is
     clean, 1 when any finding / error / timeout / crash, 2 when no type matches."""
     import json
@@ -289,7 +295,7 @@ def run_sweep_cli(fmt: str, seed: int, checks: str | None, dtype: str, include, 
             progress.update(task, advance=1, last=f"{row['type']}: {row.get('outcome')}")
 
         doc = sweep(types, checks=checks or DEFAULT_CHECKS, dtype=dtype, seed=seed, jobs=jobs,
-                    timeout=timeout, on_done=done)
+                    timeout=timeout, on_done=done, check_timeout=check_timeout)
     if fmt == "json":
         from attncheck.report.terminal import _clean
 
