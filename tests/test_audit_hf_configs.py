@@ -305,6 +305,17 @@ def test_sub_config_type_spelled_otherwise_and_the_class_its_docstring_builds():
     assert isinstance(v, tf.VisionEncoderDecoderConfig) and v.encoder is c.encoder and v.decoder is c.decoder
 
 
+def test_docstring_class_of_a_sibling_config_is_not_the_towers_class():
+    # Qwen2.5-Omni's text config has no model class named after it; its docstring example builds
+    # the Thinker, a model of the sibling Qwen2_5OmniThinkerConfig: the text tower is audited
+    from attncheck.audit.hf import _model_class_of, choose_class
+
+    c = tf.AutoConfig.for_model("qwen2_5_omni_text")
+    assert "Qwen2_5OmniThinkerForConditionalGeneration(" in type(c).__doc__
+    assert _model_class_of(c) is None
+    assert choose_class("qwen2_5_omni_text", c)[1].__name__ == "Qwen2_5OmniThinkerTextModel"
+
+
 def test_plain_mapping_the_defaults_leave_unset_is_filled_empty():
     # Chameleon looks its image tokens up in vocabulary_map (the tokenizer's vocabulary), None
     # by default; a text-only forward needs no entry.  Sub-configs and rope parameters stay

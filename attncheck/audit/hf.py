@@ -118,6 +118,12 @@ def _model_class_of(config):
         # it (``model = VisionEncoderDecoderModel(config=config)`` in NougatConfig's)
         m = re.search(r"=\s*(\w+)\(\s*(?:config\s*=\s*)?config(?:uration)?\s*\)", type(config).__doc__ or "")
         cls = getattr(tf, m.group(1), None) if m else None
+        own = getattr(cls, "config_class", None)
+        if (isinstance(own, type) and not isinstance(config, own)
+                and own.__module__.rpartition(".")[0] == type(config).__module__.rpartition(".")[0]):
+            # the example builds a model of a sibling config of the same package (a text tower's
+            # docstring copied from its parent: Qwen2.5-Omni's text config names the Thinker)
+            cls = None
     usable = isinstance(cls, type) and issubclass(cls, torch.nn.Module) and cls.forward is not torch.nn.Module.forward
     return cls if usable else None
 
