@@ -1386,13 +1386,22 @@ def fill_unset_windows(config, overrides: dict[str, Any] | None = None) -> list[
     window even when the defaults declare none (a decoder that builds its sliding-window mask for
     every forward).  Fields named in ``overrides`` are left alone.  Returns the fields set
     (``"TextConfig.sliding_window = 4"``); empty when there is none."""
+    return _fill_unset_named(config, _WINDOW, WINDOW, overrides)
+
+
+def _fill_unset_named(config, pattern: re.Pattern, value: Any, overrides: dict[str, Any] | None) -> list[str]:
+    """Set, in place, every field of the config tree that is ``None`` and whose name matches
+    ``pattern`` to ``value`` (fields named in ``overrides`` left alone); the fields set, as
+    ``"ClassName.field = value"``."""
     done = []
     for c in _config_tree(config):
         for k, x in _values_of(c).items():
-            if x is None and _WINDOW.search(k) and k not in (overrides or {}):
-                setattr(c, k, WINDOW)
-                done.append(f"{type(c).__name__}.{k} = {WINDOW}")
+            if x is None and pattern.search(k) and k not in (overrides or {}):
+                setattr(c, k, value)
+                done.append(f"{type(c).__name__}.{k} = {value}")
     return done
+
+
 #: clipping bounds of q / k / v activations (``clip_qkv``: OLMo, DBRX)
 _CLIP = re.compile(r"(^|_)clip(_qkv|_value)?$")
 #: the bound set where a forward clips with a bound its defaults leave unset (DBRX's released
@@ -1405,13 +1414,7 @@ def fill_unset_bounds(config, overrides: dict[str, Any] | None = None) -> list[s
     :data:`CLIP`, for models whose forward clips unconditionally (``x.clamp(min=-clip,
     max=clip)`` with both ``None`` raises).  Fields named in ``overrides`` are left alone.
     Returns the fields set (``"DbrxAttentionConfig.clip_qkv = 8.0"``); empty when there is none."""
-    done = []
-    for c in _config_tree(config):
-        for k, x in _values_of(c).items():
-            if x is None and _CLIP.search(k) and k not in (overrides or {}):
-                setattr(c, k, CLIP)
-                done.append(f"{type(c).__name__}.{k} = {CLIP}")
-    return done
+    return _fill_unset_named(config, _CLIP, CLIP, overrides)
 
 
 def _plain_dict_field(tp) -> bool:
