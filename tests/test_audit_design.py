@@ -285,6 +285,19 @@ def test_model_code_raising_on_the_softmax_dtype_nan_is_left_out_not_an_error():
     assert "padding left" in rep["softmax-dtype[eager]"].metrics["left_out"]
 
 
+def test_backend_paths_with_nan_from_the_softmax_dtype_are_left_out():
+    # T5Gemma 2's text encoder: a bidirectional sliding window of 4, so the last right-padded
+    # queries see only padded keys; eager's float32 softmax of the float64 mask value gives those
+    # rows NaN, which the next (global) layer carries into every real position — the same design
+    # the padding check leaves out, so the right-padded path is not compared either
+    res = attncheck.audit("hf:t5gemma2_text", dtype="float64", checks="backend-agreement")["backend-agreement"]
+    assert res.status == "pass", res.message
+    assert set(res.metrics["left_out"]) == {"right-pad"}
+    assert "overflows to −inf in float32" in res.metrics["left_out"]["right-pad"]
+    assert set(res.metrics["pairs"]) == {"sdpa/no-mask"}
+    assert res.metrics["pairs"]["sdpa/no-mask"] < 1e-5
+
+
 class _CausalTowerAttention(torch.nn.Module):
     """Single-head self-attention of a causal text tower inside a bidirectional model (SAM 3's
     CLIP text encoder): ``sdpa`` calls SDPA, with ``is_causal`` when given no mask, as

@@ -764,15 +764,28 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
     m64 = reference64(base, ctx)
     for pname, am in paths.items():
         pids = _positions_for(base, am)
-        with same_draws(ctx.seed):
-            ref = base.forward(x, attention_mask=am, position_ids=pids).out
+        try:
+            with same_draws(ctx.seed):
+                ref = base.forward(x, attention_mask=am, position_ids=pids).out
+            require_finite(ref, f"the {base.variant} output ({pname})", am)
+            outs = []
+            for other in models[1:]:
+                with same_draws(ctx.seed):
+                    out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
+                require_finite(out, f"the {other.variant} output ({pname})", am)
+                outs.append((other, out))
+        except Exception:
+            # NaN at real positions of a padded path from a softmax run in a less precise dtype
+            # than the model (fully masked padding rows): the design the padding check leaves out
+            why = next((w for m in models if am is not None
+                        and (w := masked_softmax_nan(m, x, am, _positions_for(m, am)))), None)
+            if why is None:
+                raise
+            metrics.setdefault("left_out", {})[pname] = why
+            continue
         with same_draws(ctx.seed):
             ref64 = ref_out(m64, x, attention_mask=am, position_ids=pids)
-        require_finite(ref, f"the {base.variant} output ({pname})", am)
-        for other in models[1:]:
-            with same_draws(ctx.seed):
-                out = other.forward(x, attention_mask=am, position_ids=_positions_for(other, am)).out
-            require_finite(out, f"the {other.variant} output ({pname})", am)
+        for other, out in outs:
             r64 = ref64
             if am is not None:
                 keep = am.bool()
@@ -785,11 +798,17 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
             if not ok:
                 bad.append(f"{other.variant} vs {base.variant} ({pname}): max |Δ| {dmax:.3g}")
     labels = " vs ".join(m.variant or "?" for m in models)
+    left_out = metrics.get("left_out", {})
+    note = (f"; left out as NaN from the softmax's dtype: {', '.join(left_out)} — "
+            f"{next(iter(left_out.values()))}" if left_out else "")
     if bad:
-        return CheckResult(name, "fail", "dispatch paths disagree: " + "; ".join(bad), metrics)
+        return CheckResult(name, "fail", "dispatch paths disagree: " + "; ".join(bad) + note, metrics)
+    compared = [p for p in paths if p not in left_out]
+    if not compared:
+        return CheckResult(name, "skip", "no path left to compare" + note, metrics)
     worst = max(metrics["pairs"].values()) if metrics["pairs"] else 0.0
-    return CheckResult(name, "pass", f"{labels} agree on {', '.join(paths)} (max |Δ| {worst:.3g}, "
-                       f"atol {atol:g}, rtol {rtol:g})", metrics)
+    return CheckResult(name, "pass", f"{labels} agree on {', '.join(compared)} (max |Δ| {worst:.3g}, "
+                       f"atol {atol:g}, rtol {rtol:g}){note}", metrics)
 
 
 # ------------------------------------------------------------------------------------------------
