@@ -744,6 +744,12 @@ def check_kv_cache(m: AuditModel, ctx: AuditContext) -> CheckResult:
 # ------------------------------------------------------------------------------------------------
 # backend agreement (cross-variant)
 # ------------------------------------------------------------------------------------------------
+def _rows(t: torch.Tensor | None, keep: torch.Tensor | None) -> torch.Tensor | None:
+    """``t[keep]``: the real positions of an output ``(B, L, ...)`` under ``keep`` ``(B, L)``
+    (None passes through; ``keep`` None = every position)."""
+    return t if t is None or keep is None else t[keep]
+
+
 def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> CheckResult:
     name = "backend-agreement"
     if len(models) < 2:
@@ -785,15 +791,22 @@ def check_backend_agreement(models: list[AuditModel], ctx: AuditContext) -> Chec
             continue
         with same_draws(ctx.seed):
             ref64 = ref_out(m64, x, attention_mask=am, position_ids=pids)
+        keep = am.bool() if am is not None else None
         for other, out in outs:
-            r64 = ref64
-            if am is not None:
-                keep = am.bool()
-                r, o = ref[keep], out[keep]
-                r64 = ref64[keep] if ref64 is not None else None
+            r, o, r64 = (ref, out, ref64) if keep is None else (ref[keep], out[keep], _rows(ref64, keep))
+            if r64 is not None and not bool(torch.isfinite(r64).all()):
+                # the base path's float64 run is not finite (a float64 defect of that path alone,
+                # e.g. NaN through its float32 softmax), so it cannot measure the dtype's noise:
+                # take the noise of the other path against its own float64 run (never the
+                # other path's float64 output as the base's reference, which would fold a real
+                # backend difference into the noise)
+                with same_draws(ctx.seed):
+                    o64 = ref_out(reference64(other, ctx), x, attention_mask=am,
+                                  position_ids=_positions_for(other, am))
+                metrics.setdefault("noise_from", {})[f"{other.variant}/{pname}"] = other.variant
+                ok, dmax, _ = judge(ctx, r, o, _rows(o64, keep), dtype)
             else:
-                r, o = ref, out
-            ok, dmax, _ = judge(ctx, o, r, r64, dtype)
+                ok, dmax, _ = judge(ctx, o, r, r64, dtype)
             metrics["pairs"][f"{other.variant}/{pname}"] = dmax
             if not ok:
                 bad.append(f"{other.variant} vs {base.variant} ({pname}): max |Δ| {dmax:.3g}")
