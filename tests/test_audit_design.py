@@ -309,6 +309,15 @@ def test_float16_noise_comes_from_a_finite_float64_run_of_the_other_path():
     assert 1e-3 < res.metrics["pairs"]["sdpa/no-mask"] < 2e-2
 
 
+def test_float16_backend_noise_is_the_larger_of_the_two_paths():
+    # unlimited_ocr's greedy top-2 MoE router: SDPA's float16 rounding flips one token's expert
+    # choice (SDPA float16 vs its float64 run: 0.019 at that token), eager's does not (3.6e-4);
+    # the paths agree in float64 (4.7e-8), so their float16 difference (0.019) is SDPA's own noise
+    res = attncheck.audit("hf:unlimited_ocr", dtype="float16", checks="backend-agreement")["backend-agreement"]
+    assert res.status == "pass", res.message
+    assert res.metrics["noise_from"]["sdpa/no-mask"] == "sdpa"
+
+
 def test_float16_padding_leak_threshold_is_the_dtype_noise():
     # DBRX's MoE gathers the tokens routed to each expert: padded tokens routed elsewhere change
     # the rows a real token is computed with, which moves it by one float16 ulp (Δ 1.2e-4), below
