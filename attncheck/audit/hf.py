@@ -42,8 +42,8 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_bounds, fill_unset_mappings, fill_unset_windows,
+from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_fed_width, fill_missing_attribute,
+                                    fill_missing_layer_rope, fill_unset_bounds, fill_unset_mappings, fill_unset_windows,
                                     repair_misspelled_fields, shrink_config)
 
 SEQ_LEN = 12
@@ -1980,9 +1980,12 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     errors, plain = [], None
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
     # leave unset filled, with the clipping bounds they leave unset filled, with the plain
-    # mappings they leave unset empty, then with two layers of each per-layer kind (weights tied
-    # across one kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "twice")]
+    # mappings they leave unset empty, with the width a linear layer is fed where its config field
+    # disagrees (:func:`fill_fed_width`), then with two layers of each per-layer kind (weights
+    # tied across one kind's layers)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "widths"),
+               (LEVELS[0], "twice")]
+    first_exc = None
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
             config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
@@ -1991,7 +1994,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
-        fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings}.get(retry)
+        fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings,
+                "widths": lambda c, o: fill_fed_width(c, first_exc, o)}.get(retry)
         filled = fill(config, overrides) if fill is not None else []
         if fill is not None and not filled:
             continue
@@ -2026,6 +2030,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 adapter.info["audited_submodule"] = f"{type(audited).__name__} (the encoder: the decoder has no attention)"
             _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
+            if level == LEVELS[0] and not retry:
+                first_exc = exc
             errors.append(f"level {level}{f' ({retry})' if retry else ''}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level

@@ -1448,6 +1448,33 @@ def fill_unset_mappings(config, overrides: dict[str, Any] | None = None) -> list
     return done
 
 
+_MATMUL_WIDTHS = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+
+
+def fill_fed_width(config, exc: BaseException | None, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Repair, in place, a config tree whose own defaults disagree on a width: a linear layer sized
+    by a config field is fed rows of another width (``mat1 and mat2 shapes cannot be multiplied
+    (8x256 and 128x64)``: Llama 4's vision defaults give ``hidden_size`` 768, whose pixel shuffle
+    by 0.5 makes 4 × 768 = 3072 channels, but ``intermediate_size`` 5632 sizes the projector
+    that reads them).  The one width or feed-forward field of the tree (not in ``overrides``)
+    whose value is the layer's input width takes the width that reaches the layer.  Returns the
+    field set (``"Llama4VisionConfig.intermediate_size: 128 → 256"``); empty when the error is no
+    such mismatch or the field is not unique."""
+    m = _MATMUL_WIDTHS.search(str(exc)) if isinstance(exc, RuntimeError) else None
+    if m is None:
+        return []
+    fed, want = int(m.group(2)), int(m.group(3))
+    if fed == want or fed <= 0:
+        return []
+    hits = [(c, k) for c in _config_tree(config) for k, x in _values_of(c).items()
+            if _int(x) and x == want and (_WIDTH.search(k) or _FFN.search(k)) and k not in (overrides or {})]
+    if len(hits) != 1:
+        return []
+    c, k = hits[0]
+    setattr(c, k, fed)
+    return [f"{type(c).__name__}.{k}: {want} → {fed}"]
+
+
 #: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
 ROPE_THETA = 10000.0
 
@@ -1493,6 +1520,6 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_missing_attribute",
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_fed_width", "fill_missing_attribute",
            "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_mappings", "fill_unset_windows", "shrink_config",
            "shrink_values"]
