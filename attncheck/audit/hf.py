@@ -1020,6 +1020,14 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep),
            ("clip-frames", lambda b, g: torch.randn(b, frames, *shape, generator=g), frames_flat, split)]
+    # tiled images (Mllama's (B, images, tiles, C, H, W), the processor's tiles of each image): the
+    # dims the forward unpacks, sized by :func:`_counted_dim`
+    dims = unpacked_input_dims(model, main) or []
+    if len(dims) > 5 and dims[-3:] == ["num_channels", "height", "width"]:
+        counts = [_counted_dim(d, vc) or _counted_dim(d, config) for d in dims[1:-3]]
+        if None not in counts:
+            out.append(("image-tiles", lambda b, g, counts=counts: torch.randn(b, *counts, *shape, generator=g),
+                        with_prompt, keep))
     if optional:
         out.append(("image-text", lambda b, g: torch.randn(b, *shape, generator=g),
                     lambda x: with_prompt(x, {**prompt, **optional}), keep))
@@ -1064,9 +1072,9 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     sizes = {"batch_size": 1, "num_channels": c, "channels": c, "height": h, "width": w,
              "image_size": h, "sequence_length": seq}
     dims = [d.strip() for d in m.group("dims").split(",") if d.strip()]
-    if not dims or any(d not in sizes for d in dims):
+    shape = [sizes[d] if d in sizes else _counted_dim(d, config) for d in dims]
+    if not dims or None in shape:
         return None
-    shape = [sizes[d] for d in dims]
     kind = m.group("type")
     if "mask" in name:
         return torch.ones(shape, dtype=torch.bool if "Bool" in kind else (torch.long if "Long" in kind else torch.float32))
@@ -1080,6 +1088,33 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
 
 
 _DOC_ARG = re.compile(rf"(?m)^\s*(?P<name>\w+) {_DOC_SHAPE}")
+
+#: a dimension counting the images (media) of one sample: the audit sends one
+_IMAGE_COUNT = re.compile(r"(^|_)num_(images|media|concurrent_media)$")
+
+
+def _counted_dim(name: str, config) -> int | None:
+    """The size of a named input dimension beyond batch / channels / sides: the config's field of
+    that name, or of ``max_`` and that name (``num_tiles`` → Mllama's ``max_num_tiles``: the tiles
+    an image is cut into), 1 for a count of images per sample (``max_num_images``,
+    ``num_concurrent_media``); None for any other name."""
+    for k in (name, f"max_{name}"):
+        v = getattr(config, k, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 1 if _IMAGE_COUNT.search(name) else None
+
+
+def unpacked_input_dims(model, name: str) -> list[str] | None:
+    """The names a model's forward unpacks its input ``name``'s shape into (``batch_size,
+    num_concurrent_media, num_tiles, num_channels, height, width = pixel_values.shape``), or None
+    when its source has no such line."""
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return None
+    m = re.search(rf"(?m)^\s*(\w+(?:\s*,\s*\w+)+)\s*=\s*{re.escape(name)}\.shape\s*$", src)
+    return [d.strip() for d in m.group(1).split(",")] if m else None
 
 
 def documented_steps(model, config) -> tuple[str, int, dict[str, int | None]] | None:
