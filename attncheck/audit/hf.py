@@ -43,7 +43,7 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_fed_width, fill_missing_attribute,
-                                    fill_missing_layer_rope, fill_unset_bounds, fill_unset_mappings, fill_unset_windows,
+                                    fill_missing_layer_rope, fill_unset_bounds, keep_widths_distinct, fill_unset_mappings, fill_unset_windows,
                                     repair_misspelled_fields, shrink_config)
 
 SEQ_LEN = 12
@@ -998,6 +998,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
         prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
                   and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+    prompt.update(flattened_prompt_inputs(model, prompt))
     # other required inputs (SegGPT's prompt image and mask): made from their documented shapes
     for n in _required_inputs(model):
         if n != main and n not in prompt and (v := documented_input(model, n, config, g)) is not None:
@@ -1088,6 +1089,41 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
 
 
 _DOC_ARG = re.compile(rf"(?m)^\s*(?P<name>\w+) {_DOC_SHAPE}")
+
+
+def _documented_dims(model, name: str) -> list[str] | None:
+    """The dims the forward's docstring gives argument ``name`` (``classes_input_ids
+    (`torch.LongTensor` of shape `(total_classes (>= batch_size), sequence_length)`)``, the type
+    quoted or not), or None when it documents no shape."""
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    m = re.search(rf"(?m)^\s*{re.escape(name)} `?\(`?torch\.\w+`? of shape `\((?P<dims>[^`]*)\)`", doc)
+    return [d.strip() for d in m.group("dims").split(",") if d.strip()] if m else None
+
+
+def flattened_prompt_inputs(model, prompt: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inputs that go with a prompt flattened over the items of all samples (OmDet-Turbo's
+    ``classes_input_ids`` of shape ``(total_classes (>= batch_size), sequence_length)``: the class
+    names of every sample, one row each), with one item per sample (the ``(1, L)`` row of
+    ``prompt``, expanded to the batch): the required arguments of the same prefix, its mask
+    (``classes_attention_mask``) all ones like the ids, and a per-sample count documented
+    ``(batch_size)`` (``classes_structure``: the items of each sample) 1.
+
+    Shapes: batch-1 tensors, ``long``; empty when no ids of ``prompt`` are documented flattened."""
+    out: dict[str, torch.Tensor] = {}
+    req = _required_inputs(model)
+    for ids, v in prompt.items():
+        dims = _documented_dims(model, ids)
+        if not (ids.endswith("input_ids") and dims and dims[0] != "batch_size"):
+            continue
+        pre = ids[:-len("input_ids")]
+        for n in req:
+            if not pre or not n.startswith(pre) or n in prompt:
+                continue
+            if n.endswith("attention_mask"):
+                out[n] = torch.ones_like(v)
+            elif _documented_dims(model, n) == ["batch_size"]:
+                out[n] = torch.ones(1, dtype=torch.long)
+    return out
 
 #: a dimension counting the images (media) of one sample: the audit sends one
 _IMAGE_COUNT = re.compile(r"(^|_)num_(images|media|concurrent_media)$")
@@ -2016,10 +2052,11 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
     # leave unset filled, with the clipping bounds they leave unset filled, with the plain
     # mappings they leave unset empty, with the width a linear layer is fed where its config field
-    # disagrees (:func:`fill_fed_width`), then with two layers of each per-layer kind (weights
+    # disagrees (:func:`fill_fed_width`), with the sizes the shrink made equal kept apart
+    # (:func:`keep_widths_distinct`), then with two layers of each per-layer kind (weights
     # tied across one kind's layers)
     retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "widths"),
-               (LEVELS[0], "twice")]
+               (LEVELS[0], "distinct"), (LEVELS[0], "twice")]
     first_exc = None
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         try:
@@ -2030,7 +2067,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings,
-                "widths": lambda c, o: fill_fed_width(c, first_exc, o)}.get(retry)
+                "widths": lambda c, o: fill_fed_width(c, first_exc, o),
+                "distinct": lambda c, o: keep_widths_distinct(default, c, o)}.get(retry)
         filled = fill(config, overrides) if fill is not None else []
         if fill is not None and not filled:
             continue

@@ -947,7 +947,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         except Exception:  # noqa: BLE001 - the class rejects the shrunk overrides: keep them as derived
             pass
     made.use_cache = getattr(made, "use_cache", True)
-    _carry_extra_attributes(config, made)
+    _carry_extra_attributes(config, made, _sides)
     return made
 
 
@@ -970,14 +970,18 @@ def _tie_concatenated_widths(vals: dict[str, Any], new: dict[str, Any]) -> None:
             new[k] = next(iter(parts[x]))
 
 
-def _carry_extra_attributes(config, made) -> None:
+def _carry_extra_attributes(config, made, sides: dict[int, int] | None = None) -> None:
     """Set on ``made``, in place, the boolean flags ``config`` holds that are no constructor field
     of its class and that ``made`` lacks altogether: keywords a parent config passes to a
     sub-config (CHMv2's DINOv3 ``backbone_config`` gets ``return_class_token=True``, which its
-    backbone reads with ``getattr(config, "return_class_token", False)``).  Only flags: sizes
-    (a timm tower's ``num_classes``, ``img_size``) would need shrinking rules of their own."""
+    backbone reads with ``getattr(config, "return_class_token", False)``); and an image side
+    (``img_size``: the keyword a parent hands a timm backbone, OmDet-Turbo's Swin) that ``sides``
+    (original → shrunk sides of the tree) maps, as the shrunk side.  Other sizes (a timm tower's
+    ``num_classes``) would need shrinking rules of their own."""
     for k, x in vars(config).items():
-        if k.startswith("_") or not isinstance(x, bool):
+        if k in ("img_size", "image_size") and _int(x) and x in (sides or {}) and not hasattr(made, k):
+            x = sides[x]
+        elif k.startswith("_") or not isinstance(x, bool):
             continue
         try:
             if hasattr(made, k):
@@ -1448,6 +1452,39 @@ def fill_unset_mappings(config, overrides: dict[str, Any] | None = None) -> list
     return done
 
 
+def keep_widths_distinct(original, config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the widths and feed-forward sizes of the shrunk ``config`` tree that the
+    shrink made equal though they differ in ``original`` (the same tree at full size) to the
+    shrunk value × their original ratio to the smallest of them, when that ratio is an integer:
+    a model may branch on two sizes being equal (OmDet-Turbo builds its ``task_project`` only
+    when ``class_embed_dim != decoder_hidden_dim``, and reads it always), a path the original
+    never takes.  Equal originals keep equal values, so the tree's ties hold.  Fields named in
+    ``overrides`` are left alone.  Returns the fields set (``"OmDetTurboConfig.class_embed_dim:
+    64 → 128"``); empty when no shrunk sizes collide."""
+    pairs = []  # (shrunk config, field, original value, shrunk value)
+
+    def walk(o, c):
+        for k, x in _values_of(o).items():
+            y = getattr(c, k, None)
+            if _is_config(x) and _is_config(y):
+                walk(x, y)
+            elif (_int(x) and _int(y) and x >= HIDDEN and (_WIDTH.search(k) or _FFN.search(k))
+                    and k not in (overrides or {})):
+                pairs.append((c, k, x, y))
+
+    walk(original, config)
+    groups: dict[int, set[int]] = {}
+    for _, _, x, y in pairs:
+        groups.setdefault(y, set()).add(x)
+    done = []
+    for c, k, x, y in pairs:
+        low = min(groups[y])
+        if len(groups[y]) > 1 and x != low and x % low == 0:
+            setattr(c, k, y * (x // low))
+            done.append(f"{type(c).__name__}.{k}: {y} → {y * (x // low)}")
+    return done
+
+
 _MATMUL_WIDTHS = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 
 
@@ -1521,5 +1558,6 @@ def consistent(config) -> list[str]:
 
 
 __all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_fed_width", "fill_missing_attribute",
-           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_mappings", "fill_unset_windows", "shrink_config",
+           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_mappings", "fill_unset_windows", "keep_widths_distinct",
+           "shrink_config",
            "shrink_values"]
