@@ -1486,30 +1486,55 @@ def keep_widths_distinct(original, config, overrides: dict[str, Any] | None = No
 
 
 _MATMUL_WIDTHS = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_CAT_WIDTHS = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected size (\d+) but got size (\d+)")
 
 
 def fill_fed_width(config, exc: BaseException | None, overrides: dict[str, Any] | None = None) -> list[str]:
-    """Repair, in place, a config tree whose own defaults disagree on a width: a linear layer sized
-    by a config field is fed rows of another width (``mat1 and mat2 shapes cannot be multiplied
-    (8x256 and 128x64)``: Llama 4's vision defaults give ``hidden_size`` 768, whose pixel shuffle
-    by 0.5 makes 4 × 768 = 3072 channels, but ``intermediate_size`` 5632 sizes the projector
-    that reads them).  The one width or feed-forward field of the tree (not in ``overrides``)
-    whose value is the layer's input width takes the width that reaches the layer.  Returns the
-    field set (``"Llama4VisionConfig.intermediate_size: 128 → 256"``); empty when the error is no
-    such mismatch or the field is not unique."""
+    """Repair, in place, a config tree whose own defaults disagree on a width, from the error of
+    the forward they give:
+
+    - a linear layer sized by a config field is fed rows of another width (``mat1 and mat2 shapes
+      cannot be multiplied (8x256 and 128x64)``: Llama 4's vision defaults give ``hidden_size``
+      768, whose pixel shuffle by 0.5 makes 4 × 768 = 3072 channels, but ``intermediate_size``
+      5632 sizes the projector that reads them): the field holding the layer's input width takes
+      the width that reaches it;
+    - two tensors concatenated along the sequence differ in width (``Sizes of tensors must match
+      except in dimension 1. Expected size 896 but got size 64``: DeepSeek-OCR 2's SAM neck ends
+      at 896 channels, ``downsample_channels[-1]``, but its default encoder is 4096 wide): the
+      field holding the first tensor's width takes the second's.
+
+    The field (a width, feed-forward size or channel count, or an entry of such a list; not in
+    ``overrides``) must be the only one of the tree holding that value.  Returns the field set
+    (``"Llama4VisionConfig.intermediate_size: 128 → 256"``); empty when the error is no such
+    mismatch or the field is not unique."""
     m = _MATMUL_WIDTHS.search(str(exc)) if isinstance(exc, RuntimeError) else None
-    if m is None:
+    if m is not None:
+        fed, want = int(m.group(2)), int(m.group(3))
+    elif isinstance(exc, RuntimeError) and (m := _CAT_WIDTHS.search(str(exc))) is not None:
+        want, fed = int(m.group(1)), int(m.group(2))
+    else:
         return []
-    fed, want = int(m.group(2)), int(m.group(3))
     if fed == want or fed <= 0:
         return []
-    hits = [(c, k) for c in _config_tree(config) for k, x in _values_of(c).items()
-            if _int(x) and x == want and (_WIDTH.search(k) or _FFN.search(k)) and k not in (overrides or {})]
+
+    def sized(k: str) -> bool:
+        return bool(_WIDTH.search(k) or _FFN.search(k) or _WIDTH_LIST.search(k)
+                    or (_DIM_NAME.search(k) and not _NOT_DIM.search(k)))
+
+    hits = [(c, k, i) for c in _config_tree(config) for k, x in _values_of(c).items()
+            if sized(k) and k not in (overrides or {})
+            for i in ([None] if _int(x) and x == want else
+                      [j for j, e in enumerate(x) if e == want] if _ints(x) else [])]
     if len(hits) != 1:
         return []
-    c, k = hits[0]
-    setattr(c, k, fed)
-    return [f"{type(c).__name__}.{k}: {want} → {fed}"]
+    c, k, i = hits[0]
+    if i is None:
+        setattr(c, k, fed)
+        return [f"{type(c).__name__}.{k}: {want} → {fed}"]
+    x = list(getattr(c, k))
+    x[i] = fed
+    setattr(c, k, _same_type(getattr(c, k), x))
+    return [f"{type(c).__name__}.{k}[{i}]: {want} → {fed}"]
 
 
 #: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
