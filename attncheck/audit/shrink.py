@@ -1504,7 +1504,9 @@ def fill_fed_width(config, exc: BaseException | None, overrides: dict[str, Any] 
       field holding the first tensor's width takes the second's.
 
     The field (a width, feed-forward size or channel count, or an entry of such a list; not in
-    ``overrides``) must be the only one of the tree holding that value.  Returns the field set
+    ``overrides``) must be the only one of the tree holding that value; when it is not, the only
+    field holding the other width takes the first (Unlimited-OCR's SAM neck, left at 1024
+    channels, feeds its shrunk 64-wide CLIP encoder).  Returns the field set
     (``"Llama4VisionConfig.intermediate_size: 128 → 256"``); empty when the error is no such
     mismatch or the field is not unique."""
     m = _MATMUL_WIDTHS.search(str(exc)) if isinstance(exc, RuntimeError) else None
@@ -1521,12 +1523,17 @@ def fill_fed_width(config, exc: BaseException | None, overrides: dict[str, Any] 
         return bool(_WIDTH.search(k) or _FFN.search(k) or _WIDTH_LIST.search(k)
                     or (_DIM_NAME.search(k) and not _NOT_DIM.search(k)))
 
-    hits = [(c, k, i) for c in _config_tree(config) for k, x in _values_of(c).items()
-            if sized(k) and k not in (overrides or {})
-            for i in ([None] if _int(x) and x == want else
-                      [j for j, e in enumerate(x) if e == want] if _ints(x) else [])]
-    if len(hits) != 1:
-        return []
+    def holders(v: int) -> list[tuple[Any, str, int | None]]:
+        return [(c, k, i) for c in _config_tree(config) for k, x in _values_of(c).items()
+                if sized(k) and k not in (overrides or {})
+                for i in ([None] if _int(x) and x == v else
+                          [j for j, e in enumerate(x) if e == v] if _ints(x) else [])]
+
+    hits = holders(want)
+    if len(hits) != 1:  # else the one field sizing the other side (a tower left at full width)
+        hits, want, fed = holders(fed), fed, want
+        if len(hits) != 1:
+            return []
     c, k, i = hits[0]
     if i is None:
         setattr(c, k, fed)
