@@ -43,7 +43,8 @@ import torch
 
 from attncheck.audit.model import AuditModel, Forward
 from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_fed_width, fill_missing_attribute,
-                                    fill_missing_layer_rope, fill_unset_bounds, keep_widths_distinct, fill_unset_mappings, fill_unset_windows,
+                                    fill_missing_layer_rope, fill_unset_bounds, keep_widths_distinct,
+                                    documented_list_entries, fill_unset_mappings, fill_unset_windows,
                                     repair_misspelled_fields, shrink_config)
 
 SEQ_LEN = 12
@@ -2053,14 +2054,19 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     # leave unset filled, with the clipping bounds they leave unset filled, with the plain
     # mappings they leave unset empty, with the width a linear layer is fed where its config field
     # disagrees (:func:`fill_fed_width`), with the sizes the shrink made equal kept apart
-    # (:func:`keep_widths_distinct`), then with two layers of each per-layer kind (weights
+    # (:func:`keep_widths_distinct`), with one documented entry in the lists they leave empty
+    # (:func:`documented_list_entries`), then with two layers of each per-layer kind (weights
     # tied across one kind's layers)
     retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "widths"),
-               (LEVELS[0], "distinct"), (LEVELS[0], "twice")]
+               (LEVELS[0], "distinct"), (LEVELS[0], "lists"), (LEVELS[0], "twice")]
     first_exc = None
+    entries = documented_list_entries(default)
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
+        if retry == "lists" and not entries:
+            continue
         try:
-            config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
+            config = shrink_config(default, level, {**entries, **(overrides or {})} if retry == "lists" else overrides,
+                                   repeat=2 if retry == "twice" else 1)
         except Exception as exc:  # noqa: BLE001
             if not retry:
                 plain = None
@@ -2072,6 +2078,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         filled = fill(config, overrides) if fill is not None else []
         if fill is not None and not filled:
             continue
+        if retry == "lists":
+            filled = [f"{k} = {v} (a documented supported value; the default is empty)" for k, v in entries.items()]
         if retry == "twice":
             if plain is not None and config.to_dict() == plain.to_dict():
                 continue  # no per-layer kinds: the same model again

@@ -1010,13 +1010,37 @@ def documented_values(cls, field: str) -> list[str]:
     """The string values the config class's docstring quotes for ``field`` (``mlp_layer_types
     (`list[str]`, *optional*): MLP type (`"dense"` or `"sparse"`) for each decoder layer`` →
     ``["dense", "sparse"]``), in order, without repeats; ``[]`` when it quotes none."""
+    return list(dict.fromkeys(re.findall(r'`"([^"`]+)"`', _doc_section(cls, field))))
+
+
+def _doc_section(cls, field: str) -> str:
+    """The text the config class's docstring gives ``field`` (up to the next documented field)."""
     doc = cls.__doc__ or ""
     m = re.search(rf"(?m)^(\s*){re.escape(field)} \(`", doc)
     if m is None:
-        return []
+        return ""
     rest = doc[m.end():]
     nxt = re.search(rf"(?m)^{m.group(1)}\w+ \(`", rest)  # the next documented field
-    return list(dict.fromkeys(re.findall(r'`"([^"`]+)"`', rest[: nxt.start() if nxt else None])))
+    return rest[: nxt.start() if nxt else None]
+
+
+_SUPPORTED = re.compile(r"(?i)supported values are ([-\d.,\s]*(?:and|or)?\s*[-\d.]+)")
+
+
+def documented_list_entries(config) -> dict[str, list[float]]:
+    """For the fields a config leaves an empty list whose docstring names the supported values
+    (LW-DETR's ``projector_scale_factors``: "Supported values are 0.5, 1.0, and 2.0", default
+    ``[]``, which gives its detector no feature level at all): one entry, 1 (no rescaling) when
+    supported, else the first value named.  ``{field: [value]}``; empty when there is none."""
+    out = {}
+    for k, x in _values_of(config).items():
+        if not (isinstance(x, (list, tuple)) and not x):
+            continue
+        m = _SUPPORTED.search(_doc_section(type(config), k))
+        vals = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", m.group(1))] if m else []
+        if vals:
+            out[k] = [1.0 if 1.0 in vals else vals[0]]
+    return out
 
 
 def _fill_documented_layer_types(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any]) -> None:
@@ -1591,5 +1615,6 @@ def consistent(config) -> list[str]:
 
 __all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_fed_width", "fill_missing_attribute",
            "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_mappings", "fill_unset_windows", "keep_widths_distinct",
+           "documented_list_entries",
            "shrink_config",
            "shrink_values"]
