@@ -1985,6 +1985,15 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
             continue
         rec = _record_call(parents[0], subs[0])
+        if rec is None and "pixel_values" in _params(subs[0]) and set(_required_inputs(subs[0])) <= {"pixel_values"}:
+            # an image tower the parent runs only on an image (GOT-OCR 2's vision encoder, built
+            # from PP-Chart2Table's vision config): the parent's tower, run on images of its own
+            try:
+                return _parent_tower_on_images(spec, model_type, default, parents, subs)
+            except Exception as exc:  # noqa: BLE001 - the tower refuses every image layout
+                why.append(f"{type(subs[0]).__name__} (built by {parents[0].info['class']}) on images: "
+                           f"{type(exc).__name__}: {_short(exc, 160)}")
+                continue
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
             continue
@@ -2020,6 +2029,28 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         _keep_if_returned(out[0], x0)
         return out
     raise Unsupported(f"{need} ({'; '.join(dict.fromkeys(why)) or 'no parent config holds it'})")
+
+
+def _parent_tower_on_images(spec: str, model_type: str, default, parents: list[AuditModel],
+                            subs: list[torch.nn.Module]) -> list[AuditModel]:
+    """The image towers ``subs`` that the ``parents`` (eager, SDPA) built from ``default``, each
+    audited as a vision model on images (:func:`_first_accepted_layout`), when the parent's own
+    audited forward runs without an image.
+
+    Raises:
+        the first layout's error when the tower accepts no image layout.
+    """
+    first, x0 = _first_accepted_layout(spec, subs[0], "vision", parents[0].dtype)
+    layout = first.info.get("input_layout_index", 0)
+    out = [first] + [_adapter(spec, sub, sub.config, "vision", p.variant, p.dtype, layout)
+                     for p, sub in zip(parents[1:], subs[1:])]
+    for a, p, sub in zip(out, parents, subs):
+        a.info.update(model_type=model_type, parent=p.info["class"], shrink_level=p.info.get("shrink_level"),
+                      audited_submodule=(f"{type(sub).__name__}, built by {p.info['class']} from its "
+                                         f"{type(default).__name__}, run on images (the parent's forward "
+                                         "calls it only with an image)"))
+    _keep_if_returned(first, x0)
+    return out
 
 
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
