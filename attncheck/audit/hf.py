@@ -1041,6 +1041,13 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         n = npos if isinstance(npos, int) and npos > 0 else (shape[1] // p) * (shape[2] // p)
         out.append(("patch-sequence", lambda b, g, n=n, d=shape[0] * p * p: torch.randn(b, n, d, generator=g),
                     with_prompt, keep))
+    # one video patch per sample (a tubelet of temporal_patch_size frames of patch_size², Inkling's
+    # tower of space-to-depth folds), channels first, then last (its (N, T, H, W, C) patches)
+    tp = getattr(vc, "temporal_patch_size", None)
+    if isinstance(p, int) and isinstance(tp, int) and not isinstance(tp, bool) and p > 0 and tp > 0:
+        c = shape[0]
+        out += [("patch-tubelet", lambda b, g, t=(c, tp, p, p): torch.randn(b, *t, generator=g), with_prompt, keep),
+                ("patch-tubelet-last", lambda b, g, t=(tp, p, p, c): torch.randn(b, *t, generator=g), with_prompt, keep)]
     if isinstance(model, SessionTracked):  # a tracker takes clips only: tried first, its error the one reported
         out.insert(0, out.pop(1))
     return out
