@@ -978,6 +978,13 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
                         lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
             out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
                         lambda x: {main: x, **grid_kw(x.shape[0])}, split))
+        # rows of the shape the forward's docstring gives (Inkling 2's ``(num_image_tokens, patch_size *
+        # spatial_merge_size, patch_size * spatial_merge_size, num_channels)``: one merged block per
+        # token), ``n`` per sample
+        row = _documented_row(model, main, vc)
+        if row is not None:
+            out.append(("patch-rows-documented", lambda b, g, row=row: torch.randn(b, n, *row, generator=g),
+                        lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
@@ -1106,6 +1113,26 @@ def _documented_dims(model, name: str) -> list[str] | None:
     doc = getattr(type(model).forward, "__doc__", None) or ""
     m = re.search(rf"(?m)^\s*{re.escape(name)} `?\(`?torch\.\w+`? of shape `\((?P<dims>[^`]*)\)`", doc)
     return [d.strip() for d in m.group("dims").split(",") if d.strip()] if m else None
+
+
+def _documented_row(model, name: str, config) -> tuple[int, ...] | None:
+    """The shape of one row of an input the forward's docstring documents as rows of all samples
+    flattened (``(num_image_tokens, patch_size * spatial_merge_size, …, num_channels)``): the
+    dims after the first, each a product of config fields, or None when the first dim is the
+    batch or a dim names anything else."""
+    dims = _documented_dims(model, name)
+    if not dims or len(dims) < 2 or dims[0] == "batch_size":
+        return None
+    row = []
+    for d in dims[1:]:
+        v = 1
+        for f in (t.strip() for t in d.split("*")):
+            x = int(f) if f.isdigit() else getattr(config, f, None)
+            if not (isinstance(x, int) and not isinstance(x, bool) and x > 0):
+                return None
+            v *= x
+        row.append(v)
+    return tuple(row)
 
 
 def flattened_prompt_inputs(model, prompt: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
