@@ -1527,8 +1527,8 @@ def fill_fed_width(config, exc: BaseException | None, overrides: dict[str, Any] 
       at 896 channels, ``downsample_channels[-1]``, but its default encoder is 4096 wide): the
       field holding the first tensor's width takes the second's.
 
-    The field (a width, feed-forward size or channel count, or an entry of such a list; not in
-    ``overrides``) must be the only one of the tree holding that value; when it is not, the only
+    The field (a width, feed-forward size or channel count of at least :data:`HIDDEN`, or an entry
+    of such a list; not in ``overrides``) must be the only one of the tree holding that value; when it is not, the only
     field holding the other width takes the first (Unlimited-OCR's SAM neck, left at 1024
     channels, feeds its shrunk 64-wide CLIP encoder).  Returns the field set
     (``"Llama4VisionConfig.intermediate_size: 128 → 256"``); empty when the error is no such
@@ -1548,6 +1548,8 @@ def fill_fed_width(config, exc: BaseException | None, overrides: dict[str, Any] 
                     or (_DIM_NAME.search(k) and not _NOT_DIM.search(k)))
 
     def holders(v: int) -> list[tuple[Any, str, int | None]]:
+        if v < HIDDEN:  # an input's channel count (3 colours), not a width
+            return []
         return [(c, k, i) for c in _config_tree(config) for k, x in _values_of(c).items()
                 if sized(k) and k not in (overrides or {})
                 for i in ([None] if _int(x) and x == v else
