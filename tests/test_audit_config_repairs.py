@@ -8,8 +8,8 @@ tf = pytest.importorskip("transformers")
 from attncheck.audit.checks import passed_mask_allowed  # noqa: E402
 from attncheck.audit.hf import (_counted_dim, _documented_row, flattened_prompt_inputs,  # noqa: E402
                                 unpacked_input_dims)
-from attncheck.audit.shrink import (documented_list_entries, fill_fed_width, keep_widths_distinct,  # noqa: E402
-                                    shrink_config)
+from attncheck.audit.shrink import (FFN, documented_list_entries, fill_fed_width,  # noqa: E402
+                                    keep_widths_distinct, shrink_config)
 
 
 def test_linear_fed_another_width_takes_the_width_that_reaches_it():
@@ -142,3 +142,31 @@ def test_additive_window_mask_argument_is_the_mask_given():
     # the union over windows: the unshifted window sees everything
     assert bool(passed_mask_allowed(_WindowAttention(), (), {"mask": shifted}).all())
     assert passed_mask_allowed(_WindowAttention(), (), {}) is None
+
+
+@pytest.mark.slow
+def test_tiled_vision_tower_runs_on_tiles_of_the_configs_count():
+    from attncheck.audit.hf import build_hf
+
+    m = build_hf("hf:mllama_vision_model", "mllama_vision_model", sdpa=False)[0]
+    assert m.info["input_layout"] == "image-tiles"
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert tuple(x.shape[:3]) == (2, 1, m.module.config.max_num_tiles) and x.dim() == 6
+
+
+def test_sub_config_image_tower_the_parent_calls_only_with_an_image_is_run_on_images():
+    from attncheck.audit.hf import build_hf
+
+    m = build_hf("hf:pp_chart2table_vision", "pp_chart2table_vision", sdpa=False)[0]
+    assert m.info["class"] == "GotOcr2VisionEncoder" and m.info["parent"] == "GotOcr2ForConditionalGeneration"
+    assert type(m.module.config).__name__ == "PPChart2TableVisionConfig"
+    assert m.make_inputs(1, generator=torch.Generator().manual_seed(0)).dim() == 4
+
+
+def test_width_repair_is_reported_and_lets_the_tower_run():
+    from attncheck.audit.hf import build_hf
+
+    m = build_hf("hf:llama4_vision_model", "llama4_vision_model", sdpa=False)[0]
+    cfg = m.module.config
+    assert cfg.intermediate_size == 4 * cfg.hidden_size  # pixel shuffle by 0.5: 4 × the channels
+    assert m.info["filled"] == f"Llama4VisionConfig.intermediate_size: {FFN} → {cfg.intermediate_size}"
