@@ -154,6 +154,7 @@ def test_tiled_vision_tower_runs_on_tiles_of_the_configs_count():
     assert tuple(x.shape[:3]) == (2, 1, m.module.config.max_num_tiles) and x.dim() == 6
 
 
+@pytest.mark.slow
 def test_sub_config_image_tower_the_parent_calls_only_with_an_image_is_run_on_images():
     from attncheck.audit.hf import build_hf
 
