@@ -1053,8 +1053,8 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     tp = getattr(vc, "temporal_patch_size", None)
     if isinstance(p, int) and isinstance(tp, int) and not isinstance(tp, bool) and p > 0 and tp > 0:
         c = shape[0]
-        out += [("patch-tubelet", lambda b, g, t=(c, tp, p, p): torch.randn(b, *t, generator=g), with_prompt, keep),
-                ("patch-tubelet-last", lambda b, g, t=(tp, p, p, c): torch.randn(b, *t, generator=g), with_prompt, keep)]
+        out += [(name, lambda b, g, t=t: torch.randn(b, *t, generator=g), with_prompt, keep)
+                for name, t in (("patch-tubelet", (c, tp, p, p)), ("patch-tubelet-last", (tp, p, p, c)))]
     if isinstance(model, SessionTracked):  # a tracker takes clips only: tried first, its error the one reported
         out.insert(0, out.pop(1))
     return out

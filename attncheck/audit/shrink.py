@@ -1510,7 +1510,8 @@ def keep_widths_distinct(original, config, overrides: dict[str, Any] | None = No
 
 
 _MATMUL_WIDTHS = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
-_CAT_WIDTHS = re.compile(r"Sizes of tensors must match except in dimension \d+\. Expected size (\d+) but got size (\d+)")
+_CAT_WIDTHS = re.compile(r"Sizes of tensors must match except in dimension \d+\. "
+                         r"Expected size (\d+) but got size (\d+)")
 
 
 def fill_fed_width(config, exc: BaseException | None, overrides: dict[str, Any] | None = None) -> list[str]:
@@ -1615,8 +1616,7 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_fed_width", "fill_missing_attribute",
-           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_mappings", "fill_unset_windows", "keep_widths_distinct",
-           "documented_list_entries",
-           "shrink_config",
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_fed_width",
+           "fill_missing_attribute", "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_mappings",
+           "fill_unset_windows", "keep_widths_distinct", "documented_list_entries", "shrink_config",
            "shrink_values"]
