@@ -1160,6 +1160,7 @@ def flattened_prompt_inputs(model, prompt: dict[str, torch.Tensor]) -> dict[str,
                 out[n] = torch.ones(1, dtype=torch.long)
     return out
 
+
 #: a dimension counting the images (media) of one sample: the audit sends one
 _IMAGE_COUNT = re.compile(r"(^|_)num_(images|media|concurrent_media)$")
 
