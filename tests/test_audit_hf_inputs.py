@@ -394,3 +394,49 @@ def test_to_dtype_keeps_the_modules_the_class_keeps_in_float32():
     assert dtypes(to_dtype(Toy(), f16)) == (f16, f32, f32)
     assert dtypes(to_dtype(Toy(), bf16)) == (bf16, bf16, f32)
     assert dtypes(to_dtype(Toy(), f64)) == (f64, f64, f64)
+
+
+class _Conditioned(torch.nn.Module):
+    """A block fed a sequence and two conditioning inputs, each first passed to a submodule."""
+
+    def __init__(self):
+        super().__init__()
+        self.context = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU())
+        self.codes = torch.nn.Embedding(11, 8)
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, hidden_states, context_states, codes, steps):
+        c = self.context(context_states) + self.codes(codes)
+        return self.norm(hidden_states + c.mean(1, keepdim=True) * steps)
+
+
+def test_conditioning_inputs_are_read_from_the_submodule_the_forward_applies():
+    from attncheck.audit.hf import conditioning_inputs
+
+    g = torch.Generator().manual_seed(0)
+    got = conditioning_inputs(_Conditioned(), ["context_states", "codes"], g)
+    assert got["context_states"].shape == (1, 7, 5) and got["context_states"].is_floating_point()
+    assert got["codes"].shape == (1, 7) and got["codes"].dtype == torch.long
+    assert 0 <= int(got["codes"].min()) and int(got["codes"].max()) < 11
+    # ``steps`` is used directly, not passed to a submodule: nothing to read its shape from
+    assert conditioning_inputs(_Conditioned(), ["context_states", "steps"], g) is None
+
+
+@pytest.mark.slow
+def test_draft_model_gets_its_context_states_and_a_key_mask_over_both():
+    # MuseGlimmer's assistant (a block-diffusion draft model) attends from its noise block to its
+    # target's context states then itself: the context is fixed, the key mask spans both
+    (m,) = build_hf("hf:muse_glimmer_assistant", "muse_glimmer_assistant", sdpa=False)
+    n = m.info["conditioning_keys"]
+    assert m.info["input"] == "noise_embeds" and m.causal is False
+    assert "context_hidden_states(B, 7," in m.info["input_layout"] and n == 7
+    assert {"attention_mask", "position_ids"} <= m.supports
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    ref = m.forward(x).out
+    assert ref.shape[:2] == x.shape[:2]
+    # right padding: the real rows are unchanged (the mask reaches the model over both spans)
+    am = torch.ones(2, m.seq_len, dtype=torch.long)
+    am[:, -3:] = 0
+    xp = x.clone()
+    xp[:, -3:] = torch.randn(2, 3, x.shape[-1])
+    torch.testing.assert_close(m.forward(xp, attention_mask=am).out[:, :-3], m.forward(x[:, :-3]).out)

@@ -2918,11 +2918,42 @@ def _upsampled_seq(o, B: int, L: int) -> torch.Tensor | None:
 
 def _feature_input(model, config) -> str | None:
     """The forward argument of a model fed feature vectors (:data:`_FEATURE_ARGS`): its first
-    required argument; every other required argument must be a mask (filled with ones)."""
+    required argument; every other required argument must be a mask (filled with ones) or a
+    conditioning input :func:`conditioning_inputs` can make."""
     req = _required_inputs(model)
-    if not req or not _FEATURE_ARGS.search(req[0]) or not all(n.endswith("mask") for n in req[1:]):
+    if not req or not _FEATURE_ARGS.search(req[0]):
+        return None
+    others = [n for n in req[1:] if not n.endswith("mask")]
+    if others and conditioning_inputs(model, others, torch.Generator().manual_seed(0)) is None:
         return None
     return req[0]
+
+
+def conditioning_inputs(model, names: list[str], g: torch.Generator) -> dict[str, torch.Tensor] | None:
+    """Batch-1 values for required forward arguments that condition the checked sequence (a
+    draft model's context states, a diffusion block's codes), each read from the submodule the
+    forward first applies to it (``self.<sub>(name)`` in its source): a float sequence
+    ``(1, ENC_LEN, in_features)`` of that submodule's first ``nn.Linear``, or ids
+    ``(1, ENC_LEN)`` in ``[0, num_embeddings)`` of its first ``nn.Embedding``.  None when an
+    argument is not passed straight to a submodule of one of those kinds."""
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return None
+    out = {}
+    for name in names:
+        m = re.search(rf"\bself\.(\w+)\(\s*{re.escape(name)}\b", src)
+        sub = getattr(model, m.group(1), None) if m else None
+        if not isinstance(sub, torch.nn.Module):
+            return None
+        first = next((x for x in sub.modules() if isinstance(x, (torch.nn.Linear, torch.nn.Embedding))), None)
+        if isinstance(first, torch.nn.Linear):
+            out[name] = torch.randn(1, ENC_LEN, first.in_features, generator=g)
+        elif isinstance(first, torch.nn.Embedding):
+            out[name] = torch.randint(0, first.num_embeddings, (1, ENC_LEN), generator=g)
+        else:
+            return None
+    return out
 
 
 def _feature_dims(config) -> list[int]:
@@ -2973,20 +3004,36 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     enc_width = getattr(config, "encoder_hidden_size", None)
     cross = ([False, True] if "encoder_hidden_states" in accepts and isinstance(enc_width, int) and enc_width > 0
              else [False])
-    layouts = [(d, channels_first, c) for c in cross for channels_first in (False, True) for d in dims]
-    D, channels_first, with_enc = layouts[input_layout % len(layouts)]
+    masks = [n for n in _required_inputs(model)[1:] if n.endswith("mask")]
+    conditions = conditioning_inputs(model, [n for n in _required_inputs(model)[1:] if not n.endswith("mask")],
+                                     torch.Generator().manual_seed(4321)) or {}
+    # a forward whose keys are the conditioning states followed by the checked sequence (a
+    # draft model attending to its target's context states) takes a key mask over both (ones
+    # for the conditioning): tried before the layouts with a mask over the sequence alone
+    spans = [True, False] if conditions and "attention_mask" in accepts else [False]
+    layouts = [(d, channels_first, c, s) for s in spans for c in cross for channels_first in (False, True)
+               for d in dims]
+    D, channels_first, with_enc, mask_spans = layouts[input_layout % len(layouts)]
+    n_cond = max((int(v.shape[1]) for v in conditions.values()), default=0)
     enc_states = (torch.randn(1, ENC_LEN, enc_width, generator=torch.Generator().manual_seed(1234))
                   if with_enc else None)
-    masks = [n for n in _required_inputs(model)[1:]]
 
     def fwd_features(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {"output_attentions": True} if output_attentions else {}
         for n in masks:
             kw[n] = torch.ones(x.shape[:2], dtype=torch.long if n.endswith("attention_mask") else torch.bool)
+        if mask_spans and attention_mask is None:
+            attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
         if attention_mask is not None:
-            kw["attention_mask"] = attention_mask
+            kw["attention_mask"] = attention_mask if not mask_spans else torch.cat(
+                [torch.ones(x.shape[0], n_cond, dtype=attention_mask.dtype, device=x.device), attention_mask], 1)
+        if mask_spans and position_ids is not None:  # the conditioning first, at positions 0 … n_cond - 1
+            first = torch.arange(n_cond, device=x.device).expand(position_ids.shape[0], -1)
+            kw["position_ids"] = torch.cat([first, position_ids + n_cond], 1)
         if enc_states is not None:
             kw["encoder_hidden_states"] = cast(enc_states.expand(x.shape[0], -1, -1))
+        for n, v in conditions.items():  # the same conditioning for every sample
+            kw[n] = cast(v.expand(x.shape[0], *v.shape[1:]))
         o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
@@ -3014,10 +3061,16 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     if "attention_mask" in masks or not per_position or "attention_mask" not in accepts or not own_mask:
         sup.discard("attention_mask")
     info["input"] = arg
+    if mask_spans:
+        info["conditioning_keys"] = n_cond
     info["input_layout"] = (f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})") + (
-        f"+encoder_hidden_states(B, {ENC_LEN}, {enc_width})" if with_enc else "")
+        f"+encoder_hidden_states(B, {ENC_LEN}, {enc_width})" if with_enc else "") + "".join(
+        f"+{n}(B, {', '.join(map(str, v.shape[1:]))}) (fixed)" for n, v in conditions.items()) + (
+        " (attention_mask over the conditioning, then the sequence)" if mask_spans else "")
+    if mask_spans and "position_ids" in accepts:
+        sup.add("position_ids")
     return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_features,
-                      supports=frozenset(sup - {"cache", "position_ids"}), **common)
+                      supports=frozenset(sup - {"cache"}), **common)
 
 
 def adapt_hf_model(spec: str, model: torch.nn.Module) -> AuditModel:
