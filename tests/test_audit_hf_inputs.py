@@ -440,3 +440,43 @@ def test_draft_model_gets_its_context_states_and_a_key_mask_over_both():
     xp = x.clone()
     xp[:, -3:] = torch.randn(2, 3, x.shape[-1])
     torch.testing.assert_close(m.forward(xp, attention_mask=am).out[:, :-3], m.forward(x[:, :-3]).out)
+
+
+class _Parent(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.embed_audio = (torch.nn.Linear(config.audio_config.width, 4) if config.audio_config is not None
+                            else None)
+        self.other = torch.nn.Linear(4, 4)
+
+
+def test_module_built_from_a_sub_config_field_is_found_in_the_parents_init():
+    from types import SimpleNamespace
+
+    from attncheck.audit.hf import _built_from_field
+
+    parent = _Parent(SimpleNamespace(audio_config=SimpleNamespace(width=3)))
+    assert _built_from_field(parent, "audio_config") is parent.embed_audio
+    assert _built_from_field(parent, "vision_config") is None
+
+
+@pytest.mark.slow
+def test_sub_config_module_the_parent_does_not_call_runs_alone_and_has_no_attention():
+    # Gemma 4 unified's audio "tower" is a projection of waveform frames (RMSNorm → Linear) that
+    # its parent builds from config.audio_config; run alone on frames, no softmax is seen
+    (m,) = build_hf("hf:gemma4_unified_audio", "gemma4_unified_audio", sdpa=False)
+    assert m.info["parent"] == "Gemma4UnifiedForConditionalGeneration"
+    assert "built by" in m.info["audited_submodule"] and m.info["attention_modules"] == 0
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[:2] == x.shape[:2]
+
+
+def test_head_needing_task_inputs_is_audited_through_the_backbone_it_builds():
+    # JEV's decision head scores options at marked tokens (marks, num_options,
+    # question_type_ids: inputs of its task, batch of one prompt); its attention is all in the
+    # backbone it builds from config.text_config
+    (m,) = build_hf("hf:jev", "jev", sdpa=False)
+    assert m.info["model_type"] == "jev" and m.kind == "decoder"
+    assert "built from its text_config" in m.info["audited_submodule"]
+    assert "marks" in m.info["audited_submodule"]

@@ -1867,6 +1867,43 @@ def _record_call(model: AuditModel, target: torch.nn.Module) -> dict[str, Any] |
     return got or None
 
 
+def _built_from_field(model: torch.nn.Module, field: str) -> torch.nn.Module | None:
+    """The submodule that a module of ``model`` (outermost first) assigns in its ``__init__``
+    from the sub-config ``config.<field>`` (``self.embed_audio = Embedder(config.audio_config,
+    …)``, also behind a conditional expression), or None."""
+    pat = re.compile(rf"self\.(\w+)\s*=\s*\(?\s*[\w.]+\(\s*config\.{re.escape(field)}\b")
+    for mod in model.modules():
+        try:
+            src = inspect.getsource(type(mod).__init__)
+        except (OSError, TypeError):
+            continue
+        for name in pat.findall(src):
+            sub = getattr(mod, name, None)
+            if isinstance(sub, torch.nn.Module):
+                return sub
+    return None
+
+
+def _field_module_alone(spec: str, model_type: str, field: str, parents: list[AuditModel],
+                        subs: list[torch.nn.Module]) -> list[AuditModel]:
+    """Adapters of a parent's sub-config module that the parent's forward does not call on the
+    audited inputs, run alone on the inputs its own forward takes (:func:`_adapter`, with the
+    parent's shrunk ``config.<field>`` as its config), with the parent's weights."""
+    out = []
+    for p, sub in zip(parents, subs):
+        sub, default = copy.deepcopy(sub), getattr(p.module.config, field)
+        if not hasattr(sub, "config"):
+            sub.config = default
+        a = _adapter(spec, sub, default, "text", p.variant, p.dtype)
+        a.forward(a.make_inputs(2, generator=torch.Generator().manual_seed(0)))
+        a.info.update(model_type=model_type, parent=p.info["class"], shrink_level=p.info.get("shrink_level"),
+                      audited_submodule=f"{type(sub).__name__}, built by {p.info['class']} from its "
+                                        f"{field} ({type(default).__name__}), run alone (its forward does not call it on "
+                                        "the audited inputs)")
+        out.append(a)
+    return out
+
+
 def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent, overrides, dtype: str,
                           sdpa: bool) -> list[AuditModel]:
     """Audit a sub-config type through the submodule its parent model builds from it: the parent
@@ -1908,6 +1945,21 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                           and isinstance(getattr(m, "config", None), type(default))), None) for p in parents]
         if subs[0] is None and switches:  # else the module that the switches add to the parent
             subs = [_switched_module(p.module, switches) for p in parents]
+        built = [_built_from_field(p.module, field) for p in parents]
+        if built[0] is not None and (subs[0] is None or _record_call(parents[0], subs[0]) is None):
+            # else (or when the module found is not called) the module the parent's ``__init__``
+            # builds from ``config.<field>`` (Gemma 4 unified's ``embed_audio``, a projection of
+            # waveform frames that keeps no config; VibeVoice's diffusion head, whose timestep
+            # embedding keeps it)
+            subs = built
+            if _record_call(parents[0], subs[0]) is None:
+                # not called by the parent's forward on its audited inputs: run on its own
+                try:
+                    return _field_module_alone(spec, model_type, field, parents, subs)
+                except Exception as exc:  # noqa: BLE001 - inputs the module alone cannot take
+                    why.append(f"{type(subs[0]).__name__} (built from {pcls.__name__}.{field}) alone: "
+                               f"{type(exc).__name__}: {_short(exc, 160)}")
+                    continue
         if subs[0] is None:
             what = need.classes[0].__name__ if need.classes else "module"
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
@@ -2062,6 +2114,14 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, "
                                                f"which also decodes, fails: {_short(errors[0], 160)})")
             return models
+    if not encode_only and (beyond := _inputs_beyond_the_audits(cls)) and forward_submodel_config(cls, own_default):
+        # a head whose forward needs inputs of its task (a decision head's marks and option
+        # counts) over a backbone it builds from a sub-config: the backbone, where its attention is
+        why = f"{cls.__name__}'s forward needs {', '.join(beyond)}, inputs of its task, besides the backbone's"
+        try:
+            return _build_forward_submodel(spec, model_type, cls, own_default, overrides, dtype, sdpa, why)
+        except Unsupported as exc:
+            reason += f"; through its backbone: {_short(exc, 200)}"
     if _parent_configs(own_default):
         # a model class whose forward needs what its parent model computes (a DETR decoder fed
         # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
@@ -2114,9 +2174,14 @@ def _without_forward(cls) -> type:
 
 def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
     """``(field, sub-config)`` of the first sub-config of ``config`` whose model class has a
-    ``forward`` and is built by ``cls.__init__`` (its source names the class), or None."""
+    ``forward`` and is built by ``cls.__init__`` (its source names the class, or builds a
+    module from ``config.<field>``: ``AutoModel.from_config(config.text_config)``), or None."""
     from transformers import PretrainedConfig
 
+    try:
+        src = inspect.getsource(cls.__init__)
+    except (OSError, TypeError):
+        src = ""
     for field, sub in vars(config).items():
         if not isinstance(sub, PretrainedConfig):
             continue
@@ -2124,28 +2189,37 @@ def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
             _, sub_cls = choose_class(sub.model_type, sub)
         except Exception:  # noqa: BLE001 - a sub-config without a model class of its own
             continue
-        if sub_cls.forward is not torch.nn.Module.forward and _contains(cls, sub_cls):
+        if sub_cls.forward is not torch.nn.Module.forward and (
+                _contains(cls, sub_cls) or re.search(rf"[\w.]+\(\s*config\.{re.escape(field)}\b", src)):
             return field, sub
     return None
 
 
+def _inputs_beyond_the_audits(cls) -> list[str]:
+    """Required forward arguments of ``cls`` that are neither a main input the audit makes
+    (:data:`MAIN_INPUTS`) nor a mask (a decision head's ``marks`` and ``question_type_ids``)."""
+    return [n for n in _required_inputs(cls) if n not in MAIN_INPUTS and not n.endswith("mask")]
+
+
 def _build_forward_submodel(spec: str, model_type: str, cls, default, overrides, dtype: str,
-                            sdpa: bool) -> list[AuditModel]:
+                            sdpa: bool, why: str = "") -> list[AuditModel]:
     """A mapped class without a ``forward`` of its own (Qwen2.5-Omni's
-    ``ForConditionalGeneration``, whose ``generate`` runs its thinker) is audited through the
-    sub-model its ``__init__`` builds from a sub-config (:func:`forward_submodel_config`).
+    ``ForConditionalGeneration``, whose ``generate`` runs its thinker), or whose forward needs
+    inputs the audit cannot make (``why``: a decision head scoring options at marked tokens of
+    the backbone it builds), is audited through the sub-model its ``__init__`` builds from a
+    sub-config (:func:`forward_submodel_config`).
 
     Raises:
         Unsupported: no sub-config gives such a model (or that model is unsupported: its reason).
     """
+    why = why or f"{cls.__name__} has no forward of its own"
     found = forward_submodel_config(cls, default)
     if found is None:
-        raise Unsupported(f"{cls.__name__} has no forward of its own and builds no sub-model with one from its sub-configs")
+        raise Unsupported(f"{why} and builds no sub-model with one from its sub-configs")
     field, sub = found
     models = _build_hf(spec, sub.model_type, overrides, dtype, sdpa, default=copy.deepcopy(sub))
     for m in models:
-        m.info.update(model_type=model_type, audited_submodule=(
-            f"{m.info['class']}, built from its {field} ({cls.__name__} has no forward of its own)"))
+        m.info.update(model_type=model_type, audited_submodule=f"{m.info['class']}, built from its {field} ({why})")
     return models
 
 
