@@ -977,6 +977,10 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
                         lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
             out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
                         lambda x: {main: x, **grid_kw(x.shape[0])}, split))
+        if m > 1:  # patches merged m × m before the model (Gemma 4 unified's encoder-free embedder)
+            d = c * (m * p) ** 2
+            out.append(("merged-patches-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
+                        lambda x: {main: x, **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
@@ -1894,8 +1898,8 @@ def _field_module_alone(spec: str, model_type: str, field: str, parents: list[Au
         sub, default = copy.deepcopy(sub), getattr(p.module.config, field)
         if not hasattr(sub, "config"):
             sub.config = default
-        a = _adapter(spec, sub, default, "text", p.variant, p.dtype)
-        a.forward(a.make_inputs(2, generator=torch.Generator().manual_seed(0)))
+        kind = "vision" if "pixel_values" in _required_inputs(sub) else "text"
+        a, _ = _first_accepted_layout(spec, sub, kind, p.dtype)
         a.info.update(model_type=model_type, parent=p.info["class"], shrink_level=p.info.get("shrink_level"),
                       audited_submodule=f"{type(sub).__name__}, built by {p.info['class']} from its "
                                         f"{field} ({type(default).__name__}), run alone (its forward does not call it on "
@@ -2114,9 +2118,11 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, "
                                                f"which also decodes, fails: {_short(errors[0], 160)})")
             return models
-    if not encode_only and (beyond := _inputs_beyond_the_audits(cls)) and forward_submodel_config(cls, own_default):
+    if (not encode_only and (beyond := _inputs_beyond_the_audits(cls)) and not _parent_configs(own_default)
+            and forward_submodel_config(cls, own_default)):
         # a head whose forward needs inputs of its task (a decision head's marks and option
-        # counts) over a backbone it builds from a sub-config: the backbone, where its attention is
+        # counts) over a backbone it builds from a sub-config (and no parent that feeds it):
+        # the backbone, where its attention is
         why = f"{cls.__name__}'s forward needs {', '.join(beyond)}, inputs of its task, besides the backbone's"
         try:
             return _build_forward_submodel(spec, model_type, cls, own_default, overrides, dtype, sdpa, why)
