@@ -462,14 +462,18 @@ def test_module_built_from_a_sub_config_field_is_found_in_the_parents_init():
 
 
 @pytest.mark.slow
-def test_sub_config_module_the_parent_does_not_call_runs_alone_and_has_no_attention():
-    # Gemma 4 unified's audio "tower" is a projection of waveform frames (RMSNorm → Linear) that
-    # its parent builds from config.audio_config; run alone on frames, no softmax is seen
-    (m,) = build_hf("hf:gemma4_unified_audio", "gemma4_unified_audio", sdpa=False)
+@pytest.mark.parametrize("model_type, layout", [("gemma4_unified_audio", "inputs_embeds(B, L, "),
+                                                ("gemma4_unified_vision", "merged-patches-batched")])
+def test_sub_config_module_the_parent_does_not_call_runs_alone_and_has_no_attention(model_type, layout):
+    # Gemma 4 unified is encoder-free: its audio "tower" projects waveform frames (RMSNorm →
+    # Linear), its vision embedder projects 3 × 3 merged patches with (x, y) position tables;
+    # the parent builds both from its sub-configs, and run alone no softmax is seen
+    (m,) = build_hf(f"hf:{model_type}", model_type, sdpa=False)
     assert m.info["parent"] == "Gemma4UnifiedForConditionalGeneration"
     assert "built by" in m.info["audited_submodule"] and m.info["attention_modules"] == 0
+    assert m.info["input_layout"].startswith(layout)
     x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
-    assert m.forward(x).out.shape[:2] == x.shape[:2]
+    assert m.forward(x).out.shape[0] == 2
 
 
 def test_head_needing_task_inputs_is_audited_through_the_backbone_it_builds():

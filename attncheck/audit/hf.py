@@ -1900,6 +1900,9 @@ def _field_module_alone(spec: str, model_type: str, field: str, parents: list[Au
             sub.config = default
         kind = "vision" if "pixel_values" in _required_inputs(sub) else "text"
         a, _ = _first_accepted_layout(spec, sub, kind, p.dtype)
+        if p.variant != a.variant:  # the parent's other dispatch path, on the layout found
+            a = _adapter(spec, sub, default, a.info.get("built_as", kind), p.variant, p.dtype,
+                         a.info.get("input_layout_index", 0))
         a.info.update(model_type=model_type, parent=p.info["class"], shrink_level=p.info.get("shrink_level"),
                       audited_submodule=f"{type(sub).__name__}, built by {p.info['class']} from its "
                                         f"{field} ({type(default).__name__}), run alone (its forward does not call it on "
