@@ -476,6 +476,7 @@ def test_sub_config_module_the_parent_does_not_call_runs_alone_and_has_no_attent
     assert m.forward(x).out.shape[0] == 2
 
 
+@pytest.mark.slow
 def test_head_needing_task_inputs_is_audited_through_the_backbone_it_builds():
     # JEV's decision head scores options at marked tokens (marks, num_options,
     # question_type_ids: inputs of its task, batch of one prompt); its attention is all in the
@@ -484,3 +485,14 @@ def test_head_needing_task_inputs_is_audited_through_the_backbone_it_builds():
     assert m.info["model_type"] == "jev" and m.kind == "decoder"
     assert "built from its text_config" in m.info["audited_submodule"]
     assert "marks" in m.info["audited_submodule"]
+
+
+@pytest.mark.parametrize("model_type, cls_name, expected", [("jev", "JevForDecision", True),
+                                                            ("esmfold2", "EsmFold2Model", False)])
+def test_backbone_stands_for_a_head_only_when_it_holds_all_the_attention(model_type, cls_name, expected):
+    # JEV's head adds a linear scorer to its backbone; ESMFold2's folding trunk, structure module
+    # and confidence head attend beside the protein language model it builds from esmc_config
+    from attncheck.audit.hf import _attention_all_in_submodel
+
+    cls = getattr(tf, cls_name)
+    assert _attention_all_in_submodel(cls, tf.AutoConfig.for_model(model_type), None) is expected

@@ -2122,10 +2122,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                                                f"which also decodes, fails: {_short(errors[0], 160)})")
             return models
     if (not encode_only and (beyond := _inputs_beyond_the_audits(cls)) and not _parent_configs(own_default)
-            and forward_submodel_config(cls, own_default)):
+            and _attention_all_in_submodel(cls, default, overrides)):
         # a head whose forward needs inputs of its task (a decision head's marks and option
         # counts) over a backbone it builds from a sub-config (and no parent that feeds it):
-        # the backbone, where its attention is
+        # the backbone, where all its attention is
         why = f"{cls.__name__}'s forward needs {', '.join(beyond)}, inputs of its task, besides the backbone's"
         try:
             return _build_forward_submodel(spec, model_type, cls, own_default, overrides, dtype, sdpa, why)
@@ -2202,6 +2202,23 @@ def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
                 _contains(cls, sub_cls) or re.search(rf"[\w.]+\(\s*config\.{re.escape(field)}\b", src)):
             return field, sub
     return None
+
+
+def _attention_all_in_submodel(cls, config, overrides) -> bool:
+    """Whether ``cls`` builds a sub-model from a sub-config (:func:`forward_submodel_config`)
+    that holds every attention module of ``cls`` (counted on the meta device, the config shrunk
+    at the first level): JEV's decision head over its backbone, not ESMFold2's folding trunk
+    and structure module beside its protein language model."""
+    found = forward_submodel_config(cls, config)
+    if found is None:
+        return False
+    try:
+        with torch.device("meta"):
+            whole = _instantiate(cls, shrink_config(config, LEVELS[0], overrides), None)
+    except Exception:  # noqa: BLE001 - a class the shrunk config cannot build
+        return False
+    sub = _built_from_field(whole, found[0])
+    return sub is not None and len(attention_modules(whole)) == len(attention_modules(sub)) > 0
 
 
 def _inputs_beyond_the_audits(cls) -> list[str]:
