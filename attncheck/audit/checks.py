@@ -297,7 +297,7 @@ def position_offset(m: AuditModel) -> int | None:
     for RoBERTa-style models deriving positions from ``padding_idx`` (``padding_idx + 1``);
     found by comparing the model's default against ``arange(L) + c``; None when no ``c`` in
     0..4 reproduces it (positions are then never passed).  Cached in ``m.info``."""
-    if "position_ids" not in m.supports or m.input_kind != "tokens":
+    if "position_ids" not in m.supports or m.input_kind not in ("tokens", "features"):
         return None
     if "position_offset" not in m.info:
         off = None

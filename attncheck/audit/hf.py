@@ -985,6 +985,10 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         if row is not None:
             out.append(("patch-rows-documented", lambda b, g, row=row: torch.randn(b, n, *row, generator=g),
                         lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
+        if m > 1:  # patches merged m × m before the model (Gemma 4 unified's encoder-free embedder)
+            d = c * (m * p) ** 2
+            out.append(("merged-patches-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
+                        lambda x: {main: x, **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
@@ -1974,6 +1978,46 @@ def _record_call(model: AuditModel, target: torch.nn.Module) -> dict[str, Any] |
     return got or None
 
 
+def _built_from_field(model: torch.nn.Module, field: str) -> torch.nn.Module | None:
+    """The submodule that a module of ``model`` (outermost first) assigns in its ``__init__``
+    from the sub-config ``config.<field>`` (``self.embed_audio = Embedder(config.audio_config,
+    …)``, also behind a conditional expression), or None."""
+    pat = re.compile(rf"self\.(\w+)\s*=\s*\(?\s*[\w.]+\(\s*config\.{re.escape(field)}\b")
+    for mod in model.modules():
+        try:
+            src = inspect.getsource(type(mod).__init__)
+        except (OSError, TypeError):
+            continue
+        for name in pat.findall(src):
+            sub = getattr(mod, name, None)
+            if isinstance(sub, torch.nn.Module):
+                return sub
+    return None
+
+
+def _field_module_alone(spec: str, model_type: str, field: str, parents: list[AuditModel],
+                        subs: list[torch.nn.Module]) -> list[AuditModel]:
+    """Adapters of a parent's sub-config module that the parent's forward does not call on the
+    audited inputs, run alone on the inputs its own forward takes (:func:`_adapter`, with the
+    parent's shrunk ``config.<field>`` as its config), with the parent's weights."""
+    out = []
+    for p, sub in zip(parents, subs):
+        sub, default = copy.deepcopy(sub), getattr(p.module.config, field)
+        if not hasattr(sub, "config"):
+            sub.config = default
+        kind = "vision" if "pixel_values" in _required_inputs(sub) else "text"
+        a, _ = _first_accepted_layout(spec, sub, kind, p.dtype)
+        if p.variant != a.variant:  # the parent's other dispatch path, on the layout found
+            a = _adapter(spec, sub, default, a.info.get("built_as", kind), p.variant, p.dtype,
+                         a.info.get("input_layout_index", 0))
+        a.info.update(model_type=model_type, parent=p.info["class"], shrink_level=p.info.get("shrink_level"),
+                      audited_submodule=f"{type(sub).__name__}, built by {p.info['class']} from its "
+                                        f"{field} ({type(default).__name__}), run alone (its forward does not call it on "
+                                        "the audited inputs)")
+        out.append(a)
+    return out
+
+
 def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent, overrides, dtype: str,
                           sdpa: bool) -> list[AuditModel]:
     """Audit a sub-config type through the submodule its parent model builds from it: the parent
@@ -2015,6 +2059,21 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                           and isinstance(getattr(m, "config", None), type(default))), None) for p in parents]
         if subs[0] is None and switches:  # else the module that the switches add to the parent
             subs = [_switched_module(p.module, switches) for p in parents]
+        built = [_built_from_field(p.module, field) for p in parents]
+        if built[0] is not None and (subs[0] is None or _record_call(parents[0], subs[0]) is None):
+            # else (or when the module found is not called) the module the parent's ``__init__``
+            # builds from ``config.<field>`` (Gemma 4 unified's ``embed_audio``, a projection of
+            # waveform frames that keeps no config; VibeVoice's diffusion head, whose timestep
+            # embedding keeps it)
+            subs = built
+            if _record_call(parents[0], subs[0]) is None:
+                # not called by the parent's forward on its audited inputs: run on its own
+                try:
+                    return _field_module_alone(spec, model_type, field, parents, subs)
+                except Exception as exc:  # noqa: BLE001 - inputs the module alone cannot take
+                    why.append(f"{type(subs[0]).__name__} (built from {pcls.__name__}.{field}) alone: "
+                               f"{type(exc).__name__}: {_short(exc, 160)}")
+                    continue
         if subs[0] is None:
             what = need.classes[0].__name__ if need.classes else "module"
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
@@ -2215,6 +2274,16 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, "
                                                f"which also decodes, fails: {_short(errors[0], 160)})")
             return models
+    if (not encode_only and (beyond := _inputs_beyond_the_audits(cls)) and not _parent_configs(own_default)
+            and _attention_all_in_submodel(cls, default, overrides)):
+        # a head whose forward needs inputs of its task (a decision head's marks and option
+        # counts) over a backbone it builds from a sub-config (and no parent that feeds it):
+        # the backbone, where all its attention is
+        why = f"{cls.__name__}'s forward needs {', '.join(beyond)}, inputs of its task, besides the backbone's"
+        try:
+            return _build_forward_submodel(spec, model_type, cls, own_default, overrides, dtype, sdpa, why)
+        except Unsupported as exc:
+            reason += f"; through its backbone: {_short(exc, 200)}"
     if _parent_configs(own_default):
         # a model class whose forward needs what its parent model computes (a DETR decoder fed
         # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
@@ -2267,9 +2336,14 @@ def _without_forward(cls) -> type:
 
 def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
     """``(field, sub-config)`` of the first sub-config of ``config`` whose model class has a
-    ``forward`` and is built by ``cls.__init__`` (its source names the class), or None."""
+    ``forward`` and is built by ``cls.__init__`` (its source names the class, or builds a
+    module from ``config.<field>``: ``AutoModel.from_config(config.text_config)``), or None."""
     from transformers import PretrainedConfig
 
+    try:
+        src = inspect.getsource(cls.__init__)
+    except (OSError, TypeError):
+        src = ""
     for field, sub in vars(config).items():
         if not isinstance(sub, PretrainedConfig):
             continue
@@ -2277,28 +2351,54 @@ def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
             _, sub_cls = choose_class(sub.model_type, sub)
         except Exception:  # noqa: BLE001 - a sub-config without a model class of its own
             continue
-        if sub_cls.forward is not torch.nn.Module.forward and _contains(cls, sub_cls):
+        if sub_cls.forward is not torch.nn.Module.forward and (
+                _contains(cls, sub_cls) or re.search(rf"[\w.]+\(\s*config\.{re.escape(field)}\b", src)):
             return field, sub
     return None
 
 
+def _attention_all_in_submodel(cls, config, overrides) -> bool:
+    """Whether ``cls`` builds a sub-model from a sub-config (:func:`forward_submodel_config`)
+    that holds every attention module of ``cls`` (counted on the meta device, the config shrunk
+    at the first level): JEV's decision head over its backbone, not ESMFold2's folding trunk
+    and structure module beside its protein language model."""
+    found = forward_submodel_config(cls, config)
+    if found is None:
+        return False
+    try:
+        with torch.device("meta"):
+            whole = _instantiate(cls, shrink_config(config, LEVELS[0], overrides), None)
+    except Exception:  # noqa: BLE001 - a class the shrunk config cannot build
+        return False
+    sub = _built_from_field(whole, found[0])
+    return sub is not None and len(attention_modules(whole)) == len(attention_modules(sub)) > 0
+
+
+def _inputs_beyond_the_audits(cls) -> list[str]:
+    """Required forward arguments of ``cls`` that are neither a main input the audit makes
+    (:data:`MAIN_INPUTS`) nor a mask (a decision head's ``marks`` and ``question_type_ids``)."""
+    return [n for n in _required_inputs(cls) if n not in MAIN_INPUTS and not n.endswith("mask")]
+
+
 def _build_forward_submodel(spec: str, model_type: str, cls, default, overrides, dtype: str,
-                            sdpa: bool) -> list[AuditModel]:
+                            sdpa: bool, why: str = "") -> list[AuditModel]:
     """A mapped class without a ``forward`` of its own (Qwen2.5-Omni's
-    ``ForConditionalGeneration``, whose ``generate`` runs its thinker) is audited through the
-    sub-model its ``__init__`` builds from a sub-config (:func:`forward_submodel_config`).
+    ``ForConditionalGeneration``, whose ``generate`` runs its thinker), or whose forward needs
+    inputs the audit cannot make (``why``: a decision head scoring options at marked tokens of
+    the backbone it builds), is audited through the sub-model its ``__init__`` builds from a
+    sub-config (:func:`forward_submodel_config`).
 
     Raises:
         Unsupported: no sub-config gives such a model (or that model is unsupported: its reason).
     """
+    why = why or f"{cls.__name__} has no forward of its own"
     found = forward_submodel_config(cls, default)
     if found is None:
-        raise Unsupported(f"{cls.__name__} has no forward of its own and builds no sub-model with one from its sub-configs")
+        raise Unsupported(f"{why} and builds no sub-model with one from its sub-configs")
     field, sub = found
     models = _build_hf(spec, sub.model_type, overrides, dtype, sdpa, default=copy.deepcopy(sub))
     for m in models:
-        m.info.update(model_type=model_type, audited_submodule=(
-            f"{m.info['class']}, built from its {field} ({cls.__name__} has no forward of its own)"))
+        m.info.update(model_type=model_type, audited_submodule=f"{m.info['class']}, built from its {field} ({why})")
     return models
 
 
@@ -3071,11 +3171,42 @@ def _upsampled_seq(o, B: int, L: int) -> torch.Tensor | None:
 
 def _feature_input(model, config) -> str | None:
     """The forward argument of a model fed feature vectors (:data:`_FEATURE_ARGS`): its first
-    required argument; every other required argument must be a mask (filled with ones)."""
+    required argument; every other required argument must be a mask (filled with ones) or a
+    conditioning input :func:`conditioning_inputs` can make."""
     req = _required_inputs(model)
-    if not req or not _FEATURE_ARGS.search(req[0]) or not all(n.endswith("mask") for n in req[1:]):
+    if not req or not _FEATURE_ARGS.search(req[0]):
+        return None
+    others = [n for n in req[1:] if not n.endswith("mask")]
+    if others and conditioning_inputs(model, others, torch.Generator().manual_seed(0)) is None:
         return None
     return req[0]
+
+
+def conditioning_inputs(model, names: list[str], g: torch.Generator) -> dict[str, torch.Tensor] | None:
+    """Batch-1 values for required forward arguments that condition the checked sequence (a
+    draft model's context states, a diffusion block's codes), each read from the submodule the
+    forward first applies to it (``self.<sub>(name)`` in its source): a float sequence
+    ``(1, ENC_LEN, in_features)`` of that submodule's first ``nn.Linear``, or ids
+    ``(1, ENC_LEN)`` in ``[0, num_embeddings)`` of its first ``nn.Embedding``.  None when an
+    argument is not passed straight to a submodule of one of those kinds."""
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return None
+    out = {}
+    for name in names:
+        m = re.search(rf"\bself\.(\w+)\(\s*{re.escape(name)}\b", src)
+        sub = getattr(model, m.group(1), None) if m else None
+        if not isinstance(sub, torch.nn.Module):
+            return None
+        first = next((x for x in sub.modules() if isinstance(x, (torch.nn.Linear, torch.nn.Embedding))), None)
+        if isinstance(first, torch.nn.Linear):
+            out[name] = torch.randn(1, ENC_LEN, first.in_features, generator=g)
+        elif isinstance(first, torch.nn.Embedding):
+            out[name] = torch.randint(0, first.num_embeddings, (1, ENC_LEN), generator=g)
+        else:
+            return None
+    return out
 
 
 def _feature_dims(config) -> list[int]:
@@ -3126,20 +3257,36 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     enc_width = getattr(config, "encoder_hidden_size", None)
     cross = ([False, True] if "encoder_hidden_states" in accepts and isinstance(enc_width, int) and enc_width > 0
              else [False])
-    layouts = [(d, channels_first, c) for c in cross for channels_first in (False, True) for d in dims]
-    D, channels_first, with_enc = layouts[input_layout % len(layouts)]
+    masks = [n for n in _required_inputs(model)[1:] if n.endswith("mask")]
+    conditions = conditioning_inputs(model, [n for n in _required_inputs(model)[1:] if not n.endswith("mask")],
+                                     torch.Generator().manual_seed(4321)) or {}
+    # a forward whose keys are the conditioning states followed by the checked sequence (a
+    # draft model attending to its target's context states) takes a key mask over both (ones
+    # for the conditioning): tried before the layouts with a mask over the sequence alone
+    spans = [True, False] if conditions and "attention_mask" in accepts else [False]
+    layouts = [(d, channels_first, c, s) for s in spans for c in cross for channels_first in (False, True)
+               for d in dims]
+    D, channels_first, with_enc, mask_spans = layouts[input_layout % len(layouts)]
+    n_cond = max((int(v.shape[1]) for v in conditions.values()), default=0)
     enc_states = (torch.randn(1, ENC_LEN, enc_width, generator=torch.Generator().manual_seed(1234))
                   if with_enc else None)
-    masks = [n for n in _required_inputs(model)[1:]]
 
     def fwd_features(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {"output_attentions": True} if output_attentions else {}
         for n in masks:
             kw[n] = torch.ones(x.shape[:2], dtype=torch.long if n.endswith("attention_mask") else torch.bool)
+        if mask_spans and attention_mask is None:
+            attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
         if attention_mask is not None:
-            kw["attention_mask"] = attention_mask
+            kw["attention_mask"] = attention_mask if not mask_spans else torch.cat(
+                [torch.ones(x.shape[0], n_cond, dtype=attention_mask.dtype, device=x.device), attention_mask], 1)
+        if mask_spans and position_ids is not None:  # the conditioning first, at positions 0 … n_cond - 1
+            first = torch.arange(n_cond, device=x.device).expand(position_ids.shape[0], -1)
+            kw["position_ids"] = torch.cat([first, position_ids + n_cond], 1)
         if enc_states is not None:
             kw["encoder_hidden_states"] = cast(enc_states.expand(x.shape[0], -1, -1))
+        for n, v in conditions.items():  # the same conditioning for every sample
+            kw[n] = cast(v.expand(x.shape[0], *v.shape[1:]))
         o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
@@ -3167,10 +3314,16 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     if "attention_mask" in masks or not per_position or "attention_mask" not in accepts or not own_mask:
         sup.discard("attention_mask")
     info["input"] = arg
+    if mask_spans:
+        info["conditioning_keys"] = n_cond
     info["input_layout"] = (f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})") + (
-        f"+encoder_hidden_states(B, {ENC_LEN}, {enc_width})" if with_enc else "")
+        f"+encoder_hidden_states(B, {ENC_LEN}, {enc_width})" if with_enc else "") + "".join(
+        f"+{n}(B, {', '.join(map(str, v.shape[1:]))}) (fixed)" for n, v in conditions.items()) + (
+        " (attention_mask over the conditioning, then the sequence)" if mask_spans else "")
+    if mask_spans and "position_ids" in accepts:
+        sup.add("position_ids")
     return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_features,
-                      supports=frozenset(sup - {"cache", "position_ids"}), **common)
+                      supports=frozenset(sup - {"cache"}), **common)
 
 
 def adapt_hf_model(spec: str, model: torch.nn.Module) -> AuditModel:

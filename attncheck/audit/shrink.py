@@ -81,7 +81,7 @@ LEVELS = (0, 1, 2, 3)
 _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
                     r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
-                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size|hidden_size_global)$")
+                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size|hidden_size_global|output_proj_dims)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
                          r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
