@@ -640,7 +640,8 @@ class Analyzer(Interpreter):
             env[params.star_arg.name.value] = UNK
         if params.star_kwarg is not None:
             env[params.star_kwarg.name.value] = UNK
-        if selfv is not None:
+        if selfv is not None and any(type(v) is tuple and v == ("param", k) for k, v in env.items()) \
+                and any(isinstance(mv, ModVal) and mv.kind == "linear" for mv in selfv.attrs.values()):
             calls = self._self_calls.get(id(fn))
             if calls is None:
                 calls = self._self_calls[id(fn)] = (fn, _self_calls(fn))
