@@ -848,6 +848,8 @@ def passed_mask_allowed(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any
         # a cross-attention call (encoder_hidden_states given) is masked by encoder_attention_mask
         cross = bound.get("encoder_hidden_states") is not None and "encoder_attention_mask" in bound
         mask = bound.get("encoder_attention_mask" if cross else "attention_mask")
+        if mask is None and "attention_mask" not in bound:  # timm's window attention: ``mask``,
+            mask = bound.get("mask")  # additive (Swin's shifted-window mask, Liu et al. 2021)
     if not isinstance(mask, torch.Tensor) or mask.dim() < 2:
         return None
     t = mask.detach()

@@ -42,8 +42,9 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_bounds, fill_unset_mappings, fill_unset_windows,
+from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_fed_width, fill_missing_attribute,
+                                    fill_missing_layer_rope, fill_unset_bounds, keep_widths_distinct,
+                                    documented_list_entries, fill_unset_mappings, fill_unset_windows,
                                     repair_misspelled_fields, shrink_config)
 
 SEQ_LEN = 12
@@ -977,6 +978,13 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
                         lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
             out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
                         lambda x: {main: x, **grid_kw(x.shape[0])}, split))
+        # rows of the shape the forward's docstring gives (Inkling 2's ``(num_image_tokens, patch_size *
+        # spatial_merge_size, patch_size * spatial_merge_size, num_channels)``: one merged block per
+        # token), ``n`` per sample
+        row = _documented_row(model, main, vc)
+        if row is not None:
+            out.append(("patch-rows-documented", lambda b, g, row=row: torch.randn(b, n, *row, generator=g),
+                        lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
@@ -998,6 +1006,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
         prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
                   and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+    prompt.update(flattened_prompt_inputs(model, prompt))
     # other required inputs (SegGPT's prompt image and mask): made from their documented shapes
     for n in _required_inputs(model):
         if n != main and n not in prompt and (v := documented_input(model, n, config, g)) is not None:
@@ -1020,6 +1029,14 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep),
            ("clip-frames", lambda b, g: torch.randn(b, frames, *shape, generator=g), frames_flat, split)]
+    # tiled images (Mllama's (B, images, tiles, C, H, W), the processor's tiles of each image): the
+    # dims the forward unpacks, sized by :func:`_counted_dim`
+    dims = unpacked_input_dims(model, main) or []
+    if len(dims) > 5 and dims[-3:] == ["num_channels", "height", "width"]:
+        counts = [_counted_dim(d, vc) or _counted_dim(d, config) for d in dims[1:-3]]
+        if None not in counts:
+            out.append(("image-tiles", lambda b, g, counts=counts: torch.randn(b, *counts, *shape, generator=g),
+                        with_prompt, keep))
     if optional:
         out.append(("image-text", lambda b, g: torch.randn(b, *shape, generator=g),
                     lambda x: with_prompt(x, {**prompt, **optional}), keep))
@@ -1031,6 +1048,13 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         n = npos if isinstance(npos, int) and npos > 0 else (shape[1] // p) * (shape[2] // p)
         out.append(("patch-sequence", lambda b, g, n=n, d=shape[0] * p * p: torch.randn(b, n, d, generator=g),
                     with_prompt, keep))
+    # one video patch per sample (a tubelet of temporal_patch_size frames of patch_size², Inkling's
+    # tower of space-to-depth folds), channels first, then last (its (N, T, H, W, C) patches)
+    tp = getattr(vc, "temporal_patch_size", None)
+    if isinstance(p, int) and isinstance(tp, int) and not isinstance(tp, bool) and p > 0 and tp > 0:
+        c = shape[0]
+        out += [(name, lambda b, g, t=t: torch.randn(b, *t, generator=g), with_prompt, keep)
+                for name, t in (("patch-tubelet", (c, tp, p, p)), ("patch-tubelet-last", (tp, p, p, c)))]
     if isinstance(model, SessionTracked):  # a tracker takes clips only: tried first, its error the one reported
         out.insert(0, out.pop(1))
     return out
@@ -1064,9 +1088,9 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     sizes = {"batch_size": 1, "num_channels": c, "channels": c, "height": h, "width": w,
              "image_size": h, "sequence_length": seq}
     dims = [d.strip() for d in m.group("dims").split(",") if d.strip()]
-    if not dims or any(d not in sizes for d in dims):
+    shape = [sizes[d] if d in sizes else _counted_dim(d, config) for d in dims]
+    if not dims or None in shape:
         return None
-    shape = [sizes[d] for d in dims]
     kind = m.group("type")
     if "mask" in name:
         return torch.ones(shape, dtype=torch.bool if "Bool" in kind else (torch.long if "Long" in kind else torch.float32))
@@ -1080,6 +1104,89 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
 
 
 _DOC_ARG = re.compile(rf"(?m)^\s*(?P<name>\w+) {_DOC_SHAPE}")
+
+
+def _documented_dims(model, name: str) -> list[str] | None:
+    """The dims the forward's docstring gives argument ``name`` (``classes_input_ids
+    (`torch.LongTensor` of shape `(total_classes (>= batch_size), sequence_length)`)``, the type
+    quoted or not), or None when it documents no shape."""
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    m = re.search(rf"(?m)^\s*{re.escape(name)} `?\(`?torch\.\w+`? of shape `\((?P<dims>[^`]*)\)`", doc)
+    return [d.strip() for d in m.group("dims").split(",") if d.strip()] if m else None
+
+
+def _documented_row(model, name: str, config) -> tuple[int, ...] | None:
+    """The shape of one row of an input the forward's docstring documents as rows of all samples
+    flattened (``(num_image_tokens, patch_size * spatial_merge_size, …, num_channels)``): the
+    dims after the first, each a product of config fields, or None when the first dim is the
+    batch or a dim names anything else."""
+    dims = _documented_dims(model, name)
+    if not dims or len(dims) < 2 or dims[0] == "batch_size":
+        return None
+    row = []
+    for d in dims[1:]:
+        v = 1
+        for f in (t.strip() for t in d.split("*")):
+            x = int(f) if f.isdigit() else getattr(config, f, None)
+            if not (isinstance(x, int) and not isinstance(x, bool) and x > 0):
+                return None
+            v *= x
+        row.append(v)
+    return tuple(row)
+
+
+def flattened_prompt_inputs(model, prompt: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inputs that go with a prompt flattened over the items of all samples (OmDet-Turbo's
+    ``classes_input_ids`` of shape ``(total_classes (>= batch_size), sequence_length)``: the class
+    names of every sample, one row each), with one item per sample (the ``(1, L)`` row of
+    ``prompt``, expanded to the batch): the required arguments of the same prefix, its mask
+    (``classes_attention_mask``) all ones like the ids, and a per-sample count documented
+    ``(batch_size)`` (``classes_structure``: the items of each sample) 1.
+
+    Shapes: batch-1 tensors, ``long``; empty when no ids of ``prompt`` are documented flattened."""
+    out: dict[str, torch.Tensor] = {}
+    req = _required_inputs(model)
+    for ids, v in prompt.items():
+        dims = _documented_dims(model, ids)
+        if not (ids.endswith("input_ids") and dims and dims[0] != "batch_size"):
+            continue
+        pre = ids[:-len("input_ids")]
+        for n in req:
+            if not pre or not n.startswith(pre) or n in prompt:
+                continue
+            if n.endswith("attention_mask"):
+                out[n] = torch.ones_like(v)
+            elif _documented_dims(model, n) == ["batch_size"]:
+                out[n] = torch.ones(1, dtype=torch.long)
+    return out
+
+
+#: a dimension counting the images (media) of one sample: the audit sends one
+_IMAGE_COUNT = re.compile(r"(^|_)num_(images|media|concurrent_media)$")
+
+
+def _counted_dim(name: str, config) -> int | None:
+    """The size of a named input dimension beyond batch / channels / sides: the config's field of
+    that name, or of ``max_`` and that name (``num_tiles`` → Mllama's ``max_num_tiles``: the tiles
+    an image is cut into), 1 for a count of images per sample (``max_num_images``,
+    ``num_concurrent_media``); None for any other name."""
+    for k in (name, f"max_{name}"):
+        v = getattr(config, k, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 1 if _IMAGE_COUNT.search(name) else None
+
+
+def unpacked_input_dims(model, name: str) -> list[str] | None:
+    """The names a model's forward unpacks its input ``name``'s shape into (``batch_size,
+    num_concurrent_media, num_tiles, num_channels, height, width = pixel_values.shape``), or None
+    when its source has no such line."""
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return None
+    m = re.search(rf"(?m)^\s*(\w+(?:\s*,\s*\w+)+)\s*=\s*{re.escape(name)}\.shape\s*$", src)
+    return [d.strip() for d in m.group(1).split(",")] if m else None
 
 
 def documented_steps(model, config) -> tuple[str, int, dict[str, int | None]] | None:
@@ -1913,6 +2020,15 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
             continue
         rec = _record_call(parents[0], subs[0])
+        if rec is None and "pixel_values" in _params(subs[0]) and set(_required_inputs(subs[0])) <= {"pixel_values"}:
+            # an image tower the parent runs only on an image (GOT-OCR 2's vision encoder, built
+            # from PP-Chart2Table's vision config): the parent's tower, run on images of its own
+            try:
+                return _parent_tower_on_images(spec, model_type, default, parents, subs)
+            except Exception as exc:  # noqa: BLE001 - the tower refuses every image layout
+                why.append(f"{type(subs[0]).__name__} (built by {parents[0].info['class']}) on images: "
+                           f"{type(exc).__name__}: {_short(exc, 160)}")
+                continue
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
             continue
@@ -1950,6 +2066,28 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
     raise Unsupported(f"{need} ({'; '.join(dict.fromkeys(why)) or 'no parent config holds it'})")
 
 
+def _parent_tower_on_images(spec: str, model_type: str, default, parents: list[AuditModel],
+                            subs: list[torch.nn.Module]) -> list[AuditModel]:
+    """The image towers ``subs`` that the ``parents`` (eager, SDPA) built from ``default``, each
+    audited as a vision model on images (:func:`_first_accepted_layout`), when the parent's own
+    audited forward runs without an image.
+
+    Raises:
+        the first layout's error when the tower accepts no image layout.
+    """
+    first, x0 = _first_accepted_layout(spec, subs[0], "vision", parents[0].dtype)
+    layout = first.info.get("input_layout_index", 0)
+    out = [first] + [_adapter(spec, sub, sub.config, "vision", p.variant, p.dtype, layout)
+                     for p, sub in zip(parents[1:], subs[1:])]
+    for a, p, sub in zip(out, parents, subs):
+        a.info.update(model_type=model_type, parent=p.info["class"], shrink_level=p.info.get("shrink_level"),
+                      audited_submodule=(f"{type(sub).__name__}, built by {p.info['class']} from its "
+                                         f"{type(default).__name__}, run on images (the parent's forward "
+                                         "calls it only with an image)"))
+    _keep_if_returned(first, x0)
+    return out
+
+
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
               default=None, encode_only: bool = False) -> list[AuditModel]:
     model_type, cls = resolve(name)
@@ -1980,21 +2118,34 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     errors, plain = [], None
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
     # leave unset filled, with the clipping bounds they leave unset filled, with the plain
-    # mappings they leave unset empty, then with two layers of each per-layer kind (weights tied
-    # across one kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "twice")]
+    # mappings they leave unset empty, with the width a linear layer is fed where its config field
+    # disagrees (:func:`fill_fed_width`), with the sizes the shrink made equal kept apart
+    # (:func:`keep_widths_distinct`), with one documented entry in the lists they leave empty
+    # (:func:`documented_list_entries`), then with two layers of each per-layer kind (weights
+    # tied across one kind's layers)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "widths"),
+               (LEVELS[0], "distinct"), (LEVELS[0], "lists"), (LEVELS[0], "twice")]
+    first_exc = None
+    entries = documented_list_entries(default)
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
+        if retry == "lists" and not entries:
+            continue
         try:
-            config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
+            config = shrink_config(default, level, {**entries, **(overrides or {})} if retry == "lists" else overrides,
+                                   repeat=2 if retry == "twice" else 1)
         except Exception as exc:  # noqa: BLE001
             if not retry:
                 plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
-        fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings}.get(retry)
+        fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings,
+                "widths": lambda c, o: fill_fed_width(c, first_exc, o),
+                "distinct": lambda c, o: keep_widths_distinct(default, c, o)}.get(retry)
         filled = fill(config, overrides) if fill is not None else []
         if fill is not None and not filled:
             continue
+        if retry == "lists":
+            filled = [f"{k} = {v} (a documented supported value; the default is empty)" for k, v in entries.items()]
         if retry == "twice":
             if plain is not None and config.to_dict() == plain.to_dict():
                 continue  # no per-layer kinds: the same model again
@@ -2026,6 +2177,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 adapter.info["audited_submodule"] = f"{type(audited).__name__} (the encoder: the decoder has no attention)"
             _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
+            if level == LEVELS[0] and not retry:
+                first_exc = exc
             errors.append(f"level {level}{f' ({retry})' if retry else ''}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
