@@ -576,7 +576,16 @@ def image_shape(config) -> tuple[int, int, int]:
         vc = _vision_config(vc)
     timm_args = getattr(vc, "model_args", None)  # a timm model's constructor arguments (TimmWrapperConfig)
     timm_side = timm_args.get("img_size") if isinstance(timm_args, dict) else None
-    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side)
+    side = getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side
+    if side is None and vc is not config:
+        # an image tower that leaves the side to the model around it: the side another sub-config
+        # declares (EdgeTAM's ``prompt_encoder_config.image_size``, the input image its prompt
+        # coordinates and feature sizes are scaled to)
+        from transformers import PretrainedConfig
+
+        side = next((s.image_size for s in vars(config).values() if isinstance(s, PretrainedConfig)
+                     and isinstance(getattr(s, "image_size", None), int)), None)
+    h, w = _side(side)
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w
 

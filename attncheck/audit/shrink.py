@@ -1113,6 +1113,13 @@ def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int)
     if not full:
         return given
     small = shrink_values(full, level)
+    # stage widths already below the tiny width stay (RepViT-M1's ``embed_dim = (48, 96, 192,
+    # 384)``): scaled up, they would no longer match the channel counts that the model around the
+    # backbone declares for its features (EdgeTAM's ``backbone_channel_list``)
+    for k, x in full.items():
+        y = small.get(k)
+        if _ints(x) and _ints(y) and len(x) == len(y) and any(b > a for a, b in zip(x, y)):
+            small[k] = x
     # the width multiplier of a timm generator (MobileNet's α, Howard et al. 2017): the channels
     # of every stage, which the generator writes into the block definitions it passes the class
     for k, x in full.items():
