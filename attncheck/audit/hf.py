@@ -42,8 +42,8 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
-                                    fill_unset_bounds, fill_unset_mappings, fill_unset_windows,
+from attncheck.audit.shrink import (HIDDEN, LEVELS, RESERVED_TOP, fill_missing_attribute, fill_missing_layer_rope,
+                                    fill_unset_bounds, fill_unset_mappings, fill_unset_windows, narrower_dims,
                                     repair_misspelled_fields, shrink_config)
 
 SEQ_LEN = 12
@@ -1990,11 +1990,17 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
     # leave unset filled, with the clipping bounds they leave unset filled, with the plain
     # mappings they leave unset empty, then with two layers of each per-layer kind (weights tied
-    # across one kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "twice")]
+    # across one kind's layers), then twice as wide when the tiny width would equal a dimension
+    # the original keeps narrower than its widths (:func:`narrower_dims`)
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "twice"),
+               (LEVELS[0], "wider")]
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
+        narrow = narrower_dims(default) if retry == "wider" else []
+        if retry == "wider" and not narrow:
+            continue
         try:
-            config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1)
+            config = shrink_config(default, level, overrides, repeat=2 if retry == "twice" else 1,
+                                   width=2 * HIDDEN if narrow else HIDDEN)
         except Exception as exc:  # noqa: BLE001
             if not retry:
                 plain = None
@@ -2008,6 +2014,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             if plain is not None and config.to_dict() == plain.to_dict():
                 continue  # no per-layer kinds: the same model again
             filled = ["two layers of each per-layer kind"]
+        elif narrow:
+            filled = [f"tiny width {2 * HIDDEN}: {', '.join(narrow)} stays below the hidden width"]
         elif not retry:
             plain = config
         try:
