@@ -1876,6 +1876,20 @@ def _record_call(model: AuditModel, target: torch.nn.Module) -> dict[str, Any] |
     return got or None
 
 
+def _first_conv_call(sub: torch.nn.Module, parent: AuditModel) -> dict[str, torch.Tensor] | None:
+    """The input of a submodule that takes one tensor and opens with a 2-d convolution (SAM's
+    mask embedding of prompt masks, which its parent model runs only when given masks): a random
+    ``(1, in_channels, H, W)`` map at the parent's image side, by the name of the forward's one
+    required argument; None for any other submodule."""
+    req = _required_inputs(sub)
+    first = next((m for m in sub.modules() if next(m.parameters(recurse=False), None) is not None), None)
+    if len(req) != 1 or not isinstance(first, torch.nn.Conv2d):
+        return None
+    _, h, w = getattr(parent, "image_shape", None) or (None, 32, 32)
+    g = torch.Generator().manual_seed(0)
+    return {req[0]: torch.randn(1, first.in_channels, h, w, generator=g, dtype=first.weight.dtype)}
+
+
 def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent, overrides, dtype: str,
                           sdpa: bool) -> list[AuditModel]:
     """Audit a sub-config type through the submodule its parent model builds from it: the parent
@@ -1884,8 +1898,10 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
     a float tensor of one sample — an image-like ``(B, C, H, W)`` map such as SAM's image
     embeddings (or prompt points ``(B, P, N, 2)``), or a ``(B, L, D)`` sequence such as a DETR
     decoder's image features — being the checked one, the other recorded inputs fixed (batch 1
-    broadcast).  The submodule is audited as a vision model: bidirectional over its input by
-    design, its masks being the ones its parent gave it.
+    broadcast).  A submodule the parent's forward does not call on its own inputs is run on a
+    random map when it takes one tensor into a 2-d convolution (:func:`_first_conv_call`).  The
+    submodule is audited as a vision model: bidirectional over its input by design, its masks
+    being the ones its parent gave it.
 
     Raises:
         Unsupported: no parent builds, its forward does not call the submodule, or the submodule
@@ -1921,7 +1937,9 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             what = need.classes[0].__name__ if need.classes else "module"
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
             continue
-        rec = _record_call(parents[0], subs[0])
+        rec, called = _record_call(parents[0], subs[0]), True
+        if rec is None:  # a branch the parent's forward takes only for inputs it was not given
+            rec, called = _first_conv_call(subs[0], parents[0]), False
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
             continue
@@ -1945,8 +1963,10 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             a.input_makers = [lambda b, g, shape=shape: torch.randn(b, *shape, generator=g)]
             a.image_shape = shape
             a.source_objects = _sources(sub)  # the submodule's code, not the wrapper's
+            src = (f"from {p.info['class']}" if called else
+                   f"drawn for its first convolution ({p.info['class']}'s forward, on its own inputs, does not call it)")
             a.info.update(model_type=model_type, parent=p.info["class"], **{"class": type(sub).__name__},
-                          input=f"{arg} {list(shape)} from {p.info['class']}", shrink_level=p.info.get("shrink_level"))
+                          input=f"{arg} {list(shape)} {src}", shrink_level=p.info.get("shrink_level"))
             out.append(a)
         x0 = out[0].make_inputs(2, generator=torch.Generator().manual_seed(0))
         try:
