@@ -1048,7 +1048,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
 _DOC_SHAPE = r"`?\(`(?P<type>torch\.\w+)` of shape `\((?P<dims>[^`]*)\)`"
 
 
-def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tensor | None:
+def documented_input(model, name: str, config, g: torch.Generator, prompts: bool = False) -> torch.Tensor | None:
     """A batch-1 value for the forward argument ``name`` built from the shape its docstring
     documents (transformers' convention: ``name (`torch.FloatTensor` of shape `(batch_size,
     num_channels, height, width)`)``): ``batch_size`` → 1, ``num_channels`` / ``height`` /
@@ -1057,7 +1057,9 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     a ``*mask*`` argument is all ones (every position real), a ``Long`` tensor (or a plain
     ``torch.Tensor`` named ``*ids`` / ``*inputs``: OneFormer's task tokens) random ids of the
     text vocab, a float one random.  None when the docstring documents no shape, or a
-    dimension it names is none of those.
+    dimension it names is none of those.  With ``prompts``, also prompt arguments: a count
+    ``num_…`` → 1, a literal dimension as written, and boxes (``…boxes``, last dim 4) the box
+    ``(0.25, 0.25, 0.75, 0.75)``, a valid normalized box read as corners or as centre and size.
 
     Shapes: the result has the documented dims with batch 1; dtype ``long`` for ``LongTensor``,
     ``bool`` for ``BoolTensor``, else float32."""
@@ -1073,10 +1075,14 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     sizes = {"batch_size": 1, "num_channels": c, "channels": c, "height": h, "width": w,
              "image_size": h, "sequence_length": seq}
     dims = [d.strip() for d in m.group("dims").split(",") if d.strip()]
+    if prompts:
+        sizes.update({d: int(d) if d.isdigit() else 1 for d in dims if d.isdigit() or d.startswith("num_")})
     if not dims or any(d not in sizes for d in dims):
         return None
     shape = [sizes[d] for d in dims]
     kind = m.group("type")
+    if prompts and name.endswith("boxes") and shape[-1] == 4 and "Long" not in kind:
+        return torch.tensor([0.25, 0.25, 0.75, 0.75]).expand(shape).clone()
     if "mask" in name:
         return torch.ones(shape, dtype=torch.bool if "Bool" in kind else (torch.long if "Long" in kind else torch.float32))
     if "Long" in kind or (kind == "torch.Tensor" and re.search(r"(ids|inputs)$", name)):  # token ids
@@ -1876,6 +1882,37 @@ def _record_call(model: AuditModel, target: torch.nn.Module) -> dict[str, Any] |
     return got or None
 
 
+def _prompted_call(parent: AuditModel, target: torch.nn.Module) -> dict[str, Any] | None:
+    """The arguments ``target`` gets when the parent model is also given one optional prompt
+    argument of its forward that it was not given (SAM 3's ``input_boxes``, which its forward
+    needs before it calls its geometry encoder), built from the shape its docstring documents
+    (:func:`documented_input` with ``prompts``); the arguments tried one at a time, in signature
+    order.  None when no such argument makes the parent call ``target``."""
+    model = parent.module
+    g = torch.Generator().manual_seed(0)
+    config = getattr(model, "config", None)
+    for name, p in _params(model).items():
+        if p.default is not None or name in MAIN_INPUTS or "mask" in name or "label" in name:
+            continue
+        v = documented_input(model, name, config, g, prompts=True)
+        if v is None:
+            continue
+
+        def give(_mod, args, kwargs, name=name, v=v):
+            return args, ({**kwargs, name: v} if kwargs.get(name) is None else kwargs)
+
+        h = model.register_forward_pre_hook(give, with_kwargs=True)
+        try:
+            rec = _record_call(parent, target)
+        except Exception:  # noqa: BLE001 - the parent rejects this prompt: the next one
+            rec = None
+        finally:
+            h.remove()
+        if rec is not None:
+            return rec
+    return None
+
+
 def _first_conv_call(sub: torch.nn.Module, parent: AuditModel) -> dict[str, torch.Tensor] | None:
     """The input of a submodule that takes one tensor and opens with a 2-d convolution (SAM's
     mask embedding of prompt masks, which its parent model runs only when given masks): a random
@@ -1939,6 +1976,8 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             continue
         rec, called = _record_call(parents[0], subs[0]), True
         if rec is None:  # a branch the parent's forward takes only for inputs it was not given
+            rec = _prompted_call(parents[0], subs[0])
+        if rec is None:
             rec, called = _first_conv_call(subs[0], parents[0]), False
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
