@@ -593,6 +593,9 @@ def image_shape(config) -> tuple[int, int, int]:
 #: errors of a convolution, pooling or padding layer given a feature map smaller than its window
 _MAP_TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater than actual input size"
                             r"|Padding size should be less than|[Ii]mage size .* is too small")
+#: a forward's refusal of the image size it got (after combining its inputs) against its own
+#: (ViT-style patch embeddings: ``Input image size (128*64) doesn't match model (64*64).``)
+_SIZE_REFUSED = re.compile(r"[Ii]mage size \((\d+)\s*\*\s*(\d+)\)\s*doesn't match model \((\d+)\s*\*\s*(\d+)\)")
 #: the largest image side tried for a model whose config declares none (:func:`_first_accepted_layout`)
 MAX_GROWN_SIDE = 512
 
@@ -602,6 +605,8 @@ def model_image_shape(model, config) -> tuple[int, int, int]:
     ``attncheck_image_side`` attribute: :func:`_first_accepted_layout`) when it has one."""
     c, h, w = image_shape(config)
     side = getattr(model, "attncheck_image_side", None)
+    if isinstance(side, tuple):  # (height, width): an image the forward stacks with another
+        return (c, *side)
     return (c, side, side) if isinstance(side, int) else (c, h, w)
 
 
@@ -1067,7 +1072,7 @@ def documented_input(model, name: str, config, g: torch.Generator, prompts: bool
     m = re.search(rf"(?m)^\s*{re.escape(name)} {_DOC_SHAPE}", doc)
     if m is None:
         return None
-    c, h, w = image_shape(config)
+    c, h, w = model_image_shape(model, config)
     # a sequence the config sizes for this argument (OneFormer's task_inputs: task_seq_len)
     prefix = name.split("_")[0]
     seq = next((v for k in (f"{prefix}_seq_len", f"{prefix}_seq_length", f"{prefix}_sequence_length")
@@ -2264,6 +2269,10 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
     pooling window), or the model refuses the size itself (DepthPro tiles the image at several
     scales) — is retried on images of twice the side, up to :data:`MAX_GROWN_SIDE`; the
     side that runs is kept on the model (``attncheck_image_side``, :func:`model_image_shape`).
+    A model that reports the image size it got against the one it takes (``Input image size
+    (128*64) doesn't match model (64*64)``) after combining its images (SegGPT stacks the prompt
+    image above the input image, its config declaring the stacked size) is retried once on images
+    scaled by the reported ratio, where it divides the side exactly.
 
     Raises:
         the first layout's error when no layout (at any tried side) is accepted.
@@ -2272,7 +2281,14 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
         try:
             return _layouts_tried(spec, model, kind, tdtype)
         except (RuntimeError, ValueError) as exc:
-            side = model_image_shape(model, model.config)[1]
+            _, h, w = model_image_shape(model, model.config)
+            got = _SIZE_REFUSED.search(str(exc))
+            if kind == "vision" and got and getattr(model, "attncheck_image_side", None) is None:
+                gh, gw, wh, ww = map(int, got.groups())
+                if gh and gw and (h * wh) % gh == 0 and (w * ww) % gw == 0 and (gh, gw) != (wh, ww):
+                    model.attncheck_image_side = (h * wh // gh, w * ww // gw)
+                    continue
+            side = h
             if kind != "vision" or not _MAP_TOO_SMALL.search(str(exc)) or 2 * side > MAX_GROWN_SIDE:
                 raise
             model.attncheck_image_side = 2 * side
