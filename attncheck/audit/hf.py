@@ -504,6 +504,8 @@ class SessionTracked(torch.nn.Module):
                  "video_storage_device": clip.device}
         takes = inspect.signature(S).parameters
         session = S(**{k: v for k, v in given.items() if k in takes})
+        if self._add_text_prompt(session):  # a detector finds (and then tracks) the objects itself
+            return session
         mask = torch.zeros(1, 1, H, W, dtype=clip.dtype, device=clip.device)
         mask[..., H // 4:H - H // 4, W // 4:W - W // 4] = 1
         obj_id = 1
@@ -511,6 +513,23 @@ class SessionTracked(torch.nn.Module):
         if isinstance(getattr(session, "obj_with_new_inputs", None), list):
             session.obj_with_new_inputs = [obj_id]
         return session
+
+    def _add_text_prompt(self, session) -> bool:
+        """A detecting tracker's session also takes text prompts (SAM 3 video: ``add_prompt(text)``
+        → prompt id, its tokens in ``prompt_input_ids`` / ``prompt_attention_masks``, as its
+        processor's ``add_text_prompt`` writes them): one prompt of fixed random ids of the text
+        vocab, every position real.  False (nothing added) for a session without them."""
+        ids, masks = getattr(session, "prompt_input_ids", None), getattr(session, "prompt_attention_masks", None)
+        config = getattr(self, "config", None)  # the text vocab, of a nested detector config too
+        vocab = _nearest_field(config, ("vocab_size",), lambda v: isinstance(v, int)) if config is not None else None
+        if not (callable(getattr(session, "add_prompt", None)) and isinstance(ids, dict) and isinstance(masks, dict)
+                and isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP):
+            return False
+        pid = session.add_prompt("object")
+        g = torch.Generator().manual_seed(1234)
+        ids[pid] = torch.randint(LOW_IDS, vocab - RESERVED_TOP, (1, ENC_LEN), generator=g)
+        masks[pid] = torch.ones(1, ENC_LEN, dtype=torch.long)
+        return True
 
     def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False) -> torch.Tensor:
         if pixel_values.dim() != 5 or pixel_values.shape[1] < 2:  # frame 0 is the prompt, later ones are tracked
@@ -524,7 +543,11 @@ class SessionTracked(torch.nn.Module):
                 # every float output of the frame, flattened: the mask logits alone can be a
                 # constant (SAM 2 writes -1024 where its object score says "no object"), the
                 # object score beside them still carries what the frame's attention computed
-                frames.append(torch.cat([f.flatten() for f in _floats(out)]))
+                floats = [f.flatten() for f in _floats(out)]
+                if not floats:  # a detecting tracker that found no object to track
+                    raise ValueError(f"{type(self.model).__name__} gave no float output on frame {t}: "
+                                     "no object tracked (none detected above its score thresholds)")
+                frames.append(torch.cat(floats))
             clips.append(torch.stack(frames))
         return torch.stack(clips)
 
