@@ -2030,8 +2030,8 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             a.input_makers = [lambda b, g, shape=shape: torch.randn(b, *shape, generator=g)]
             a.image_shape = shape
             a.source_objects = _sources(sub)  # the submodule's code, not the wrapper's
-            src = (f"from {p.info['class']}" if called else
-                   f"drawn for its first convolution ({p.info['class']}'s forward, on its own inputs, does not call it)")
+            src = (f"from {p.info['class']}" if called else f"drawn for its first convolution "
+                   f"({p.info['class']}'s forward, on its own inputs, does not call it)")
             a.info.update(model_type=model_type, parent=p.info["class"], **{"class": type(sub).__name__},
                           input=f"{arg} {list(shape)} {src}", shrink_level=p.info.get("shrink_level"))
             out.append(a)

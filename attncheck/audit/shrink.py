@@ -855,7 +855,8 @@ def _values_of(config) -> dict[str, Any]:
 
 
 def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *, repeat: int = 1,
-                  width: int = HIDDEN, _ties: dict[tuple[bool, int], set] | None = None, _sides: dict[int, int] | None = None,
+                  width: int = HIDDEN, _ties: dict[tuple[bool, int], set] | None = None,
+                  _sides: dict[int, int] | None = None,
                   _mels: frozenset[int] | None = None):
     """A tiny config of the same class as ``config`` (see the module docstring).
 
