@@ -2160,10 +2160,10 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                 # not called by the parent's forward on its audited inputs: run on its own
                 try:
                     return _field_module_alone(spec, model_type, field, parents, subs)
-                except Exception as exc:  # noqa: BLE001 - inputs the module alone cannot take
+                except Exception as exc:  # noqa: BLE001 - inputs the module alone cannot take: the
+                    # parent given a prompt may call it (below)
                     why.append(f"{type(subs[0]).__name__} (built from {pcls.__name__}.{field}) alone: "
                                f"{type(exc).__name__}: {_short(exc, 160)}")
-                    continue
         if subs[0] is None:
             what = need.classes[0].__name__ if need.classes else "module"
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
