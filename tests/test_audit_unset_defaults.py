@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 import transformers as tf  # noqa: E402
 
 from attncheck.audit.hf import build_hf, choose_class  # noqa: E402
-from attncheck.audit.shrink import (HEAD_DIM, HEADS, UNSET_SIZE, declared_sub_configs,  # noqa: E402
+from attncheck.audit.shrink import (HEAD_DIM, HEADS, POSITIONS, UNSET_SIZE, declared_sub_configs,  # noqa: E402
                                     example_arguments, fill_all_backbone_stages, fill_unset_documented,
                                     fill_unset_sizes, shrink_config, tie_stage_channels)
 
@@ -43,7 +43,8 @@ def test_unset_sizes_of_an_optional_module_are_filled_as_a_group_the_validators_
     assert {d.split(" = ")[0].split(".")[1] for d in done} == {
         "indexer_n_heads", "indexer_kv_heads", "indexer_head_dim", "indexer_budget", "indexer_compress_ratio"}
     assert (cfg.indexer_n_heads, cfg.indexer_kv_heads, cfg.indexer_head_dim) == (HEADS, 1, HEAD_DIM)
-    assert cfg.indexer_budget == cfg.indexer_compress_ratio == UNSET_SIZE
+    # the budget keeps every position the tiny model holds: the selection is the dense causal map
+    assert (cfg.indexer_budget, cfg.indexer_compress_ratio) == (POSITIONS, UNSET_SIZE)
     cfg.validate()  # the class's own validators (one key head, budget divisible by the block length)
     assert fill_unset_sizes(cfg) == []
 

@@ -1488,8 +1488,13 @@ def fill_unset_documented(config, overrides: dict[str, Any] | None = None) -> li
 
 
 #: the size given to an unset integer field of an optional module that no role rule names (an
-#: indexer's token budget and block length): the smallest that is not degenerate
+#: indexer's block length): the smallest that is not degenerate
 UNSET_SIZE = 2
+#: a token budget of a sparse-attention indexer (how many keys each query keeps): every position
+#: the tiny model holds (:data:`POSITIONS`), so the selection keeps every visible key and the
+#: attention stays the dense causal one the checks expect — as DeepSeek-V3.2's released
+#: ``index_topk = 2048`` does on any short input
+_BUDGET = re.compile(r"(^|_)(budget|index_topk|topk_tokens)$")
 
 
 def fill_unset_sizes(config, overrides: dict[str, Any] | None = None) -> list[str]:
@@ -1499,8 +1504,8 @@ def fill_unset_sizes(config, overrides: dict[str, Any] | None = None) -> list[st
     ``indexer_compress_ratio``, every one ``int | None = None``, for ``"indexed_attention"``
     layers).  A group is the ``int | None`` fields sharing a name prefix, all unset, at least one
     of them heads or a head dim: heads → :data:`HEADS`, KV heads → 1 (one head shared by all,
-    which every head count admits), head dims → :data:`HEAD_DIM`, other sizes →
-    :data:`UNSET_SIZE`.  A group the config class's validators then reject is unset again, as is
+    which every head count admits), head dims → :data:`HEAD_DIM`, token budgets → :data:`POSITIONS`
+    (every key kept: see :data:`_BUDGET`), other sizes → :data:`UNSET_SIZE`.  A group the config class's validators then reject is unset again, as is
     one with a field named in ``overrides``.  Returns the fields set
     (``"Qwen4ExpTextConfig.indexer_n_heads = 4"``); empty when there is none."""
     done = []
@@ -1516,7 +1521,7 @@ def fill_unset_sizes(config, overrides: dict[str, Any] | None = None) -> list[st
                 continue
             for k in keys:
                 setattr(c, k, 1 if _KV_HEADS.search(k) else HEADS if _HEADS.search(k)
-                        else HEAD_DIM if _HEAD_DIM.search(k) else UNSET_SIZE)
+                        else HEAD_DIM if _HEAD_DIM.search(k) else POSITIONS if _BUDGET.search(k) else UNSET_SIZE)
             try:
                 if callable(getattr(c, "validate", None)):
                     c.validate()
