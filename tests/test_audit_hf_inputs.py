@@ -394,3 +394,105 @@ def test_to_dtype_keeps_the_modules_the_class_keeps_in_float32():
     assert dtypes(to_dtype(Toy(), f16)) == (f16, f32, f32)
     assert dtypes(to_dtype(Toy(), bf16)) == (bf16, bf16, f32)
     assert dtypes(to_dtype(Toy(), f64)) == (f64, f64, f64)
+
+
+class _Conditioned(torch.nn.Module):
+    """A block fed a sequence and two conditioning inputs, each first passed to a submodule."""
+
+    def __init__(self):
+        super().__init__()
+        self.context = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU())
+        self.codes = torch.nn.Embedding(11, 8)
+        self.norm = torch.nn.LayerNorm(8)
+
+    def forward(self, hidden_states, context_states, codes, steps):
+        c = self.context(context_states) + self.codes(codes)
+        return self.norm(hidden_states + c.mean(1, keepdim=True) * steps)
+
+
+def test_conditioning_inputs_are_read_from_the_submodule_the_forward_applies():
+    from attncheck.audit.hf import conditioning_inputs
+
+    g = torch.Generator().manual_seed(0)
+    got = conditioning_inputs(_Conditioned(), ["context_states", "codes"], g)
+    assert got["context_states"].shape == (1, 7, 5) and got["context_states"].is_floating_point()
+    assert got["codes"].shape == (1, 7) and got["codes"].dtype == torch.long
+    assert 0 <= int(got["codes"].min()) and int(got["codes"].max()) < 11
+    # ``steps`` is used directly, not passed to a submodule: nothing to read its shape from
+    assert conditioning_inputs(_Conditioned(), ["context_states", "steps"], g) is None
+
+
+@pytest.mark.slow
+def test_draft_model_gets_its_context_states_and_a_key_mask_over_both():
+    # MuseGlimmer's assistant (a block-diffusion draft model) attends from its noise block to its
+    # target's context states then itself: the context is fixed, the key mask spans both
+    (m,) = build_hf("hf:muse_glimmer_assistant", "muse_glimmer_assistant", sdpa=False)
+    n = m.info["conditioning_keys"]
+    assert m.info["input"] == "noise_embeds" and m.causal is False
+    assert "context_hidden_states(B, 7," in m.info["input_layout"] and n == 7
+    assert {"attention_mask", "position_ids"} <= m.supports
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    ref = m.forward(x).out
+    assert ref.shape[:2] == x.shape[:2]
+    # right padding: the real rows are unchanged (the mask reaches the model over both spans)
+    am = torch.ones(2, m.seq_len, dtype=torch.long)
+    am[:, -3:] = 0
+    xp = x.clone()
+    xp[:, -3:] = torch.randn(2, 3, x.shape[-1])
+    torch.testing.assert_close(m.forward(xp, attention_mask=am).out[:, :-3], m.forward(x[:, :-3]).out)
+
+
+class _Parent(torch.nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.embed_audio = (torch.nn.Linear(config.audio_config.width, 4) if config.audio_config is not None
+                            else None)
+        self.other = torch.nn.Linear(4, 4)
+
+
+def test_module_built_from_a_sub_config_field_is_found_in_the_parents_init():
+    from types import SimpleNamespace
+
+    from attncheck.audit.hf import _built_from_field
+
+    parent = _Parent(SimpleNamespace(audio_config=SimpleNamespace(width=3)))
+    assert _built_from_field(parent, "audio_config") is parent.embed_audio
+    assert _built_from_field(parent, "vision_config") is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type, layout", [("gemma4_unified_audio", "inputs_embeds(B, L, "),
+                                                ("gemma4_unified_vision", "merged-patches-batched")])
+def test_sub_config_module_the_parent_does_not_call_runs_alone_and_has_no_attention(model_type, layout):
+    # Gemma 4 unified is encoder-free: its audio "tower" projects waveform frames (RMSNorm →
+    # Linear), its vision embedder projects 3 × 3 merged patches with (x, y) position tables;
+    # the parent builds both from its sub-configs, and run alone no softmax is seen
+    (m,) = build_hf(f"hf:{model_type}", model_type, sdpa=False)
+    assert m.info["parent"] == "Gemma4UnifiedForConditionalGeneration"
+    assert "built by" in m.info["audited_submodule"] and m.info["attention_modules"] == 0
+    assert m.info["input_layout"].startswith(layout)
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    assert m.forward(x).out.shape[0] == 2
+
+
+@pytest.mark.slow
+def test_head_needing_task_inputs_is_audited_through_the_backbone_it_builds():
+    # JEV's decision head scores options at marked tokens (marks, num_options,
+    # question_type_ids: inputs of its task, batch of one prompt); its attention is all in the
+    # backbone it builds from config.text_config
+    (m,) = build_hf("hf:jev", "jev", sdpa=False)
+    assert m.info["model_type"] == "jev" and m.kind == "decoder"
+    assert "built from its text_config" in m.info["audited_submodule"]
+    assert "marks" in m.info["audited_submodule"]
+
+
+@pytest.mark.parametrize("model_type, cls_name, expected", [("jev", "JevForDecision", True),
+                                                            ("esmfold2", "EsmFold2Model", False)])
+def test_backbone_stands_for_a_head_only_when_it_holds_all_the_attention(model_type, cls_name, expected):
+    # JEV's head adds a linear scorer to its backbone; ESMFold2's folding trunk, structure module
+    # and confidence head attend beside the protein language model it builds from esmc_config
+    from attncheck.audit.hf import _attention_all_in_submodel
+
+    cls = getattr(tf, cls_name)
+    assert _attention_all_in_submodel(cls, tf.AutoConfig.for_model(model_type), None) is expected

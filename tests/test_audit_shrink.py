@@ -453,3 +453,10 @@ def test_rope_section_the_model_code_reads_without_a_default_gets_three_axes():
     c = shrink_config(tf.AutoConfig.for_model("hunyuan_vl_text"))
     sec = c.rope_parameters["mrope_section"]
     assert len(sec) == 3 and sum(sec) == HEAD_DIM // 2 == c.head_dim // 2
+
+
+def test_output_projection_width_shrinks_with_the_embedding_it_projects():
+    # Gemma 4 unified's vision embedder normalises and projects its mm_embed_dim features with
+    # a layer of output_proj_dims inputs: both 3840 by default, both shrunk alike
+    c = shrink_config(tf.AutoConfig.for_model("gemma4_unified_vision"))
+    assert c.output_proj_dims == c.mm_embed_dim < 3840

@@ -297,7 +297,7 @@ def position_offset(m: AuditModel) -> int | None:
     for RoBERTa-style models deriving positions from ``padding_idx`` (``padding_idx + 1``);
     found by comparing the model's default against ``arange(L) + c``; None when no ``c`` in
     0..4 reproduces it (positions are then never passed).  Cached in ``m.info``."""
-    if "position_ids" not in m.supports or m.input_kind != "tokens":
+    if "position_ids" not in m.supports or m.input_kind not in ("tokens", "features"):
         return None
     if "position_offset" not in m.info:
         off = None
@@ -848,6 +848,8 @@ def passed_mask_allowed(mod: torch.nn.Module, args: tuple, kwargs: dict[str, Any
         # a cross-attention call (encoder_hidden_states given) is masked by encoder_attention_mask
         cross = bound.get("encoder_hidden_states") is not None and "encoder_attention_mask" in bound
         mask = bound.get("encoder_attention_mask" if cross else "attention_mask")
+        if mask is None and "attention_mask" not in bound:  # timm's window attention: ``mask``,
+            mask = bound.get("mask")  # additive (Swin's shifted-window mask, Liu et al. 2021)
     if not isinstance(mask, torch.Tensor) or mask.dim() < 2:
         return None
     t = mask.detach()

@@ -25,7 +25,8 @@ The facts are read generically from the built model, never from its type name:
   Transformer): padded slots then reach real positions through these operations, not through
   the attention mask, so ``padding`` deviations are by design; likewise self-attention maps with
   more keys than input positions (compressed summaries of blocks of positions, e.g. DeepSeek-V4's
-  compressed attention).
+  compressed attention), or conditioning keys that precede the inputs on the same key axis (a
+  draft model's context states): left padding then sits between the two.
 
 Facts of a single attention module (sinks, a query scale factor, a declared window) are read by
 :func:`attncheck.audit.hf.module_facts` and judged by the per-layer checks themselves.
@@ -231,6 +232,11 @@ def by_design(check: str, m: AuditModel, ctx: Any) -> str | None:
         extra = sorted({lm.probs.shape[-1] - m.seq_len for lm in maps
                         if lm.probs.shape[-2] == m.seq_len and lm.probs.shape[-1] > m.seq_len
                         and lm.probs.shape[-1] != m.seq_len + (m.enc_len or 0)})
+        cond = m.info.get("conditioning_keys")
+        if cond and cond in extra:
+            return (f"self-attention reads {cond} conditioning key(s) before the {m.seq_len} input positions "
+                    "on one key axis: left padding sits between them and moves the inputs' key indices "
+                    "relative to the conditioning (a window over key indices then covers other keys)")
         if extra:
             return (f"self-attention also reads {extra[0]} key(s) beyond the {m.seq_len} input "
                     "positions (compressed summaries of blocks of positions): padded slots are "

@@ -42,9 +42,10 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, fill_all_backbone_stages, fill_missing_attribute,
+from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, declared_sub_configs, documented_list_entries,
+                                    fill_all_backbone_stages, fill_fed_width, fill_missing_attribute,
                                     fill_missing_layer_rope, fill_unset_bounds, fill_unset_documented,
-                                    fill_unset_mappings, fill_unset_sizes, fill_unset_windows, declared_sub_configs,
+                                    fill_unset_mappings, fill_unset_sizes, fill_unset_windows, keep_widths_distinct,
                                     repair_misspelled_fields, shrink_config, tie_stage_channels)
 
 SEQ_LEN = 12
@@ -986,6 +987,17 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
                         lambda x: {main: x.reshape(-1, x.shape[-1]), **grid_kw(x.shape[0])}, split))
             out.append((f"patches{tpx}-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
                         lambda x: {main: x, **grid_kw(x.shape[0])}, split))
+        # rows of the shape the forward's docstring gives (Inkling 2's ``(num_image_tokens, patch_size *
+        # spatial_merge_size, patch_size * spatial_merge_size, num_channels)``: one merged block per
+        # token), ``n`` per sample
+        row = _documented_row(model, main, vc)
+        if row is not None:
+            out.append(("patch-rows-documented", lambda b, g, row=row: torch.randn(b, n, *row, generator=g),
+                        lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
+        if m > 1:  # patches merged m × m before the model (Gemma 4 unified's encoder-free embedder)
+            d = c * (m * p) ** 2
+            out.append(("merged-patches-batched", lambda b, g, d=d: torch.randn(b, n, d, generator=g),
+                        lambda x: {main: x, **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
                     lambda x: {main: x.reshape(-1, *x.shape[2:]), **grid_kw(x.shape[0])}, split))
         out.append(("patch-pixels-batched", lambda b, g: torch.randn(b, n, c, p, p, generator=g),
@@ -1007,6 +1019,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
     if isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP:
         prompt = {n: v for n in _required_inputs(model) if n != main and n.endswith("input_ids")
                   and (v := _fixed_input(n, config, LOW_IDS, vocab - RESERVED_TOP, g)) is not None}
+    prompt.update(flattened_prompt_inputs(model, prompt))
     # other required inputs (SegGPT's prompt image and mask): made from their documented shapes
     for n in _required_inputs(model):
         if n != main and n not in prompt and (v := documented_input(model, n, config, g)) is not None:
@@ -1029,6 +1042,14 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
            ("clip", lambda b, g: torch.randn(b, frames, *shape, generator=g), with_prompt, keep),
            ("image-list", lambda b, g: torch.randn(b, 1, *shape, generator=g), with_prompt, keep),
            ("clip-frames", lambda b, g: torch.randn(b, frames, *shape, generator=g), frames_flat, split)]
+    # tiled images (Mllama's (B, images, tiles, C, H, W), the processor's tiles of each image): the
+    # dims the forward unpacks, sized by :func:`_counted_dim`
+    dims = unpacked_input_dims(model, main) or []
+    if len(dims) > 5 and dims[-3:] == ["num_channels", "height", "width"]:
+        counts = [_counted_dim(d, vc) or _counted_dim(d, config) for d in dims[1:-3]]
+        if None not in counts:
+            out.append(("image-tiles", lambda b, g, counts=counts: torch.randn(b, *counts, *shape, generator=g),
+                        with_prompt, keep))
     if optional:
         out.append(("image-text", lambda b, g: torch.randn(b, *shape, generator=g),
                     lambda x: with_prompt(x, {**prompt, **optional}), keep))
@@ -1040,6 +1061,13 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
         n = npos if isinstance(npos, int) and npos > 0 else (shape[1] // p) * (shape[2] // p)
         out.append(("patch-sequence", lambda b, g, n=n, d=shape[0] * p * p: torch.randn(b, n, d, generator=g),
                     with_prompt, keep))
+    # one video patch per sample (a tubelet of temporal_patch_size frames of patch_size², Inkling's
+    # tower of space-to-depth folds), channels first, then last (its (N, T, H, W, C) patches)
+    tp = getattr(vc, "temporal_patch_size", None)
+    if isinstance(p, int) and isinstance(tp, int) and not isinstance(tp, bool) and p > 0 and tp > 0:
+        c = shape[0]
+        out += [(name, lambda b, g, t=t: torch.randn(b, *t, generator=g), with_prompt, keep)
+                for name, t in (("patch-tubelet", (c, tp, p, p)), ("patch-tubelet-last", (tp, p, p, c)))]
     if isinstance(model, SessionTracked):  # a tracker takes clips only: tried first, its error the one reported
         out.insert(0, out.pop(1))
     return out
@@ -1073,9 +1101,9 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     sizes = {"batch_size": 1, "num_channels": c, "channels": c, "height": h, "width": w,
              "image_size": h, "sequence_length": seq}
     dims = [d.strip() for d in m.group("dims").split(",") if d.strip()]
-    if not dims or any(d not in sizes for d in dims):
+    shape = [sizes[d] if d in sizes else _counted_dim(d, config) for d in dims]
+    if not dims or None in shape:
         return None
-    shape = [sizes[d] for d in dims]
     kind = m.group("type")
     if "mask" in name:
         return torch.ones(shape, dtype=torch.bool if "Bool" in kind else (torch.long if "Long" in kind else torch.float32))
@@ -1089,6 +1117,89 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
 
 
 _DOC_ARG = re.compile(rf"(?m)^\s*(?P<name>\w+) {_DOC_SHAPE}")
+
+
+def _documented_dims(model, name: str) -> list[str] | None:
+    """The dims the forward's docstring gives argument ``name`` (``classes_input_ids
+    (`torch.LongTensor` of shape `(total_classes (>= batch_size), sequence_length)`)``, the type
+    quoted or not), or None when it documents no shape."""
+    doc = getattr(type(model).forward, "__doc__", None) or ""
+    m = re.search(rf"(?m)^\s*{re.escape(name)} `?\(`?torch\.\w+`? of shape `\((?P<dims>[^`]*)\)`", doc)
+    return [d.strip() for d in m.group("dims").split(",") if d.strip()] if m else None
+
+
+def _documented_row(model, name: str, config) -> tuple[int, ...] | None:
+    """The shape of one row of an input the forward's docstring documents as rows of all samples
+    flattened (``(num_image_tokens, patch_size * spatial_merge_size, …, num_channels)``): the
+    dims after the first, each a product of config fields, or None when the first dim is the
+    batch or a dim names anything else."""
+    dims = _documented_dims(model, name)
+    if not dims or len(dims) < 2 or dims[0] == "batch_size":
+        return None
+    row = []
+    for d in dims[1:]:
+        v = 1
+        for f in (t.strip() for t in d.split("*")):
+            x = int(f) if f.isdigit() else getattr(config, f, None)
+            if not (isinstance(x, int) and not isinstance(x, bool) and x > 0):
+                return None
+            v *= x
+        row.append(v)
+    return tuple(row)
+
+
+def flattened_prompt_inputs(model, prompt: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The inputs that go with a prompt flattened over the items of all samples (OmDet-Turbo's
+    ``classes_input_ids`` of shape ``(total_classes (>= batch_size), sequence_length)``: the class
+    names of every sample, one row each), with one item per sample (the ``(1, L)`` row of
+    ``prompt``, expanded to the batch): the required arguments of the same prefix, its mask
+    (``classes_attention_mask``) all ones like the ids, and a per-sample count documented
+    ``(batch_size)`` (``classes_structure``: the items of each sample) 1.
+
+    Shapes: batch-1 tensors, ``long``; empty when no ids of ``prompt`` are documented flattened."""
+    out: dict[str, torch.Tensor] = {}
+    req = _required_inputs(model)
+    for ids, v in prompt.items():
+        dims = _documented_dims(model, ids)
+        if not (ids.endswith("input_ids") and dims and dims[0] != "batch_size"):
+            continue
+        pre = ids[:-len("input_ids")]
+        for n in req:
+            if not pre or not n.startswith(pre) or n in prompt:
+                continue
+            if n.endswith("attention_mask"):
+                out[n] = torch.ones_like(v)
+            elif _documented_dims(model, n) == ["batch_size"]:
+                out[n] = torch.ones(1, dtype=torch.long)
+    return out
+
+
+#: a dimension counting the images (media) of one sample: the audit sends one
+_IMAGE_COUNT = re.compile(r"(^|_)num_(images|media|concurrent_media)$")
+
+
+def _counted_dim(name: str, config) -> int | None:
+    """The size of a named input dimension beyond batch / channels / sides: the config's field of
+    that name, or of ``max_`` and that name (``num_tiles`` → Mllama's ``max_num_tiles``: the tiles
+    an image is cut into), 1 for a count of images per sample (``max_num_images``,
+    ``num_concurrent_media``); None for any other name."""
+    for k in (name, f"max_{name}"):
+        v = getattr(config, k, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+            return v
+    return 1 if _IMAGE_COUNT.search(name) else None
+
+
+def unpacked_input_dims(model, name: str) -> list[str] | None:
+    """The names a model's forward unpacks its input ``name``'s shape into (``batch_size,
+    num_concurrent_media, num_tiles, num_channels, height, width = pixel_values.shape``), or None
+    when its source has no such line."""
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return None
+    m = re.search(rf"(?m)^\s*(\w+(?:\s*,\s*\w+)+)\s*=\s*{re.escape(name)}\.shape\s*$", src)
+    return [d.strip() for d in m.group(1).split(",")] if m else None
 
 
 def documented_steps(model, config) -> tuple[str, int, dict[str, int | None]] | None:
@@ -1900,6 +2011,46 @@ def _record_call(model: AuditModel, target: torch.nn.Module) -> dict[str, Any] |
     return got or None
 
 
+def _built_from_field(model: torch.nn.Module, field: str) -> torch.nn.Module | None:
+    """The submodule that a module of ``model`` (outermost first) assigns in its ``__init__``
+    from the sub-config ``config.<field>`` (``self.embed_audio = Embedder(config.audio_config,
+    …)``, also behind a conditional expression), or None."""
+    pat = re.compile(rf"self\.(\w+)\s*=\s*\(?\s*[\w.]+\(\s*config\.{re.escape(field)}\b")
+    for mod in model.modules():
+        try:
+            src = inspect.getsource(type(mod).__init__)
+        except (OSError, TypeError):
+            continue
+        for name in pat.findall(src):
+            sub = getattr(mod, name, None)
+            if isinstance(sub, torch.nn.Module):
+                return sub
+    return None
+
+
+def _field_module_alone(spec: str, model_type: str, field: str, parents: list[AuditModel],
+                        subs: list[torch.nn.Module]) -> list[AuditModel]:
+    """Adapters of a parent's sub-config module that the parent's forward does not call on the
+    audited inputs, run alone on the inputs its own forward takes (:func:`_adapter`, with the
+    parent's shrunk ``config.<field>`` as its config), with the parent's weights."""
+    out = []
+    for p, sub in zip(parents, subs):
+        sub, default = copy.deepcopy(sub), getattr(p.module.config, field)
+        if not hasattr(sub, "config"):
+            sub.config = default
+        kind = "vision" if "pixel_values" in _required_inputs(sub) else "text"
+        a, _ = _first_accepted_layout(spec, sub, kind, p.dtype)
+        if p.variant != a.variant:  # the parent's other dispatch path, on the layout found
+            a = _adapter(spec, sub, default, a.info.get("built_as", kind), p.variant, p.dtype,
+                         a.info.get("input_layout_index", 0))
+        a.info.update(model_type=model_type, parent=p.info["class"], shrink_level=p.info.get("shrink_level"),
+                      audited_submodule=f"{type(sub).__name__}, built by {p.info['class']} from its "
+                                        f"{field} ({type(default).__name__}), run alone (its forward does not call it on "
+                                        "the audited inputs)")
+        out.append(a)
+    return out
+
+
 def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent, overrides, dtype: str,
                           sdpa: bool) -> list[AuditModel]:
     """Audit a sub-config type through the submodule its parent model builds from it: the parent
@@ -1941,11 +2092,35 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                           and isinstance(getattr(m, "config", None), type(default))), None) for p in parents]
         if subs[0] is None and switches:  # else the module that the switches add to the parent
             subs = [_switched_module(p.module, switches) for p in parents]
+        built = [_built_from_field(p.module, field) for p in parents]
+        if built[0] is not None and (subs[0] is None or _record_call(parents[0], subs[0]) is None):
+            # else (or when the module found is not called) the module the parent's ``__init__``
+            # builds from ``config.<field>`` (Gemma 4 unified's ``embed_audio``, a projection of
+            # waveform frames that keeps no config; VibeVoice's diffusion head, whose timestep
+            # embedding keeps it)
+            subs = built
+            if _record_call(parents[0], subs[0]) is None:
+                # not called by the parent's forward on its audited inputs: run on its own
+                try:
+                    return _field_module_alone(spec, model_type, field, parents, subs)
+                except Exception as exc:  # noqa: BLE001 - inputs the module alone cannot take
+                    why.append(f"{type(subs[0]).__name__} (built from {pcls.__name__}.{field}) alone: "
+                               f"{type(exc).__name__}: {_short(exc, 160)}")
+                    continue
         if subs[0] is None:
             what = need.classes[0].__name__ if need.classes else "module"
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
             continue
         rec = _record_call(parents[0], subs[0])
+        if rec is None and "pixel_values" in _params(subs[0]) and set(_required_inputs(subs[0])) <= {"pixel_values"}:
+            # an image tower the parent runs only on an image (GOT-OCR 2's vision encoder, built
+            # from PP-Chart2Table's vision config): the parent's tower, run on images of its own
+            try:
+                return _parent_tower_on_images(spec, model_type, default, parents, subs)
+            except Exception as exc:  # noqa: BLE001 - the tower refuses every image layout
+                why.append(f"{type(subs[0]).__name__} (built by {parents[0].info['class']}) on images: "
+                           f"{type(exc).__name__}: {_short(exc, 160)}")
+                continue
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
             continue
@@ -1986,6 +2161,28 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
     raise Unsupported(f"{need} ({'; '.join(dict.fromkeys(why)) or 'no parent config holds it'})")
 
 
+def _parent_tower_on_images(spec: str, model_type: str, default, parents: list[AuditModel],
+                            subs: list[torch.nn.Module]) -> list[AuditModel]:
+    """The image towers ``subs`` that the ``parents`` (eager, SDPA) built from ``default``, each
+    audited as a vision model on images (:func:`_first_accepted_layout`), when the parent's own
+    audited forward runs without an image.
+
+    Raises:
+        the first layout's error when the tower accepts no image layout.
+    """
+    first, x0 = _first_accepted_layout(spec, subs[0], "vision", parents[0].dtype)
+    layout = first.info.get("input_layout_index", 0)
+    out = [first] + [_adapter(spec, sub, sub.config, "vision", p.variant, p.dtype, layout)
+                     for p, sub in zip(parents[1:], subs[1:])]
+    for a, p, sub in zip(out, parents, subs):
+        a.info.update(model_type=model_type, parent=p.info["class"], shrink_level=p.info.get("shrink_level"),
+                      audited_submodule=(f"{type(sub).__name__}, built by {p.info['class']} from its "
+                                         f"{type(default).__name__}, run on images (the parent's forward "
+                                         "calls it only with an image)"))
+    _keep_if_returned(first, x0)
+    return out
+
+
 def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str, sdpa: bool,
               default=None, encode_only: bool = False) -> list[AuditModel]:
     model_type, cls = resolve(name)
@@ -2016,27 +2213,41 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     errors, plain = [], None
     # each level as shrunk; the first level, when it fails, also with the windows its defaults
     # leave unset filled, with the clipping bounds they leave unset filled, with the plain
-    # mappings they leave unset empty, with the fields they leave unset set as documented, with
+    # mappings they leave unset empty, with the width a linear layer is fed where its config field
+    # disagrees (:func:`fill_fed_width`), with the sizes the shrink made equal kept apart
+    # (:func:`keep_widths_distinct`), with one documented entry in the lists they leave empty
+    # (:func:`documented_list_entries`), with the fields they leave unset set as documented, with
     # the sizes of an optional module they leave unset filled, with every backbone stage
     # returned (and the per-stage channel lists tied to them), then with two layers of each
     # per-layer kind (weights tied across one kind's layers)
-    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "documented"),
-               (LEVELS[0], "sizes"), (LEVELS[0], "stages"), (LEVELS[0], "twice")]
+    retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "widths"),
+               (LEVELS[0], "distinct"), (LEVELS[0], "lists"), (LEVELS[0], "documented"), (LEVELS[0], "sizes"),
+               (LEVELS[0], "stages"), (LEVELS[0], "twice")]
+    first_exc = None
+    entries = documented_list_entries(default)
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
+        if retry == "lists" and not entries:
+            continue
         declared = declared_sub_configs(default) if retry == "stages" else (default, [])
         try:
-            config = shrink_config(declared[0], level, overrides, repeat=2 if retry == "twice" else 1)
+            config = shrink_config(declared[0], level,
+                                   {**entries, **(overrides or {})} if retry == "lists" else overrides,
+                                   repeat=2 if retry == "twice" else 1)
         except Exception as exc:  # noqa: BLE001
             if not retry:
                 plain = None
                 errors.append(f"shrink level {level}: {type(exc).__name__}: {_short(exc)}")
             continue
         fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings,
+                "widths": lambda c, o: fill_fed_width(c, first_exc, o),
+                "distinct": lambda c, o: keep_widths_distinct(default, c, o),
                 "documented": fill_unset_documented, "sizes": fill_unset_sizes,
                 "stages": fill_all_backbone_stages}.get(retry)
         filled = declared[1] + (fill(config, overrides) if fill is not None else [])
         if fill is not None and not filled:
             continue
+        if retry == "lists":
+            filled = [f"{k} = {v} (a documented supported value; the default is empty)" for k, v in entries.items()]
         if retry == "twice":
             if plain is not None and config.to_dict() == plain.to_dict():
                 continue  # no per-layer kinds: the same model again
@@ -2072,6 +2283,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 adapter.info["audited_submodule"] = f"{type(audited).__name__} (the encoder: the decoder has no attention)"
             _keep_if_returned(adapter, x0)
         except Exception as exc:  # noqa: BLE001 - try the next level
+            if level == LEVELS[0] and not retry:
+                first_exc = exc
             errors.append(f"level {level}{f' ({retry})' if retry else ''}: {type(exc).__name__}: {_short(exc)}")
             continue
         adapter.info["shrink_level"] = level
@@ -2108,6 +2321,16 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
                 m.info["audited_submodule"] = (f"{cls.__name__}.encode(pixel_values), the encoder (its forward, "
                                                f"which also decodes, fails: {_short(errors[0], 160)})")
             return models
+    if (not encode_only and (beyond := _inputs_beyond_the_audits(cls)) and not _parent_configs(own_default)
+            and _attention_all_in_submodel(cls, default, overrides)):
+        # a head whose forward needs inputs of its task (a decision head's marks and option
+        # counts) over a backbone it builds from a sub-config (and no parent that feeds it):
+        # the backbone, where all its attention is
+        why = f"{cls.__name__}'s forward needs {', '.join(beyond)}, inputs of its task, besides the backbone's"
+        try:
+            return _build_forward_submodel(spec, model_type, cls, own_default, overrides, dtype, sdpa, why)
+        except Unsupported as exc:
+            reason += f"; through its backbone: {_short(exc, 200)}"
     if _parent_configs(own_default):
         # a model class whose forward needs what its parent model computes (a DETR decoder fed
         # text and image features, BLT's local encoder fed byte embeddings and patch ids): audited
@@ -2172,9 +2395,14 @@ def _without_forward(cls) -> type:
 
 def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
     """``(field, sub-config)`` of the first sub-config of ``config`` whose model class has a
-    ``forward`` and is built by ``cls.__init__`` (its source names the class), or None."""
+    ``forward`` and is built by ``cls.__init__`` (its source names the class, or builds a
+    module from ``config.<field>``: ``AutoModel.from_config(config.text_config)``), or None."""
     from transformers import PretrainedConfig
 
+    try:
+        src = inspect.getsource(cls.__init__)
+    except (OSError, TypeError):
+        src = ""
     for field, sub in vars(config).items():
         if not isinstance(sub, PretrainedConfig):
             continue
@@ -2182,28 +2410,54 @@ def forward_submodel_config(cls, config) -> tuple[str, Any] | None:
             _, sub_cls = choose_class(sub.model_type, sub)
         except Exception:  # noqa: BLE001 - a sub-config without a model class of its own
             continue
-        if sub_cls.forward is not torch.nn.Module.forward and _contains(cls, sub_cls):
+        if sub_cls.forward is not torch.nn.Module.forward and (
+                _contains(cls, sub_cls) or re.search(rf"[\w.]+\(\s*config\.{re.escape(field)}\b", src)):
             return field, sub
     return None
 
 
+def _attention_all_in_submodel(cls, config, overrides) -> bool:
+    """Whether ``cls`` builds a sub-model from a sub-config (:func:`forward_submodel_config`)
+    that holds every attention module of ``cls`` (counted on the meta device, the config shrunk
+    at the first level): JEV's decision head over its backbone, not ESMFold2's folding trunk
+    and structure module beside its protein language model."""
+    found = forward_submodel_config(cls, config)
+    if found is None:
+        return False
+    try:
+        with torch.device("meta"):
+            whole = _instantiate(cls, shrink_config(config, LEVELS[0], overrides), None)
+    except Exception:  # noqa: BLE001 - a class the shrunk config cannot build
+        return False
+    sub = _built_from_field(whole, found[0])
+    return sub is not None and len(attention_modules(whole)) == len(attention_modules(sub)) > 0
+
+
+def _inputs_beyond_the_audits(cls) -> list[str]:
+    """Required forward arguments of ``cls`` that are neither a main input the audit makes
+    (:data:`MAIN_INPUTS`) nor a mask (a decision head's ``marks`` and ``question_type_ids``)."""
+    return [n for n in _required_inputs(cls) if n not in MAIN_INPUTS and not n.endswith("mask")]
+
+
 def _build_forward_submodel(spec: str, model_type: str, cls, default, overrides, dtype: str,
-                            sdpa: bool) -> list[AuditModel]:
+                            sdpa: bool, why: str = "") -> list[AuditModel]:
     """A mapped class without a ``forward`` of its own (Qwen2.5-Omni's
-    ``ForConditionalGeneration``, whose ``generate`` runs its thinker) is audited through the
-    sub-model its ``__init__`` builds from a sub-config (:func:`forward_submodel_config`).
+    ``ForConditionalGeneration``, whose ``generate`` runs its thinker), or whose forward needs
+    inputs the audit cannot make (``why``: a decision head scoring options at marked tokens of
+    the backbone it builds), is audited through the sub-model its ``__init__`` builds from a
+    sub-config (:func:`forward_submodel_config`).
 
     Raises:
         Unsupported: no sub-config gives such a model (or that model is unsupported: its reason).
     """
+    why = why or f"{cls.__name__} has no forward of its own"
     found = forward_submodel_config(cls, default)
     if found is None:
-        raise Unsupported(f"{cls.__name__} has no forward of its own and builds no sub-model with one from its sub-configs")
+        raise Unsupported(f"{why} and builds no sub-model with one from its sub-configs")
     field, sub = found
     models = _build_hf(spec, sub.model_type, overrides, dtype, sdpa, default=copy.deepcopy(sub))
     for m in models:
-        m.info.update(model_type=model_type, audited_submodule=(
-            f"{m.info['class']}, built from its {field} ({cls.__name__} has no forward of its own)"))
+        m.info.update(model_type=model_type, audited_submodule=f"{m.info['class']}, built from its {field} ({why})")
     return models
 
 
@@ -2976,11 +3230,42 @@ def _upsampled_seq(o, B: int, L: int) -> torch.Tensor | None:
 
 def _feature_input(model, config) -> str | None:
     """The forward argument of a model fed feature vectors (:data:`_FEATURE_ARGS`): its first
-    required argument; every other required argument must be a mask (filled with ones)."""
+    required argument; every other required argument must be a mask (filled with ones) or a
+    conditioning input :func:`conditioning_inputs` can make."""
     req = _required_inputs(model)
-    if not req or not _FEATURE_ARGS.search(req[0]) or not all(n.endswith("mask") for n in req[1:]):
+    if not req or not _FEATURE_ARGS.search(req[0]):
+        return None
+    others = [n for n in req[1:] if not n.endswith("mask")]
+    if others and conditioning_inputs(model, others, torch.Generator().manual_seed(0)) is None:
         return None
     return req[0]
+
+
+def conditioning_inputs(model, names: list[str], g: torch.Generator) -> dict[str, torch.Tensor] | None:
+    """Batch-1 values for required forward arguments that condition the checked sequence (a
+    draft model's context states, a diffusion block's codes), each read from the submodule the
+    forward first applies to it (``self.<sub>(name)`` in its source): a float sequence
+    ``(1, ENC_LEN, in_features)`` of that submodule's first ``nn.Linear``, or ids
+    ``(1, ENC_LEN)`` in ``[0, num_embeddings)`` of its first ``nn.Embedding``.  None when an
+    argument is not passed straight to a submodule of one of those kinds."""
+    try:
+        src = inspect.getsource(type(model).forward)
+    except (OSError, TypeError):
+        return None
+    out = {}
+    for name in names:
+        m = re.search(rf"\bself\.(\w+)\(\s*{re.escape(name)}\b", src)
+        sub = getattr(model, m.group(1), None) if m else None
+        if not isinstance(sub, torch.nn.Module):
+            return None
+        first = next((x for x in sub.modules() if isinstance(x, (torch.nn.Linear, torch.nn.Embedding))), None)
+        if isinstance(first, torch.nn.Linear):
+            out[name] = torch.randn(1, ENC_LEN, first.in_features, generator=g)
+        elif isinstance(first, torch.nn.Embedding):
+            out[name] = torch.randint(0, first.num_embeddings, (1, ENC_LEN), generator=g)
+        else:
+            return None
+    return out
 
 
 def _feature_dims(config) -> list[int]:
@@ -3031,20 +3316,36 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     enc_width = getattr(config, "encoder_hidden_size", None)
     cross = ([False, True] if "encoder_hidden_states" in accepts and isinstance(enc_width, int) and enc_width > 0
              else [False])
-    layouts = [(d, channels_first, c) for c in cross for channels_first in (False, True) for d in dims]
-    D, channels_first, with_enc = layouts[input_layout % len(layouts)]
+    masks = [n for n in _required_inputs(model)[1:] if n.endswith("mask")]
+    conditions = conditioning_inputs(model, [n for n in _required_inputs(model)[1:] if not n.endswith("mask")],
+                                     torch.Generator().manual_seed(4321)) or {}
+    # a forward whose keys are the conditioning states followed by the checked sequence (a
+    # draft model attending to its target's context states) takes a key mask over both (ones
+    # for the conditioning): tried before the layouts with a mask over the sequence alone
+    spans = [True, False] if conditions and "attention_mask" in accepts else [False]
+    layouts = [(d, channels_first, c, s) for s in spans for c in cross for channels_first in (False, True)
+               for d in dims]
+    D, channels_first, with_enc, mask_spans = layouts[input_layout % len(layouts)]
+    n_cond = max((int(v.shape[1]) for v in conditions.values()), default=0)
     enc_states = (torch.randn(1, ENC_LEN, enc_width, generator=torch.Generator().manual_seed(1234))
                   if with_enc else None)
-    masks = [n for n in _required_inputs(model)[1:]]
 
     def fwd_features(x, attention_mask=None, position_ids=None, output_attentions=False):
         kw = {"output_attentions": True} if output_attentions else {}
         for n in masks:
             kw[n] = torch.ones(x.shape[:2], dtype=torch.long if n.endswith("attention_mask") else torch.bool)
+        if mask_spans and attention_mask is None:
+            attention_mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
         if attention_mask is not None:
-            kw["attention_mask"] = attention_mask
+            kw["attention_mask"] = attention_mask if not mask_spans else torch.cat(
+                [torch.ones(x.shape[0], n_cond, dtype=attention_mask.dtype, device=x.device), attention_mask], 1)
+        if mask_spans and position_ids is not None:  # the conditioning first, at positions 0 … n_cond - 1
+            first = torch.arange(n_cond, device=x.device).expand(position_ids.shape[0], -1)
+            kw["position_ids"] = torch.cat([first, position_ids + n_cond], 1)
         if enc_states is not None:
             kw["encoder_hidden_states"] = cast(enc_states.expand(x.shape[0], -1, -1))
+        for n, v in conditions.items():  # the same conditioning for every sample
+            kw[n] = cast(v.expand(x.shape[0], *v.shape[1:]))
         o = model(**{arg: cast(x.transpose(1, 2) if channels_first else x)}, **kw)
         out = _find_seq(o, x.shape[0], x.shape[1])
         if out is None:
@@ -3072,10 +3373,16 @@ def _features_adapter(model, config, arg: str, facts, supports, input_layout: in
     if "attention_mask" in masks or not per_position or "attention_mask" not in accepts or not own_mask:
         sup.discard("attention_mask")
     info["input"] = arg
+    if mask_spans:
+        info["conditioning_keys"] = n_cond
     info["input_layout"] = (f"{arg}(B, {D}, L)" if channels_first else f"{arg}(B, L, {D})") + (
-        f"+encoder_hidden_states(B, {ENC_LEN}, {enc_width})" if with_enc else "")
+        f"+encoder_hidden_states(B, {ENC_LEN}, {enc_width})" if with_enc else "") + "".join(
+        f"+{n}(B, {', '.join(map(str, v.shape[1:]))}) (fixed)" for n, v in conditions.items()) + (
+        " (attention_mask over the conditioning, then the sequence)" if mask_spans else "")
+    if mask_spans and "position_ids" in accepts:
+        sup.add("position_ids")
     return AuditModel(kind="features", causal=causal, input_kind="features", feature_dim=D, forward_fn=fwd_features,
-                      supports=frozenset(sup - {"cache", "position_ids"}), **common)
+                      supports=frozenset(sup - {"cache"}), **common)
 
 
 def adapt_hf_model(spec: str, model: torch.nn.Module) -> AuditModel:

@@ -81,7 +81,7 @@ LEVELS = (0, 1, 2, 3)
 _WIDTH = re.compile(r"(^|_)(hidden_size|d_model|n_embd|n_embed|embed_dim|model_dim|hidden_dim|dim|"
                     r"embedding_size|embedding_dim|word_embed_proj_dim|projection_dim|proj_dim|d_embed|"
                     r"output_hidden_size|cross_attention_hidden_size|text_embed_dim|vision_embed_dim|"
-                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size|hidden_size_global)$")
+                    r"d_latents?|latent_dim|encoder_hidden_size|mm_hidden_size|hidden_size_global|output_proj_dims)$")
 _WIDTH_LIST = re.compile(r"(^|_)(hidden_sizes|embed_dims|dims|embed_dim|hidden_size|widths|"
                          r"neck_hidden_sizes|conv_dim)(_per_stage)?$")
 _HEADS = re.compile(r"(^|_)(num_attention_heads|num_heads|n_heads?|attention_heads|num_attn_heads|"
@@ -947,7 +947,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
         except Exception:  # noqa: BLE001 - the class rejects the shrunk overrides: keep them as derived
             pass
     made.use_cache = getattr(made, "use_cache", True)
-    _carry_extra_attributes(config, made)
+    _carry_extra_attributes(config, made, _sides)
     return made
 
 
@@ -970,14 +970,18 @@ def _tie_concatenated_widths(vals: dict[str, Any], new: dict[str, Any]) -> None:
             new[k] = next(iter(parts[x]))
 
 
-def _carry_extra_attributes(config, made) -> None:
+def _carry_extra_attributes(config, made, sides: dict[int, int] | None = None) -> None:
     """Set on ``made``, in place, the boolean flags ``config`` holds that are no constructor field
     of its class and that ``made`` lacks altogether: keywords a parent config passes to a
     sub-config (CHMv2's DINOv3 ``backbone_config`` gets ``return_class_token=True``, which its
-    backbone reads with ``getattr(config, "return_class_token", False)``).  Only flags: sizes
-    (a timm tower's ``num_classes``, ``img_size``) would need shrinking rules of their own."""
+    backbone reads with ``getattr(config, "return_class_token", False)``); and an image side
+    (``img_size``: the keyword a parent hands a timm backbone, OmDet-Turbo's Swin) that ``sides``
+    (original → shrunk sides of the tree) maps, as the shrunk side.  Other sizes (a timm tower's
+    ``num_classes``) would need shrinking rules of their own."""
     for k, x in vars(config).items():
-        if k.startswith("_") or not isinstance(x, bool):
+        if k in ("img_size", "image_size") and _int(x) and x in (sides or {}) and not hasattr(made, k):
+            x = sides[x]
+        elif k.startswith("_") or not isinstance(x, bool):
             continue
         try:
             if hasattr(made, k):
@@ -1006,13 +1010,37 @@ def documented_values(cls, field: str) -> list[str]:
     """The string values the config class's docstring quotes for ``field`` (``mlp_layer_types
     (`list[str]`, *optional*): MLP type (`"dense"` or `"sparse"`) for each decoder layer`` →
     ``["dense", "sparse"]``), in order, without repeats; ``[]`` when it quotes none."""
+    return list(dict.fromkeys(re.findall(r'`"([^"`]+)"`', _doc_section(cls, field))))
+
+
+def _doc_section(cls, field: str) -> str:
+    """The text the config class's docstring gives ``field`` (up to the next documented field)."""
     doc = cls.__doc__ or ""
     m = re.search(rf"(?m)^(\s*){re.escape(field)} \(`", doc)
     if m is None:
-        return []
+        return ""
     rest = doc[m.end():]
     nxt = re.search(rf"(?m)^{m.group(1)}\w+ \(`", rest)  # the next documented field
-    return list(dict.fromkeys(re.findall(r'`"([^"`]+)"`', rest[: nxt.start() if nxt else None])))
+    return rest[: nxt.start() if nxt else None]
+
+
+_SUPPORTED = re.compile(r"(?i)supported values are ([-\d.,\s]*(?:and|or)?\s*[-\d.]+)")
+
+
+def documented_list_entries(config) -> dict[str, list[float]]:
+    """For the fields a config leaves an empty list whose docstring names the supported values
+    (LW-DETR's ``projector_scale_factors``: "Supported values are 0.5, 1.0, and 2.0", default
+    ``[]``, which gives its detector no feature level at all): one entry, 1 (no rescaling) when
+    supported, else the first value named.  ``{field: [value]}``; empty when there is none."""
+    out = {}
+    for k, x in _values_of(config).items():
+        if not (isinstance(x, (list, tuple)) and not x):
+            continue
+        m = _SUPPORTED.search(_doc_section(type(config), k))
+        vals = [float(v) for v in re.findall(r"-?\d+(?:\.\d+)?", m.group(1))] if m else []
+        if vals:
+            out[k] = [1.0 if 1.0 in vals else vals[0]]
+    return out
 
 
 def _fill_documented_layer_types(cls, vals: dict[str, Any], new: dict[str, Any], overrides: dict[str, Any]) -> None:
@@ -1633,6 +1661,101 @@ def fill_unset_mappings(config, overrides: dict[str, Any] | None = None) -> list
     return done
 
 
+def keep_widths_distinct(original, config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the widths and feed-forward sizes of the shrunk ``config`` tree that the
+    shrink made equal though they differ in ``original`` (the same tree at full size) to the
+    shrunk value × their original ratio to the smallest of them, when that ratio is an integer:
+    a model may branch on two sizes being equal (OmDet-Turbo builds its ``task_project`` only
+    when ``class_embed_dim != decoder_hidden_dim``, and reads it always), a path the original
+    never takes.  Equal originals keep equal values, so the tree's ties hold.  Fields named in
+    ``overrides`` are left alone.  Returns the fields set (``"OmDetTurboConfig.class_embed_dim:
+    64 → 128"``); empty when no shrunk sizes collide."""
+    pairs = []  # (shrunk config, field, original value, shrunk value)
+
+    def walk(o, c):
+        for k, x in _values_of(o).items():
+            y = getattr(c, k, None)
+            if _is_config(x) and _is_config(y):
+                walk(x, y)
+            elif (_int(x) and _int(y) and x >= HIDDEN and (_WIDTH.search(k) or _FFN.search(k))
+                    and k not in (overrides or {})):
+                pairs.append((c, k, x, y))
+
+    walk(original, config)
+    groups: dict[int, set[int]] = {}
+    for _, _, x, y in pairs:
+        groups.setdefault(y, set()).add(x)
+    done = []
+    for c, k, x, y in pairs:
+        low = min(groups[y])
+        if len(groups[y]) > 1 and x != low and x % low == 0:
+            setattr(c, k, y * (x // low))
+            done.append(f"{type(c).__name__}.{k}: {y} → {y * (x // low)}")
+    return done
+
+
+_MATMUL_WIDTHS = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+_CAT_WIDTHS = re.compile(r"Sizes of tensors must match except in dimension \d+\. "
+                         r"Expected size (\d+) but got size (\d+)")
+
+
+def fill_fed_width(config, exc: BaseException | None, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Repair, in place, a config tree whose own defaults disagree on a width, from the error of
+    the forward they give:
+
+    - a linear layer sized by a config field is fed rows of another width (``mat1 and mat2 shapes
+      cannot be multiplied (8x256 and 128x64)``: Llama 4's vision defaults give ``hidden_size``
+      768, whose pixel shuffle by 0.5 makes 4 × 768 = 3072 channels, but ``intermediate_size``
+      5632 sizes the projector that reads them): the field holding the layer's input width takes
+      the width that reaches it;
+    - two tensors concatenated along the sequence differ in width (``Sizes of tensors must match
+      except in dimension 1. Expected size 896 but got size 64``: DeepSeek-OCR 2's SAM neck ends
+      at 896 channels, ``downsample_channels[-1]``, but its default encoder is 4096 wide): the
+      field holding the first tensor's width takes the second's.
+
+    The field (a width, feed-forward size or channel count of at least :data:`HIDDEN`, or an entry
+    of such a list; not in ``overrides``) must be the only one of the tree holding that value; when it is not, the only
+    field holding the other width takes the first (Unlimited-OCR's SAM neck, left at 1024
+    channels, feeds its shrunk 64-wide CLIP encoder).  Returns the field set
+    (``"Llama4VisionConfig.intermediate_size: 128 → 256"``); empty when the error is no such
+    mismatch or the field is not unique."""
+    m = _MATMUL_WIDTHS.search(str(exc)) if isinstance(exc, RuntimeError) else None
+    if m is not None:
+        fed, want = int(m.group(2)), int(m.group(3))
+    elif isinstance(exc, RuntimeError) and (m := _CAT_WIDTHS.search(str(exc))) is not None:
+        want, fed = int(m.group(1)), int(m.group(2))
+    else:
+        return []
+    if fed == want or fed <= 0:
+        return []
+
+    def sized(k: str) -> bool:
+        return bool(_WIDTH.search(k) or _FFN.search(k) or _WIDTH_LIST.search(k)
+                    or (_DIM_NAME.search(k) and not _NOT_DIM.search(k)))
+
+    def holders(v: int) -> list[tuple[Any, str, int | None]]:
+        if v < HIDDEN:  # an input's channel count (3 colours), not a width
+            return []
+        return [(c, k, i) for c in _config_tree(config) for k, x in _values_of(c).items()
+                if sized(k) and k not in (overrides or {})
+                for i in ([None] if _int(x) and x == v else
+                          [j for j, e in enumerate(x) if e == v] if _ints(x) else [])]
+
+    hits = holders(want)
+    if len(hits) != 1:  # else the one field sizing the other side (a tower left at full width)
+        hits, want, fed = holders(fed), fed, want
+        if len(hits) != 1:
+            return []
+    c, k, i = hits[0]
+    if i is None:
+        setattr(c, k, fed)
+        return [f"{type(c).__name__}.{k}: {want} → {fed}"]
+    x = list(getattr(c, k))
+    x[i] = fed
+    setattr(c, k, _same_type(getattr(c, k), x))
+    return [f"{type(c).__name__}.{k}[{i}]: {want} → {fed}"]
+
+
 #: the rotary base of RoPE (Su et al. 2021, "RoFormer"), for a layer type a config gives no parameters
 ROPE_THETA = 10000.0
 
@@ -1678,7 +1801,8 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "declared_sub_configs", "fill_missing_attribute",
-           "fill_all_backbone_stages", "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_documented",
-           "fill_unset_mappings", "fill_unset_sizes", "fill_unset_windows", "shrink_config", "tie_stage_channels",
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "declared_sub_configs",
+           "documented_list_entries", "fill_all_backbone_stages", "fill_fed_width", "fill_missing_attribute",
+           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_documented", "fill_unset_mappings",
+           "fill_unset_sizes", "fill_unset_windows", "keep_widths_distinct", "shrink_config", "tie_stage_channels",
            "shrink_values"]

@@ -55,7 +55,7 @@ from attncheck.lint.analysis.interpreter import (
     unpack,
     zip_values,
 )
-from attncheck.lint.analysis.syntax import NodeCache, arg_value, int_of, kwarg
+from attncheck.lint.analysis.syntax import NodeCache, arg_value, child_nodes, int_of, kwarg
 from attncheck.lint.context import dotted_name
 from attncheck.lint.project import rehome
 
@@ -728,7 +728,7 @@ def _data_names(node: cst.CSTNode, qualname) -> set[str]:
                 out |= _data_names(a.value, qualname)
             return out
     out = set()
-    for c in node.children:
+    for c in child_nodes(node):
         out |= _data_names(c, qualname)
     return out
 
@@ -810,6 +810,7 @@ class _Analyzer(Interpreter):
         self._return_depth = 0
         self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
+        self._data: dict[int, tuple[cst.CSTNode, set[str]]] = {}
         self.nodes = NodeCache()  # walks of this file's nodes, for this run only
         #: the functions defined inside functions, by ``id`` of their node (kept alive by the
         #: module): what a local ``def``'s :class:`FuncRef` runs
@@ -1074,6 +1075,13 @@ class _Analyzer(Interpreter):
             w = self._qn[id(node)] = (node, self.ctx.qualname(node))
         return w[1]
 
+    def data_names(self, node: cst.CSTNode) -> set[str]:
+        """:func:`_data_names` of ``node``, cached per node for this analysis (do not mutate)."""
+        w = self._data.get(id(node))
+        if w is None:
+            w = self._data[id(node)] = (node, _data_names(node, self.qualname))
+        return w[1]
+
     def tag_of(self, expr: cst.BaseExpression, state: _MaskFrame) -> str | None:
         has_softmax = has_mm = False
         names = set()
@@ -1193,7 +1201,7 @@ class _Analyzer(Interpreter):
             return False
         tainted = set(names)
         # toward a softmax only values count (not masks that select positions of other scores)
-        names_of = (lambda n: _data_names(n, self.qualname)) if want == "softmax" else self.nodes.names
+        names_of = self.data_names if want == "softmax" else self.nodes.names
         to_caller = want == "softmax" and self._result_to_softmax
         for s, _ in stmts[start + 1:]:
             for n in self.nodes.ops(s):  # _operands is empty for every other node
@@ -1329,7 +1337,7 @@ class _Analyzer(Interpreter):
         names = {dotted_name(x) for x in tgts if type(x) in (_Name, _Attribute)}
         if None in names or not names or any(n.startswith("self.") for n in names):
             return True
-        data = lambda n: _data_names(n, self.qualname)  # noqa: E731
+        data = self.data_names
         tainted = set(names)
         for j, (s2, _) in enumerate(stmts[i:]):
             if j and type(s2) is cst.Return and s2.value is not None and data(s2.value) & tainted:
@@ -1386,7 +1394,7 @@ class _Analyzer(Interpreter):
         names = {dotted_name(x.target) for x in st.targets if type(x.target) is _Name}
         if not names or None in names or len(names) != len(st.targets):
             return False
-        data = lambda n: _data_names(n, self.qualname)  # noqa: E731
+        data = self.data_names
         tainted = set(names)
         for j, (s2, _) in enumerate(stmts[i:]):
             for n in self.nodes.ops(s2):
@@ -2450,11 +2458,13 @@ def _analyze(ctx) -> MaskAnalysis:
         helpers = _relevant_helpers(an, everything, relevant)
         relevant |= {id(f) for f in everything if id(f) not in relevant and names[id(f)] & helpers(f)}
     funcs = [f for f in everything if id(f) in relevant]
+    reaching = _reaching_names(an, everything)
     for f in funcs:  # pass 1: call-site arguments
         an.current = f
         if f.cls is not None:
             an.class_attr(f.cls, "")
-        an._run_function(f, {})
+        if names[id(f)] & reaching:
+            an._run_function(f, {})
     # a function the relevant ones pass a mask to applies it (``def add_bias(scores, bias)``)
     funcs += [f for f in everything if id(f) not in relevant
               and any(isinstance(v, MaskVal) for v in an.callsite_args.get(id(f), {}).values())]
@@ -2478,6 +2488,27 @@ def _analyze(ctx) -> MaskAnalysis:
         if id(site.node) in other:
             site.attention = False
     return an.result
+
+
+def _reaching_names(an: _Analyzer, everything: list[FunctionInfo]) -> set[str]:
+    """The names through which running a function can reach beyond its own body: the names of
+    the file's functions and methods (a call inlines them and records the arguments it passes
+    them), its module-level aliases and the names it imports from outside PyTorch (a helper of
+    another linted file is inlined too), ``register_buffer`` (it stores a class attribute other
+    methods read) and ``lambda`` (:meth:`NodeCache.identifiers` gives it for a lambda, whose
+    body may call any of these).  A function whose identifiers hold none of them only reads
+    and binds its own locals: its first-pass run records nothing.  ``__init__`` counts only
+    where the file calls ``self.__init__``: ``super().__init__(…)`` and ``Base.__init__(self)``
+    resolve to no function of this file."""
+    out = {f.node.name.value for f in everything}
+    if "self.__init__" not in an.ctx.source:
+        out.discard("__init__")
+    out.update(an.index.aliases)
+    imports = an.ctx.imports
+    out.update(imports.relative)
+    out.update(a for a, full in imports.aliases.items() if full.partition(".")[0] != "torch")
+    out.update(("register_buffer", "lambda"))
+    return out
 
 
 def _relevant_helpers(an: _Analyzer, everything: list[FunctionInfo], relevant: set[int]):

@@ -531,6 +531,8 @@ class Analyzer(Interpreter):
         #: parse drops, nor on the order of definitions.  Roles asked for after the analysis
         #: (by the rules) are roles by name.
         self.heads: set[str] = set()
+        #: :func:`_self_calls` of each function run, by ``id`` of its node (kept alive here)
+        self._self_calls: dict[int, tuple[cst.FunctionDef, list[tuple[str, str]]]] = {}
 
     def _load_index(self) -> None:
         index = self.ctx.index
@@ -638,8 +640,12 @@ class Analyzer(Interpreter):
             env[params.star_arg.name.value] = UNK
         if params.star_kwarg is not None:
             env[params.star_kwarg.name.value] = UNK
-        if selfv is not None:
-            for name in _projected_params(fn, selfv, env):
+        if selfv is not None and any(type(v) is tuple and v == ("param", k) for k, v in env.items()) \
+                and any(isinstance(mv, ModVal) and mv.kind == "linear" for mv in selfv.attrs.values()):
+            calls = self._self_calls.get(id(fn))
+            if calls is None:
+                calls = self._self_calls[id(fn)] = (fn, _self_calls(fn))
+            for name in _projected_params(calls[1], selfv, env):
                 # a parameter the body feeds to a linear projection is (…, L, E) from the first
                 # statement on: ``B, L, D = x.shape`` before the projection unpacks the width
                 env[name] = Tensor(origin="param", pname=name, token_major=True)
@@ -2034,21 +2040,30 @@ _MODULE_MOVES = frozenset({"to", "double", "float", "half", "bfloat16", "cuda", 
                            "requires_grad_", "train", "eval", "to_empty"})
 
 
-def _projected_params(fn: cst.FunctionDef, selfv: SelfVal, env: dict) -> list[str]:
-    """Parameters of ``fn`` (still unbound values, no default) that its body passes as the first
-    argument of a linear projection stored on ``self`` (``self.qkv(x)``)."""
+def _projected_params(calls: list[tuple[str, str]], selfv: SelfVal, env: dict) -> list[str]:
+    """Parameters of a function (still unbound values, no default) that its body passes as the
+    first argument of a linear projection stored on ``self`` (``self.qkv(x)``); ``calls``: the
+    function's :func:`_self_calls`."""
     out: list[str] = []
+    for attr, name in calls:
+        mv = selfv.attrs.get(attr)
+        if isinstance(mv, ModVal) and mv.kind == "linear" and env.get(name) == ("param", name) \
+                and name not in out:
+            out.append(name)
+    return out
+
+
+def _self_calls(fn: cst.FunctionDef) -> list[tuple[str, str]]:
+    """``(attr, name)`` of every call ``self.attr(name, ...)`` in ``fn``'s body (a plain name as
+    first positional argument), nested scopes included."""
+    out: list[tuple[str, str]] = []
     stack: list[cst.CSTNode] = [fn.body]
     while stack:
         n = stack.pop()
         if type(n) is cst.Call and n.args and n.args[0].keyword is None and not n.args[0].star \
                 and type(n.func) is cst.Attribute and type(n.func.value) is cst.Name \
                 and n.func.value.value == "self" and type(n.args[0].value) is cst.Name:
-            name = n.args[0].value.value
-            mv = selfv.attrs.get(n.func.attr.value)
-            if isinstance(mv, ModVal) and mv.kind == "linear" and env.get(name) == ("param", name) \
-                    and name not in out:
-                out.append(name)
+            out.append((n.func.attr.value, n.args[0].value.value))
         stack.extend(child_nodes(n))
     return out
 

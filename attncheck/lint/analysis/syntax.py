@@ -318,12 +318,14 @@ class NodeCache:
         return out
 
     def identifiers(self, node: cst.CSTNode) -> set[str]:
-        """The ``Name`` values of :meth:`walk` of ``node``, without building (or caching) it."""
+        """The ``Name`` values of :meth:`walk` of ``node``, without building (or caching) it,
+        and ``"lambda"`` (a keyword: never a name) when it skips a lambda."""
         out: set[str] = set()
         scopes = _SCOPES
         leaves = _LEAVES
         kids = self._kids
         name = cst.Name
+        lam = cst.Lambda
         stack = [node]
         pop = stack.pop
         push = stack.append
@@ -340,4 +342,6 @@ class NodeCache:
             for c in k:
                 if type(c) not in scopes:
                     push(c)
+                elif type(c) is lam:
+                    out.add("lambda")
         return out
