@@ -233,9 +233,16 @@ def test_sub_config_type_audited_through_the_submodule_its_parent_builds():
     assert [a.variant for a in models] == ["eager", "sdpa"]
 
 
-def test_sub_config_submodule_the_parent_does_not_call_stays_unsupported():
-    with pytest.raises(Unsupported, match="does not call its SamMaskEmbedding"):
-        build_hf("hf:sam_prompt_encoder", "sam_prompt_encoder", sdpa=False)
+def test_sub_config_submodule_the_parent_does_not_call_runs_on_a_map_for_its_first_convolution():
+    # SamModel calls its SamMaskEmbedding only for mask prompts: the embedding runs alone on a
+    # random (B, 1, H, W) map, and is judged by running (it has no attention)
+    (m,) = build_hf("hf:sam_prompt_encoder", "sam_prompt_encoder", sdpa=False)
+    assert (m.info["class"], m.info["parent"]) == ("SamMaskEmbedding", "SamModel")
+    assert m.info["input"].startswith("masks [1, ") and "drawn for its first convolution" in m.info["input"]
+    x = m.make_inputs(2, generator=torch.Generator().manual_seed(0))
+    out = m.forward(x).out
+    assert out.shape[0] == 2 and torch.isfinite(out).all()
+    assert not m.attention_modules
 
 
 def test_sub_config_submodule_fed_hidden_states_is_audited_on_them_not_on_its_mask():

@@ -42,11 +42,11 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import (LEVELS, RESERVED_TOP, declared_sub_configs, documented_list_entries,
+from attncheck.audit.shrink import (HIDDEN, LEVELS, RESERVED_TOP, declared_sub_configs, documented_list_entries,
                                     fill_all_backbone_stages, fill_fed_width, fill_missing_attribute,
                                     fill_missing_layer_rope, fill_unset_bounds, fill_unset_documented,
                                     fill_unset_mappings, fill_unset_sizes, fill_unset_windows, keep_widths_distinct,
-                                    repair_misspelled_fields, shrink_config, tie_stage_channels)
+                                    narrower_dims, repair_misspelled_fields, shrink_config, tie_stage_channels)
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -514,6 +514,8 @@ class SessionTracked(torch.nn.Module):
                  "video_storage_device": clip.device}
         takes = inspect.signature(S).parameters
         session = S(**{k: v for k, v in given.items() if k in takes})
+        if self._add_text_prompt(session):  # a detector finds (and then tracks) the objects itself
+            return session
         mask = torch.zeros(1, 1, H, W, dtype=clip.dtype, device=clip.device)
         mask[..., H // 4:H - H // 4, W // 4:W - W // 4] = 1
         obj_id = 1
@@ -521,6 +523,23 @@ class SessionTracked(torch.nn.Module):
         if isinstance(getattr(session, "obj_with_new_inputs", None), list):
             session.obj_with_new_inputs = [obj_id]
         return session
+
+    def _add_text_prompt(self, session) -> bool:
+        """A detecting tracker's session also takes text prompts (SAM 3 video: ``add_prompt(text)``
+        → prompt id, its tokens in ``prompt_input_ids`` / ``prompt_attention_masks``, as its
+        processor's ``add_text_prompt`` writes them): one prompt of fixed random ids of the text
+        vocab, every position real.  False (nothing added) for a session without them."""
+        ids, masks = getattr(session, "prompt_input_ids", None), getattr(session, "prompt_attention_masks", None)
+        config = getattr(self, "config", None)  # the text vocab, of a nested detector config too
+        vocab = _nearest_field(config, ("vocab_size",), lambda v: isinstance(v, int)) if config is not None else None
+        if not (callable(getattr(session, "add_prompt", None)) and isinstance(ids, dict) and isinstance(masks, dict)
+                and isinstance(vocab, int) and vocab > LOW_IDS + RESERVED_TOP):
+            return False
+        pid = session.add_prompt("object")
+        g = torch.Generator().manual_seed(1234)
+        ids[pid] = torch.randint(LOW_IDS, vocab - RESERVED_TOP, (1, ENC_LEN), generator=g)
+        masks[pid] = torch.ones(1, ENC_LEN, dtype=torch.long)
+        return True
 
     def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False) -> torch.Tensor:
         if pixel_values.dim() != 5 or pixel_values.shape[1] < 2:  # frame 0 is the prompt, later ones are tracked
@@ -534,7 +553,11 @@ class SessionTracked(torch.nn.Module):
                 # every float output of the frame, flattened: the mask logits alone can be a
                 # constant (SAM 2 writes -1024 where its object score says "no object"), the
                 # object score beside them still carries what the frame's attention computed
-                frames.append(torch.cat([f.flatten() for f in _floats(out)]))
+                floats = [f.flatten() for f in _floats(out)]
+                if not floats:  # a detecting tracker that found no object to track
+                    raise ValueError(f"{type(self.model).__name__} gave no float output on frame {t}: "
+                                     "no object tracked (none detected above its score thresholds)")
+                frames.append(torch.cat(floats))
             clips.append(torch.stack(frames))
         return torch.stack(clips)
 
@@ -586,7 +609,16 @@ def image_shape(config) -> tuple[int, int, int]:
         vc = _vision_config(vc)
     timm_args = getattr(vc, "model_args", None)  # a timm model's constructor arguments (TimmWrapperConfig)
     timm_side = timm_args.get("img_size") if isinstance(timm_args, dict) else None
-    h, w = _side(getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side)
+    side = getattr(vc, "image_size", None) or getattr(vc, "img_size", None) or timm_side
+    if side is None and vc is not config:
+        # an image tower that leaves the side to the model around it: the side another sub-config
+        # declares (EdgeTAM's ``prompt_encoder_config.image_size``, the input image its prompt
+        # coordinates and feature sizes are scaled to)
+        from transformers import PretrainedConfig
+
+        side = next((s.image_size for s in vars(config).values() if isinstance(s, PretrainedConfig)
+                     and isinstance(getattr(s, "image_size", None), int)), None)
+    h, w = _side(side)
     c = getattr(vc, "num_channels", None) or getattr(vc, "in_channels", None) or 3
     return int(c), h, w
 
@@ -594,6 +626,9 @@ def image_shape(config) -> tuple[int, int, int]:
 #: errors of a convolution, pooling or padding layer given a feature map smaller than its window
 _MAP_TOO_SMALL = re.compile(r"Output size is too small|Kernel size can't be greater than actual input size"
                             r"|Padding size should be less than|[Ii]mage size .* is too small")
+#: a forward's refusal of the image size it got (after combining its inputs) against its own
+#: (ViT-style patch embeddings: ``Input image size (128*64) doesn't match model (64*64).``)
+_SIZE_REFUSED = re.compile(r"[Ii]mage size \((\d+)\s*\*\s*(\d+)\)\s*doesn't match model \((\d+)\s*\*\s*(\d+)\)")
 #: the largest image side tried for a model whose config declares none (:func:`_first_accepted_layout`)
 MAX_GROWN_SIDE = 512
 
@@ -603,6 +638,8 @@ def model_image_shape(model, config) -> tuple[int, int, int]:
     ``attncheck_image_side`` attribute: :func:`_first_accepted_layout`) when it has one."""
     c, h, w = image_shape(config)
     side = getattr(model, "attncheck_image_side", None)
+    if isinstance(side, tuple):  # (height, width): an image the forward stacks with another
+        return (c, *side)
     return (c, side, side) if isinstance(side, int) else (c, h, w)
 
 
@@ -1076,7 +1113,7 @@ def _dense_variants(model, config, main: str, kind: str) -> list[tuple[str, Call
 _DOC_SHAPE = r"`?\(`(?P<type>torch\.\w+)` of shape `\((?P<dims>[^`]*)\)`"
 
 
-def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tensor | None:
+def documented_input(model, name: str, config, g: torch.Generator, prompts: bool = False) -> torch.Tensor | None:
     """A batch-1 value for the forward argument ``name`` built from the shape its docstring
     documents (transformers' convention: ``name (`torch.FloatTensor` of shape `(batch_size,
     num_channels, height, width)`)``): ``batch_size`` → 1, ``num_channels`` / ``height`` /
@@ -1085,7 +1122,9 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     a ``*mask*`` argument is all ones (every position real), a ``Long`` tensor (or a plain
     ``torch.Tensor`` named ``*ids`` / ``*inputs``: OneFormer's task tokens) random ids of the
     text vocab, a float one random.  None when the docstring documents no shape, or a
-    dimension it names is none of those.
+    dimension it names is none of those.  With ``prompts``, also prompt arguments: a count
+    ``num_…`` → 1, a literal dimension as written, and boxes (``…boxes``, last dim 4) the box
+    ``(0.25, 0.25, 0.75, 0.75)``, a valid normalized box read as corners or as centre and size.
 
     Shapes: the result has the documented dims with batch 1; dtype ``long`` for ``LongTensor``,
     ``bool`` for ``BoolTensor``, else float32."""
@@ -1093,7 +1132,7 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     m = re.search(rf"(?m)^\s*{re.escape(name)} {_DOC_SHAPE}", doc)
     if m is None:
         return None
-    c, h, w = image_shape(config)
+    c, h, w = model_image_shape(model, config)
     # a sequence the config sizes for this argument (OneFormer's task_inputs: task_seq_len)
     prefix = name.split("_")[0]
     seq = next((v for k in (f"{prefix}_seq_len", f"{prefix}_seq_length", f"{prefix}_sequence_length")
@@ -1101,10 +1140,14 @@ def documented_input(model, name: str, config, g: torch.Generator) -> torch.Tens
     sizes = {"batch_size": 1, "num_channels": c, "channels": c, "height": h, "width": w,
              "image_size": h, "sequence_length": seq}
     dims = [d.strip() for d in m.group("dims").split(",") if d.strip()]
+    if prompts:
+        sizes.update({d: int(d) if d.isdigit() else 1 for d in dims if d.isdigit() or d.startswith("num_")})
     shape = [sizes[d] if d in sizes else _counted_dim(d, config) for d in dims]
     if not dims or None in shape:
         return None
     kind = m.group("type")
+    if prompts and name.endswith("boxes") and shape[-1] == 4 and "Long" not in kind:
+        return torch.tensor([0.25, 0.25, 0.75, 0.75]).expand(shape).clone()
     if "mask" in name:
         return torch.ones(shape, dtype=torch.bool if "Bool" in kind else (torch.long if "Long" in kind else torch.float32))
     if "Long" in kind or (kind == "torch.Tensor" and re.search(r"(ids|inputs)$", name)):  # token ids
@@ -2011,6 +2054,51 @@ def _record_call(model: AuditModel, target: torch.nn.Module) -> dict[str, Any] |
     return got or None
 
 
+def _prompted_call(parent: AuditModel, target: torch.nn.Module) -> dict[str, Any] | None:
+    """The arguments ``target`` gets when the parent model is also given one optional prompt
+    argument of its forward that it was not given (SAM 3's ``input_boxes``, which its forward
+    needs before it calls its geometry encoder), built from the shape its docstring documents
+    (:func:`documented_input` with ``prompts``); the arguments tried one at a time, in signature
+    order.  None when no such argument makes the parent call ``target``."""
+    model = parent.module
+    g = torch.Generator().manual_seed(0)
+    config = getattr(model, "config", None)
+    for name, p in _params(model).items():
+        if p.default is not None or name in MAIN_INPUTS or "mask" in name or "label" in name:
+            continue
+        v = documented_input(model, name, config, g, prompts=True)
+        if v is None:
+            continue
+
+        def give(_mod, args, kwargs, name=name, v=v):
+            return args, ({**kwargs, name: v} if kwargs.get(name) is None else kwargs)
+
+        h = model.register_forward_pre_hook(give, with_kwargs=True)
+        try:
+            rec = _record_call(parent, target)
+        except Exception:  # noqa: BLE001 - the parent rejects this prompt: the next one
+            rec = None
+        finally:
+            h.remove()
+        if rec is not None:
+            return rec
+    return None
+
+
+def _first_conv_call(sub: torch.nn.Module, parent: AuditModel) -> dict[str, torch.Tensor] | None:
+    """The input of a submodule that takes one tensor and opens with a 2-d convolution (SAM's
+    mask embedding of prompt masks, which its parent model runs only when given masks): a random
+    ``(1, in_channels, H, W)`` map at the parent's image side, by the name of the forward's one
+    required argument; None for any other submodule."""
+    req = _required_inputs(sub)
+    first = next((m for m in sub.modules() if next(m.parameters(recurse=False), None) is not None), None)
+    if len(req) != 1 or not isinstance(first, torch.nn.Conv2d):
+        return None
+    _, h, w = getattr(parent, "image_shape", None) or (None, 32, 32)
+    g = torch.Generator().manual_seed(0)
+    return {req[0]: torch.randn(1, first.in_channels, h, w, generator=g, dtype=first.weight.dtype)}
+
+
 def _built_from_field(model: torch.nn.Module, field: str) -> torch.nn.Module | None:
     """The submodule that a module of ``model`` (outermost first) assigns in its ``__init__``
     from the sub-config ``config.<field>`` (``self.embed_audio = Embedder(config.audio_config,
@@ -2059,8 +2147,10 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
     a float tensor of one sample — an image-like ``(B, C, H, W)`` map such as SAM's image
     embeddings (or prompt points ``(B, P, N, 2)``), or a ``(B, L, D)`` sequence such as a DETR
     decoder's image features — being the checked one, the other recorded inputs fixed (batch 1
-    broadcast).  The submodule is audited as a vision model: bidirectional over its input by
-    design, its masks being the ones its parent gave it.
+    broadcast).  A submodule the parent's forward does not call on its own inputs is run on a
+    random map when it takes one tensor into a 2-d convolution (:func:`_first_conv_call`).  The
+    submodule is audited as a vision model: bidirectional over its input by design, its masks
+    being the ones its parent gave it.
 
     Raises:
         Unsupported: no parent builds, its forward does not call the submodule, or the submodule
@@ -2103,15 +2193,15 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                 # not called by the parent's forward on its audited inputs: run on its own
                 try:
                     return _field_module_alone(spec, model_type, field, parents, subs)
-                except Exception as exc:  # noqa: BLE001 - inputs the module alone cannot take
+                except Exception as exc:  # noqa: BLE001 - inputs the module alone cannot take: the
+                    # parent given a prompt may call it (below)
                     why.append(f"{type(subs[0]).__name__} (built from {pcls.__name__}.{field}) alone: "
                                f"{type(exc).__name__}: {_short(exc, 160)}")
-                    continue
         if subs[0] is None:
             what = need.classes[0].__name__ if need.classes else "module"
             why.append(f"parent {pcls.model_type} builds no {what} from a {type(default).__name__}")
             continue
-        rec = _record_call(parents[0], subs[0])
+        rec, called = _record_call(parents[0], subs[0]), True
         if rec is None and "pixel_values" in _params(subs[0]) and set(_required_inputs(subs[0])) <= {"pixel_values"}:
             # an image tower the parent runs only on an image (GOT-OCR 2's vision encoder, built
             # from PP-Chart2Table's vision config): the parent's tower, run on images of its own
@@ -2121,6 +2211,10 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
                 why.append(f"{type(subs[0]).__name__} (built by {parents[0].info['class']}) on images: "
                            f"{type(exc).__name__}: {_short(exc, 160)}")
                 continue
+        if rec is None:  # a branch the parent's forward takes only for inputs it was not given
+            rec = _prompted_call(parents[0], subs[0])
+        if rec is None:
+            rec, called = _first_conv_call(subs[0], parents[0]), False
         if rec is None:
             why.append(f"{parents[0].info['class']}'s forward does not call its {type(subs[0]).__name__}")
             continue
@@ -2145,8 +2239,10 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             a.input_makers = [lambda b, g, shape=shape: torch.randn(b, *shape, generator=g)]
             a.image_shape = shape
             a.source_objects = _sources(sub)  # the submodule's code, not the wrapper's
+            src = (f"from {p.info['class']}" if called else f"drawn for its first convolution "
+                   f"({p.info['class']}'s forward, on its own inputs, does not call it)")
             a.info.update(model_type=model_type, parent=p.info["class"], **{"class": type(sub).__name__},
-                          input=f"{arg} {list(shape)} from {p.info['class']}", shrink_level=p.info.get("shrink_level"))
+                          input=f"{arg} {list(shape)} {src}", shrink_level=p.info.get("shrink_level"))
             out.append(a)
         x0 = out[0].make_inputs(2, generator=torch.Generator().manual_seed(0))
         try:
@@ -2218,21 +2314,25 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     # (:func:`keep_widths_distinct`), with one documented entry in the lists they leave empty
     # (:func:`documented_list_entries`), with the fields they leave unset set as documented, with
     # the sizes of an optional module they leave unset filled, with every backbone stage
-    # returned (and the per-stage channel lists tied to them), then with two layers of each
-    # per-layer kind (weights tied across one kind's layers)
+    # returned (and the per-stage channel lists tied to them), with two layers of each per-layer
+    # kind (weights tied across one kind's layers), then twice as wide when the tiny width would
+    # equal a dimension the original keeps narrower than its widths (:func:`narrower_dims`)
     retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "widths"),
                (LEVELS[0], "distinct"), (LEVELS[0], "lists"), (LEVELS[0], "documented"), (LEVELS[0], "sizes"),
-               (LEVELS[0], "stages"), (LEVELS[0], "twice")]
+               (LEVELS[0], "stages"), (LEVELS[0], "twice"), (LEVELS[0], "wider")]
     first_exc = None
     entries = documented_list_entries(default)
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
         if retry == "lists" and not entries:
             continue
+        narrow = narrower_dims(default) if retry == "wider" else []
+        if retry == "wider" and not narrow:
+            continue
         declared = declared_sub_configs(default) if retry == "stages" else (default, [])
         try:
             config = shrink_config(declared[0], level,
                                    {**entries, **(overrides or {})} if retry == "lists" else overrides,
-                                   repeat=2 if retry == "twice" else 1)
+                                   repeat=2 if retry == "twice" else 1, width=2 * HIDDEN if narrow else HIDDEN)
         except Exception as exc:  # noqa: BLE001
             if not retry:
                 plain = None
@@ -2252,6 +2352,8 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             if plain is not None and config.to_dict() == plain.to_dict():
                 continue  # no per-layer kinds: the same model again
             filled = ["two layers of each per-layer kind"]
+        elif narrow:
+            filled = [f"tiny width {2 * HIDDEN}: {', '.join(narrow)} stays below the hidden width"]
         elif not retry:
             plain = config
         try:
@@ -2500,6 +2602,10 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
     pooling window), or the model refuses the size itself (DepthPro tiles the image at several
     scales) — is retried on images of twice the side, up to :data:`MAX_GROWN_SIDE`; the
     side that runs is kept on the model (``attncheck_image_side``, :func:`model_image_shape`).
+    A model that reports the image size it got against the one it takes (``Input image size
+    (128*64) doesn't match model (64*64)``) after combining its images (SegGPT stacks the prompt
+    image above the input image, its config declaring the stacked size) is retried once on images
+    scaled by the reported ratio, where it divides the side exactly.
 
     Raises:
         the first layout's error when no layout (at any tried side) is accepted.
@@ -2508,7 +2614,14 @@ def _first_accepted_layout(spec: str, model, kind: str, tdtype: torch.dtype) -> 
         try:
             return _layouts_tried(spec, model, kind, tdtype)
         except (RuntimeError, ValueError) as exc:
-            side = model_image_shape(model, model.config)[1]
+            _, h, w = model_image_shape(model, model.config)
+            got = _SIZE_REFUSED.search(str(exc))
+            if kind == "vision" and got and getattr(model, "attncheck_image_side", None) is None:
+                gh, gw, wh, ww = map(int, got.groups())
+                if gh and gw and (h * wh) % gh == 0 and (w * ww) % gw == 0 and (gh, gw) != (wh, ww):
+                    model.attncheck_image_side = (h * wh // gh, w * ww // gw)
+                    continue
+            side = h
             if kind != "vision" or not _MAP_TOO_SMALL.search(str(exc)) or 2 * side > MAX_GROWN_SIDE:
                 raise
             model.attncheck_image_side = 2 * side

@@ -219,12 +219,14 @@ def _image_side(v, patch, per_side: int = PATCHES_PER_SIDE) -> Any:
 
 
 def shrink_values(values: dict[str, Any], level: int = 0,
-                  ties: dict[tuple[bool, int], set] | None = None, repeat: int = 1) -> dict[str, Any]:
+                  ties: dict[tuple[bool, int], set] | None = None, repeat: int = 1,
+                  width: int = HIDDEN) -> dict[str, Any]:
     """Apply the shrink rules to a field → value mapping (one config level, no nesting).
 
     ``level`` 0: every rule; 1: every rule but the head dims; 2: keep widths / heads / head
     dims; 3: layer counts and per-layer lists only.  ``ties``: original → shrunk sizes of the
-    whole config tree (see :func:`_tie_equal_dims`); ``repeat``: layers of each per-layer kind.
+    whole config tree (see :func:`_tie_equal_dims`); ``repeat``: layers of each per-layer kind;
+    ``width``: the tiny hidden width (:data:`HIDDEN`; see :func:`narrower_dims`).
     Returns a new dict; keys not matched by a rule are unchanged.
     """
     v = dict(values)
@@ -353,7 +355,7 @@ def shrink_values(values: dict[str, Any], level: int = 0,
         orig_head_dim = orig_width // orig_heads
     # level 1 keeps the head dim (model code may assume it, e.g. rope sections set in code)
     keep_hd = level == 1 and bool(orig_head_dim)
-    hidden = HEADS * orig_head_dim if keep_hd else HIDDEN
+    hidden = HEADS * orig_head_dim if keep_hd else width
     for k, x in v.items():
         if keep_hd and (_NOPE_DIM.search(k) or _ROPE_DIM.search(k) or _HEAD_DIM.search(k) or _LORA.search(k)):
             continue
@@ -649,14 +651,14 @@ def _keep_stage_doubling(v: dict[str, Any], out: dict[str, Any]) -> None:
             out[k] = out[src] * f
 
 
-def _tree_ties(config, level: int) -> dict[tuple[bool, int], set]:
+def _tree_ties(config, level: int, width: int = HIDDEN) -> dict[tuple[bool, int], set]:
     """:func:`_size_map` over a config and its nested configs (a first pass of the shrinker)."""
     vals = _values_of(config)
     flat = {k: x for k, x in vals.items() if not _is_config(x)}
-    mapped = _size_map(flat, shrink_values(flat, level))
+    mapped = _size_map(flat, shrink_values(flat, level, width=width))
     for x in vals.values():
         if _is_config(x):
-            for a, b in _tree_ties(x, level).items():
+            for a, b in _tree_ties(x, level, width).items():
                 mapped.setdefault(a, set()).update(b)
     return mapped
 
@@ -835,6 +837,13 @@ def _values_of(config) -> dict[str, Any]:
                 vals[name] = config._getattr_without_heterogeneous_validation(name)
             except Exception:  # noqa: BLE001
                 continue
+    # a settable property that the instance also stores under its own name (SAM 3 tracker video's
+    # ``image_size``: the setter writes it into the sub-configs, and the constructor sets it from
+    # its keyword, else from a default): passed back, or the constructor resets it
+    for name in vars(config):
+        prop = getattr(cls, name, None)
+        if name not in vals and isinstance(prop, property) and prop.fset is not None:
+            vals[name] = getattr(config, name)
     # backbone configs take the stages they output as constructor keywords, not fields; kept when
     # the stages are not the layers (ViT backbones: one stage per layer, shrunk with the layers)
     stages = getattr(config, "stage_names", None)
@@ -846,7 +855,8 @@ def _values_of(config) -> dict[str, Any]:
 
 
 def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = None, *, repeat: int = 1,
-                  _ties: dict[tuple[bool, int], set] | None = None, _sides: dict[int, int] | None = None,
+                  width: int = HIDDEN, _ties: dict[tuple[bool, int], set] | None = None,
+                  _sides: dict[int, int] | None = None,
                   _mels: frozenset[int] | None = None):
     """A tiny config of the same class as ``config`` (see the module docstring).
 
@@ -857,6 +867,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
             ``num_heads`` follow the class's ``attribute_map``).
         repeat: layers of each per-layer kind kept (2: two of every kind, for models that tie
             the weights of one kind's layers to another layer of that kind).
+        width: the tiny hidden width (:data:`HIDDEN`; wider for :func:`narrower_dims`).
 
     Returns:
         A new config instance; nested configs are shrunk the same way.
@@ -867,7 +878,7 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     cls = type(config)
     vals = _values_of(config)
     if _ties is None and level < 2:
-        _ties = _tree_ties(config, level)
+        _ties = _tree_ties(config, level, width)
     if _sides is None:
         _sides = _tree_image_sides(config, level)
     if _mels is None:
@@ -875,12 +886,12 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     given = vals  # what the validators may get back
     vals = _with_code_sections(cls, vals) if level == 0 else vals
     flat = {k: x for k, x in vals.items() if not _is_config(x)}
-    new = shrink_values(flat, level, _ties, repeat)
+    new = shrink_values(flat, level, _ties, repeat, width)
     _tie_image_sides(flat, new, _sides)
     vocab_kept = {}  # nested configs shrunk but for their vocab, for parents whose validators tie
     for k, x in vals.items():  # token ranges to it (codebook offsets into the text vocab)
         if _is_config(x):
-            new[k] = shrink_config(x, level, repeat=repeat, _ties=_ties, _sides=_sides, _mels=_mels)
+            new[k] = shrink_config(x, level, repeat=repeat, width=width, _ties=_ties, _sides=_sides, _mels=_mels)
             vocab = {f: v for f, v in _values_of(x).items() if _VOCAB.search(f) and _int(v) and v > VOCAB}
             if vocab and level < 3:  # built only when the parent rejects the shrunk values
                 vocab_kept[k] = functools.partial(shrink_config, x, level, vocab, _ties=_ties, _sides=_sides,
@@ -949,6 +960,23 @@ def shrink_config(config, level: int = 0, overrides: dict[str, Any] | None = Non
     made.use_cache = getattr(made, "use_cache", True)
     _carry_extra_attributes(config, made, _sides)
     return made
+
+
+def narrower_dims(config) -> list[str]:
+    """The dimension fields of a config tree that no shrink rule names and that equal the tiny
+    width :data:`HIDDEN` while the tree has a width above it: shrunk, that width becomes
+    :data:`HIDDEN` too, and a dimension the original kept narrower than the hidden width (SAM 2
+    video's ``memory_encoder_output_channels = 64`` beside ``hidden_size = 256``, the memory
+    channels its tracker splits each object pointer into: ``hidden_size // mem_dim`` tokens)
+    would equal it.  A shrink with a wider ``width`` keeps them narrower.  Returns the fields
+    (``"Sam3TrackerVideoConfig.memory_encoder_output_channels = 64"``); empty when none."""
+    tree = _config_tree(config)
+    wider = any(_WIDTH.search(k) and _int(x) and x > HIDDEN for c in tree for k, x in _values_of(c).items())
+    if not wider:
+        return []
+    return [f"{type(c).__name__}.{k} = {x}" for c in tree for k, x in _values_of(c).items()
+            if _int(x) and x == HIDDEN and _DIM_NAME.search(k) and not _NOT_DIM.search(k)
+            and not any(rx.search(k) for rx in _RULED)]
 
 
 def _tie_concatenated_widths(vals: dict[str, Any], new: dict[str, Any]) -> None:
@@ -1141,6 +1169,13 @@ def timm_model_args(architecture: str, given: dict[str, Any] | None, level: int)
     if not full:
         return given
     small = shrink_values(full, level)
+    # stage widths already below the tiny width stay (RepViT-M1's ``embed_dim = (48, 96, 192,
+    # 384)``): scaled up, they would no longer match the channel counts that the model around the
+    # backbone declares for its features (EdgeTAM's ``backbone_channel_list``)
+    for k, x in full.items():
+        y = small.get(k)
+        if _ints(x) and _ints(y) and len(x) == len(y) and any(b > a for a, b in zip(x, y)):
+            small[k] = x
     # the width multiplier of a timm generator (MobileNet's α, Howard et al. 2017): the channels
     # of every stage, which the generator writes into the block definitions it passes the class
     for k, x in full.items():
