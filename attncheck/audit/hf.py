@@ -42,10 +42,11 @@ from typing import Any
 import torch
 
 from attncheck.audit.model import AuditModel, Forward
-from attncheck.audit.shrink import (HIDDEN, LEVELS, RESERVED_TOP, documented_list_entries, fill_fed_width,
-                                    fill_missing_attribute, fill_missing_layer_rope, fill_unset_bounds,
-                                    fill_unset_mappings, fill_unset_windows, keep_widths_distinct, narrower_dims,
-                                    repair_misspelled_fields, shrink_config)
+from attncheck.audit.shrink import (HIDDEN, LEVELS, RESERVED_TOP, declared_sub_configs, documented_list_entries,
+                                    fill_all_backbone_stages, fill_fed_width, fill_missing_attribute,
+                                    fill_missing_layer_rope, fill_unset_bounds, fill_unset_documented,
+                                    fill_unset_mappings, fill_unset_sizes, fill_unset_windows, keep_widths_distinct,
+                                    narrower_dims, repair_misspelled_fields, shrink_config, tie_stage_channels)
 
 SEQ_LEN = 12
 ENC_LEN = 7
@@ -90,30 +91,38 @@ def _auto_class(mapping_name: str, config):
         return None
     try:
         return lazy[type(config)]
-    except KeyError:
+    except (KeyError, ValueError):  # ValueError: a class registered by name that the package does not export
         names = getattr(ma, mapping_name, {}).get(config.model_type)
         if isinstance(names, (list, tuple)):
             names = names[0]
-        return getattr(tf, names, None) if isinstance(names, str) else None
+        if not isinstance(names, str):
+            return None
+        return getattr(tf, names, None) or _modeling_class(config, names)
+
+
+def _modeling_class(config, name: str):
+    """The class ``name`` of the config's own modeling module (``configuration_x`` → ``modeling_x``),
+    where transformers registers a class its package leaves out of ``__all__``
+    (``VoxtralRealtimeTextModel``, which ``VoxtralRealtimeModel`` builds); None when absent."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(type(config).__module__.replace(".configuration_", ".modeling_")),
+                       name, None)
+    except Exception:  # noqa: BLE001 - a modeling module that cannot be imported
+        return None
 
 
 def _model_class_of(config):
     """transformers' naming convention for towers not in the auto mappings (``CLIPTextConfig`` →
     ``CLIPTextModel``), looked up in the config's own modeling module, then the top level."""
-    import importlib
-
     import transformers as tf
 
     name = type(config).__name__
     if not name.endswith("Config"):
         return None
     target = name[: -len("Config")] + "Model"
-    mod = type(config).__module__.replace(".configuration_", ".modeling_")
-    try:
-        cls = getattr(importlib.import_module(mod), target, None)
-    except Exception:  # noqa: BLE001
-        cls = None
-    cls = cls or getattr(tf, target, None)
+    cls = _modeling_class(config, target) or getattr(tf, target, None)
     if cls is None:
         # a config with no model class of its own: the class its docstring's example builds from
         # it (``model = VisionEncoderDecoderModel(config=config)`` in NougatConfig's)
@@ -1935,6 +1944,8 @@ def _parent_configs(config) -> list[tuple[type, str]]:
         subs = dict(getattr(obj, "sub_configs", None) or {})
         for k, spec in (getattr(obj, "sub_configs_defaults", None) or {}).items():
             subs.setdefault(k, getattr(spec, "config_class", spec))
+            if getattr(spec, "model_type", None) == ccls.model_type:  # AutoConfig of this model type
+                subs[k] = ccls
         found += [(obj, k) for k, c in subs.items() if c is ccls]
     return found
 
@@ -1974,7 +1985,10 @@ class ParentFed(torch.nn.Module):
         self.sub, self.arg, self.config = sub, arg, config
         self._plain = {}
         for i, (k, v) in enumerate(fixed.items()):
-            if isinstance(v, torch.Tensor):
+            if k in ("cache", "past_key_values", "use_cache"):
+                # the parent's KV cache holds its own run's keys: each call starts without one
+                self._plain[k] = ("value", False if k == "use_cache" else None)
+            elif isinstance(v, torch.Tensor):
                 self.register_buffer(f"fixed_{i}", v.detach().clone(), persistent=False)
                 self._plain[k] = f"fixed_{i}"
             elif isinstance(v, (list, tuple)) and v and all(isinstance(e, torch.Tensor) for e in v):
@@ -1985,11 +1999,30 @@ class ParentFed(torch.nn.Module):
             else:
                 self._plain[k] = ("value", v)
 
+    #: whether the batch-1 buffers are expanded to the batch (else left to broadcast: a
+    #: conditioning vector ``(1, D)`` that the parent makes broadcastable against ``(B, L, D)``,
+    #: Voxtral Realtime's ``t_cond``); decided by the first call that runs
+    expand: bool | None = None
+
     def _batched(self, ref: str, B: int) -> torch.Tensor:
         t = getattr(self, ref)
-        return t.expand(B, *t.shape[1:]) if t.dim() and t.shape[0] == 1 else t
+        return t.expand(B, *t.shape[1:]) if self.expand is not False and t.dim() and t.shape[0] == 1 else t
 
     def forward(self, pixel_values: torch.Tensor, output_attentions: bool = False):
+        if self.expand is not None:
+            return self._call(pixel_values)
+        try:
+            out, self.expand = self._call(pixel_values), True
+        except RuntimeError:
+            self.expand = False
+            try:
+                out = self._call(pixel_values)
+            except RuntimeError:
+                self.expand = None
+                raise
+        return out
+
+    def _call(self, pixel_values: torch.Tensor):
         B = pixel_values.shape[0]
         kw = {}
         for k, ref in self._plain.items():
@@ -2198,9 +2231,10 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
             continue
         shape = tuple(rec[arg].shape[1:])
         fixed = {k: v for k, v in rec.items() if k != arg}
-        out = []
+        out, wrappers = [], []
         for p, sub in zip(parents, subs):
             wrapper = ParentFed(sub, arg, fixed, sub.config if hasattr(sub, "config") else default)
+            wrappers.append(wrapper)
             a = _adapter(spec, wrapper, default, "vision", p.variant, p.dtype)
             a.input_makers = [lambda b, g, shape=shape: torch.randn(b, *shape, generator=g)]
             a.image_shape = shape
@@ -2216,6 +2250,8 @@ def _build_through_parent(spec: str, model_type: str, default, need: NeedsParent
         except Exception as exc:  # noqa: BLE001
             why.append(f"{type(subs[0]).__name__} on its recorded inputs: {type(exc).__name__}: {_short(exc, 160)}")
             continue
+        for w in wrappers[1:]:  # the other variants feed the same recorded inputs alike
+            w.expand = wrappers[0].expand
         _keep_if_returned(out[0], x0)
         return out
     raise Unsupported(f"{need} ({'; '.join(dict.fromkeys(why)) or 'no parent config holds it'})")
@@ -2276,11 +2312,14 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
     # mappings they leave unset empty, with the width a linear layer is fed where its config field
     # disagrees (:func:`fill_fed_width`), with the sizes the shrink made equal kept apart
     # (:func:`keep_widths_distinct`), with one documented entry in the lists they leave empty
-    # (:func:`documented_list_entries`), with two layers of each per-layer kind (weights tied
-    # across one kind's layers), then twice as wide when the tiny width would equal a dimension
-    # the original keeps narrower than its widths (:func:`narrower_dims`)
+    # (:func:`documented_list_entries`), with the fields they leave unset set as documented, with
+    # the sizes of an optional module they leave unset filled, with every backbone stage
+    # returned (and the per-stage channel lists tied to them), with two layers of each per-layer
+    # kind (weights tied across one kind's layers), then twice as wide when the tiny width would
+    # equal a dimension the original keeps narrower than its widths (:func:`narrower_dims`)
     retries = [(LEVELS[0], "windows"), (LEVELS[0], "bounds"), (LEVELS[0], "mappings"), (LEVELS[0], "widths"),
-               (LEVELS[0], "distinct"), (LEVELS[0], "lists"), (LEVELS[0], "twice"), (LEVELS[0], "wider")]
+               (LEVELS[0], "distinct"), (LEVELS[0], "lists"), (LEVELS[0], "documented"), (LEVELS[0], "sizes"),
+               (LEVELS[0], "stages"), (LEVELS[0], "twice"), (LEVELS[0], "wider")]
     first_exc = None
     entries = documented_list_entries(default)
     for level, retry in [(LEVELS[0], "")] + retries + [(lv, "") for lv in LEVELS[1:]]:
@@ -2289,8 +2328,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         narrow = narrower_dims(default) if retry == "wider" else []
         if retry == "wider" and not narrow:
             continue
+        declared = declared_sub_configs(default) if retry == "stages" else (default, [])
         try:
-            config = shrink_config(default, level, {**entries, **(overrides or {})} if retry == "lists" else overrides,
+            config = shrink_config(declared[0], level,
+                                   {**entries, **(overrides or {})} if retry == "lists" else overrides,
                                    repeat=2 if retry == "twice" else 1, width=2 * HIDDEN if narrow else HIDDEN)
         except Exception as exc:  # noqa: BLE001
             if not retry:
@@ -2299,8 +2340,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
             continue
         fill = {"windows": fill_unset_windows, "bounds": fill_unset_bounds, "mappings": fill_unset_mappings,
                 "widths": lambda c, o: fill_fed_width(c, first_exc, o),
-                "distinct": lambda c, o: keep_widths_distinct(default, c, o)}.get(retry)
-        filled = fill(config, overrides) if fill is not None else []
+                "distinct": lambda c, o: keep_widths_distinct(default, c, o),
+                "documented": fill_unset_documented, "sizes": fill_unset_sizes,
+                "stages": fill_all_backbone_stages}.get(retry)
+        filled = declared[1] + (fill(config, overrides) if fill is not None else [])
         if fill is not None and not filled:
             continue
         if retry == "lists":
@@ -2316,6 +2359,10 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         try:
             with torch.device("meta"):  # count first: a level that keeps full widths can be huge
                 meta = _instantiate(cls, config, None)
+            if retry == "stages" and (tied := tie_stage_channels(config, _backbone_channels(meta))):
+                filled = filled + tied  # the neck's per-stage widths: those the backbone returns
+                with torch.device("meta"):
+                    meta = _instantiate(cls, config, None)
             if not attention_modules(meta) and (head := _head_with_attention(model_type, config, cls)) is not None:
                 # a base model without attention whose task class adds it (a text recognizer's
                 # SVTR head over a CNN backbone): the task class is audited
@@ -2393,6 +2440,18 @@ def _build_hf(spec: str, name: str, overrides: dict[str, Any] | None, dtype: str
         return _build_through_parent(spec, model_type, own_default, NeedsParent(reason, [cls]), overrides,
                                      dtype, sdpa)
     raise Unsupported(reason)
+
+
+def _backbone_channels(model: torch.nn.Module) -> list[int]:
+    """The channels of the stages a model's backbone returns (transformers' ``BackboneMixin.channels``,
+    one per ``out_features`` entry); empty when the model has no such backbone."""
+    for m in model.modules():
+        if m is not model and isinstance(getattr(type(m), "channels", None), property) and hasattr(m, "out_features"):
+            try:
+                return [int(c) for c in m.channels]
+            except Exception:  # noqa: BLE001 - a backbone whose stages are not declared yet
+                continue
+    return []
 
 
 def _head_with_attention(model_type: str, config, base) -> type | None:

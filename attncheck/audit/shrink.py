@@ -1480,6 +1480,191 @@ def fill_unset_bounds(config, overrides: dict[str, Any] | None = None) -> list[s
     return _fill_unset_named(config, _CLIP, CLIP, overrides)
 
 
+def _optional_of(tp, kinds: tuple[type, ...]) -> bool:
+    """Whether a dataclass field type is ``None`` or one of ``kinds`` (``int | None``, ``list |
+    None``; not a union with other types), given as a type or as its string."""
+    import typing
+
+    names = {k.__name__ for k in kinds}
+    if isinstance(tp, str):
+        parts = {t.strip().split("[")[0] for t in tp.split("|")}
+        return "None" in parts and bool(parts - {"None"}) and parts - {"None"} <= names
+    args = typing.get_args(tp)
+    rest = [typing.get_origin(a) or a for a in args if a is not type(None)]
+    return len(args) > len(rest) and bool(rest) and all(a in kinds for a in rest)
+
+
+def _field_types(c) -> dict[str, Any]:
+    return {f.name: f.type for f in dataclasses.fields(type(c))} if dataclasses.is_dataclass(type(c)) else {}
+
+
+def example_arguments(cls) -> dict[str, Any]:
+    """The literal arguments the config class's docstring example constructs it with
+    (``>>> configuration = TimmBackboneConfig("resnet50")`` → ``{"backbone": "resnet50"}``),
+    positional ones named by the fields the class itself declares, in order (transformers'
+    configs take keywords only: the example's positional argument means the class's first own
+    field); ``{}`` when the example passes none or passes anything but literals."""
+    import ast
+
+    out: dict[str, Any] = {}
+    fields = [k for k in vars(cls).get("__annotations__", {}) if not k.startswith("_")]
+    for m in re.finditer(rf">>> .*?\b{re.escape(cls.__name__)}(\(.*\))\s*$", cls.__doc__ or "", re.M):
+        try:
+            call = ast.parse(f"f{m.group(1)}", mode="eval").body
+            args = [ast.literal_eval(a) for a in call.args]
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+        except (SyntaxError, ValueError, TypeError):
+            continue
+        out.update({**dict(zip(fields, args)), **kwargs})
+    return out
+
+
+def fill_unset_documented(config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the fields that a config tree leaves ``None`` although its model reads them
+    unconditionally, to what the config class documents: a field its docstring example sets
+    (:func:`example_arguments`: TimmBackbone's ``backbone``, the timm model name, set to
+    ``"resnet50"`` by ``TimmBackboneConfig("resnet50")``) → that value; a field whose docstring quotes values
+    (Granite 4 Vision's ``downsample_rate``: "e.g. `"1/4"` or `"3/8"`") → the first quoted value
+    (:func:`documented_values`); a plain ``list | None`` field whose docstring quotes none (its
+    ``deepstack_layer_map`` of optional ``[vision_layer, llm_layer]`` pairs) → an empty list, none
+    of the optional entries.  Fields named in ``overrides`` are left alone.  Returns the fields set
+    (``'Granite4VisionConfig.downsample_rate = "1/4"'``); empty when there is none."""
+    done = []
+    for c in _config_tree(config):
+        types = _field_types(c)
+        own = vars(type(c)).get("__annotations__", {})  # not the fields every PretrainedConfig has
+        for k, x in _values_of(c).items():
+            if x is not None or k not in types or k not in own or k in (overrides or {}) or k.startswith("rope_"):
+                continue
+            quoted = documented_values(type(c), k)
+            example = example_arguments(type(c)).get(k)
+            if example is not None:
+                setattr(c, k, example)
+                done.append(f"{type(c).__name__}.{k} = {example!r} (the docstring example's)")
+            elif quoted and _optional_of(types[k], (str,)):
+                setattr(c, k, quoted[0])
+                done.append(f'{type(c).__name__}.{k} = "{quoted[0]}"')
+            elif not quoted and _optional_of(types[k], (list,)):
+                setattr(c, k, [])
+                done.append(f"{type(c).__name__}.{k} = []")
+    return done
+
+
+#: the size given to an unset integer field of an optional module that no role rule names (an
+#: indexer's block length): the smallest that is not degenerate
+UNSET_SIZE = 2
+#: a token budget of a sparse-attention indexer (how many keys each query keeps): every position
+#: the tiny model holds (:data:`POSITIONS`), so the selection keeps every visible key and the
+#: attention stays the dense causal one the checks expect — as DeepSeek-V3.2's released
+#: ``index_topk = 2048`` does on any short input
+_BUDGET = re.compile(r"(^|_)(budget|index_topk|topk_tokens)$")
+
+
+def fill_unset_sizes(config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, the sizes of an optional attention module that a config tree leaves all
+    ``None`` while a layer kind its defaults declare builds the module (Qwen4-Exp's QSA token
+    indexer: ``indexer_n_heads``, ``indexer_kv_heads``, ``indexer_head_dim``, ``indexer_budget``,
+    ``indexer_compress_ratio``, every one ``int | None = None``, for ``"indexed_attention"``
+    layers).  A group is the ``int | None`` fields sharing a name prefix, all unset, at least one
+    of them heads or a head dim: heads → :data:`HEADS`, KV heads → 1 (one head shared by all,
+    which every head count admits), head dims → :data:`HEAD_DIM`, token budgets → :data:`POSITIONS`
+    (every key kept: see :data:`_BUDGET`), other sizes → :data:`UNSET_SIZE`.  A group the config class's validators then reject is unset again, as is
+    one with a field named in ``overrides``.  Returns the fields set
+    (``"Qwen4ExpTextConfig.indexer_n_heads = 4"``); empty when there is none."""
+    done = []
+    for c in _config_tree(config):
+        types, vals = _field_types(c), _values_of(c)
+        groups: dict[str, list[str]] = {}
+        for k, x in vals.items():
+            if k in types and "_" in k and _optional_of(types[k], (int,)):
+                groups.setdefault(k.split("_")[0], []).append(k)
+        for keys in groups.values():
+            if (len(keys) < 2 or any(vals[k] is not None or k in (overrides or {}) for k in keys)
+                    or not any(_HEADS.search(k) or _HEAD_DIM.search(k) for k in keys)):
+                continue
+            for k in keys:
+                setattr(c, k, 1 if _KV_HEADS.search(k) else HEADS if _HEADS.search(k)
+                        else HEAD_DIM if _HEAD_DIM.search(k) else POSITIONS if _BUDGET.search(k) else UNSET_SIZE)
+            try:
+                if callable(getattr(c, "validate", None)):
+                    c.validate()
+            except Exception:  # noqa: BLE001 - the class's validators reject these sizes: unset again
+                for k in keys:
+                    setattr(c, k, None)
+                continue
+            done += [f"{type(c).__name__}.{k} = {getattr(c, k)}" for k in keys]
+    return done
+
+
+def fill_all_backbone_stages(config, overrides: dict[str, Any] | None = None) -> list[str]:
+    """Set, in place, every backbone config of a tree (transformers' ``BackboneConfigMixin``:
+    ``stage_names`` and ``out_features``) that returns one of several stages to return every
+    stage after the stem, for models whose neck or head consumes all of them while the backbone's
+    defaults return only its last (``out_features`` unset → ``[stage_names[-1]]``; UVDoc's head
+    concatenates its six bridge stages).  Left alone when ``out_features`` or ``out_indices`` is
+    overridden.  Returns the fields set (``"UVDocBackboneConfig.out_features = [...]"``)."""
+    if {"out_features", "out_indices"} & set(overrides or {}):
+        return []
+    done = []
+    for c in _config_tree(config):
+        names, out = getattr(c, "stage_names", None), getattr(c, "out_features", None)
+        if not isinstance(names, (list, tuple)) or len(names) < 2 or not isinstance(out, list):
+            continue
+        every = list(names[1:])
+        if len(out) == 1 < len(every):  # the default of an unset out_features: the last stage alone
+            c.out_features = every
+            done.append(f"{type(c).__name__}.out_features = {every}")
+    return done
+
+
+def declared_sub_configs(config):
+    """``config`` rebuilt with each sub-config whose model type differs from the one its class
+    declares for it (``sub_configs_defaults``: a ``SubConfigSpec`` of a model type and init
+    kwargs) built from that declaration instead: PP-OCRv6-small-det declares a PP-LCNetV3
+    backbone returning four stages, while its ``__post_init__`` builds a default PP-LCNetV4
+    (a text-recognition backbone) when none is given.  Returns ``(config, changes)``; the
+    config itself and ``[]`` when none differs or the rebuilt config cannot be made."""
+    import transformers as tf
+
+    specs = getattr(type(config), "sub_configs_defaults", None) or {}
+    subs, changes = {}, []
+    for k, spec in specs.items():
+        want, have = getattr(spec, "model_type", None), getattr(getattr(config, k, None), "model_type", None)
+        if isinstance(want, str) and want and have is not None and have != want:
+            try:
+                subs[k] = tf.AutoConfig.for_model(want, **(getattr(spec, "init_kwargs", None) or {}))
+            except Exception:  # noqa: BLE001 - the declared sub-config cannot be built
+                continue
+            changes.append(f"{type(config).__name__}.{k} = {type(subs[k]).__name__} (declared; default {have})")
+    if not subs:
+        return config, []
+    try:
+        return type(config)(**{**_values_of(config), **subs}), changes
+    except Exception:  # noqa: BLE001
+        return config, []
+
+
+_CHANNELS = re.compile(r"channels$")
+
+
+def tie_stage_channels(config, channels: list[int]) -> list[str]:
+    """Set, in place, the per-stage channel lists of a composite config (PP-OCRv6's
+    ``layer_list_out_channels``: the widths its neck expects of each backbone stage) to the
+    ``channels`` its backbone returns (``BackboneMixin.channels``, one per returned stage), where a
+    list has one entry per returned stage but other widths.  Backbone configs (``stage_names``)
+    are left alone.  Returns the fields set; empty when there is none."""
+    done = []
+    for c in _config_tree(config):
+        if getattr(c, "stage_names", None) is not None:
+            continue
+        for k, x in _values_of(c).items():
+            if (_CHANNELS.search(k) and isinstance(x, (list, tuple)) and len(x) == len(channels) > 1
+                    and _ints(x) and list(x) != list(channels)):
+                setattr(c, k, _same_type(x, list(channels)))
+                done.append(f"{type(c).__name__}.{k} = {list(channels)}")
+    return done
+
+
 def _plain_dict_field(tp) -> bool:
     """Whether a dataclass field type is a plain mapping or ``None`` (``dict | None``; a config or
     a union with other types is not)."""
@@ -1651,7 +1836,8 @@ def consistent(config) -> list[str]:
     return probs
 
 
-__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "fill_fed_width",
-           "fill_missing_attribute", "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_mappings",
-           "fill_unset_windows", "keep_widths_distinct", "documented_list_entries", "shrink_config",
+__all__ = ["LEVELS", "RESERVED_TOP", "VOCAB", "consistent", "config_fields", "declared_sub_configs",
+           "documented_list_entries", "fill_all_backbone_stages", "fill_fed_width", "fill_missing_attribute",
+           "fill_missing_layer_rope", "fill_unset_bounds", "fill_unset_documented", "fill_unset_mappings",
+           "fill_unset_sizes", "fill_unset_windows", "keep_widths_distinct", "shrink_config", "tie_stage_channels",
            "shrink_values"]
