@@ -1533,11 +1533,14 @@ def fill_unset_documented(config, overrides: dict[str, Any] | None = None) -> li
     for c in _config_tree(config):
         types = _field_types(c)
         own = vars(type(c)).get("__annotations__", {})  # not the fields every PretrainedConfig has
+        examples = None  # the docstring example's arguments, read once per config class
         for k, x in _values_of(c).items():
             if x is not None or k not in types or k not in own or k in (overrides or {}) or k.startswith("rope_"):
                 continue
+            if examples is None:
+                examples = example_arguments(type(c))
             quoted = documented_values(type(c), k)
-            example = example_arguments(type(c)).get(k)
+            example = examples.get(k)
             if example is not None:
                 setattr(c, k, example)
                 done.append(f"{type(c).__name__}.{k} = {example!r} (the docstring example's)")
