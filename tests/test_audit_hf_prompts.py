@@ -154,3 +154,11 @@ def test_a_detecting_tracker_gets_a_text_prompt_and_no_mask():
     assert ids.min() >= 0 and ids.max() < 100
     out = m(torch.randn(2, 2, 3, 4, 4))
     assert out.shape == (2, 2, 3 * 4 * 4)
+
+
+def test_a_floating_prompt_follows_the_dtype_of_the_model():
+    # a float32 box fed to float64 (or float16) weights is refused by the parent: the prompt is
+    # made in the model's dtype, as the audit's other inputs are
+    m = Detector().double()
+    rec = _prompted_call(_parent(m), m.box_encoder)
+    assert rec is not None and rec["box_embeddings"].dtype == torch.float64

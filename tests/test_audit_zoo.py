@@ -126,15 +126,16 @@ def test_zoo_type_globs_and_table():
     assert "qwen2" in types and "qwen2_moe" in types
     assert not any("_vl" in t or "audio" in t for t in types)
     doc = {"dtype": "float32", "jobs": 1, "seconds": 3.0,
-           "counts": {"clean": 1, "finding": 1, "error": 0, "unsupported": 1, "no-attention": 1,
+           "counts": {"clean": 1, "finding": 1, "error": 1, "unsupported": 1, "no-attention": 1,
                       "timeout": 0, "crashed": 0},
            "types": [{"type": "a", "outcome": "clean", "seconds": 1.0},
                      {"type": "b", "outcome": "finding", "seconds": 1.0, "reason": "x | y"},
                      {"type": "c", "outcome": "unsupported", "seconds": 0.5, "reason": "r"},
-                     {"type": "d", "outcome": "no-attention", "seconds": 0.5, "reason": "n"}]}
+                     {"type": "d", "outcome": "no-attention", "seconds": 0.5, "reason": "n"},
+                     {"type": "e", "outcome": "error", "seconds": 60.0, "reason": "build: timed out"}]}
     md = markdown_table(doc, "attncheck audit hf:all")
     assert "| `b` | finding | 1.0 | x \\| y |" in md
-    assert "Audited (clean + finding + error) 2 of 3 types" in md and "Clean (1): `a`" in md
+    assert "Audited (clean + finding) 2 of 4 types" in md and "Clean (1): `a`" in md
 
 
 @pytest.mark.slow

@@ -2063,12 +2063,15 @@ def _prompted_call(parent: AuditModel, target: torch.nn.Module) -> dict[str, Any
     model = parent.module
     g = torch.Generator().manual_seed(0)
     config = getattr(model, "config", None)
+    dtype = next((w.dtype for w in model.parameters() if w.is_floating_point()), None)
     for name, p in _params(model).items():
         if p.default is not None or name in MAIN_INPUTS or "mask" in name or "label" in name:
             continue
         v = documented_input(model, name, config, g, prompts=True)
         if v is None:
             continue
+        if dtype is not None and torch.is_tensor(v) and v.is_floating_point():
+            v = v.to(dtype)  # a floating prompt follows the model's dtype, as the other inputs do
 
         def give(_mod, args, kwargs, name=name, v=v):
             return args, ({**kwargs, name: v} if kwargs.get(name) is None else kwargs)

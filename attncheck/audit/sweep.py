@@ -215,10 +215,11 @@ def sweep(types: list[str], checks: str = DEFAULT_CHECKS, dtype: str = "float32"
 
 
 def attention_coverage(doc: dict[str, Any]) -> dict[str, Any]:
-    """Share of the types with attention that were audited: audited = clean + finding + error
-    (an error is a crash of the analysis); the denominator excludes ``no-attention`` types."""
+    """Share of the types with attention that were audited: audited = clean + finding (an error —
+    a check that raised, or a build or check past ``--timeout`` — audited nothing); the
+    denominator excludes ``no-attention`` types."""
     c = doc["counts"]
-    audited = c.get("clean", 0) + c.get("finding", 0) + c.get("error", 0)
+    audited = c.get("clean", 0) + c.get("finding", 0)
     total = sum(c.values()) - c.get("no-attention", 0)
     return {"audited": audited, "with_attention": total,
             "share": round(audited / total, 4) if total else 0.0}
@@ -232,7 +233,7 @@ def markdown_table(doc: dict[str, Any], command: str = "") -> str:
         lines += [f"Command: `{command}` ({doc['seconds']:.0f} s, {doc['jobs']} job(s), dtype {doc['dtype']})", ""]
     lines += ["| outcome | types |", "|---|---|"]
     lines += [f"| {o} | {n} |" for o, n in doc["counts"].items()]
-    lines += ["", f"Audited (clean + finding + error) {cov['audited']} of {cov['with_attention']} types "
+    lines += ["", f"Audited (clean + finding) {cov['audited']} of {cov['with_attention']} types "
               f"not shown to lack attention ({cov['share']:.1%}).", ""]
     lines += ["| type | outcome | seconds | reason |", "|---|---|---|---|"]
     for r in doc["types"]:
