@@ -12,9 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attncheck.lint.engine import lint_paths
-from attncheck.lint.project import Project
+from attncheck.lint.project import Project, relative_base
 
 # --------------------------------------------------------------------------- families
 # each: the helper's definition (named ``helper``), the caller (``HELPER`` stands for however the
@@ -244,6 +246,39 @@ def test_module_resolution_against_the_linted_files(tmp_path):
     # only linted files count
     fewer = Project([real["pkg/sub/layer.py"], real["pkg/sub/__init__.py"]], [tmp_path])
     assert fewer.module_file(layer, 2, "utils") is None
+
+
+_NAMES = ("pkg", "sub", "utils", "helpers", "layer")
+
+
+@st.composite
+def _files_and_imports(draw):
+    """A few ``.py`` files under ``/lintroot`` and an import spelt from one of them."""
+    parts = draw(st.lists(st.tuples(st.lists(st.sampled_from(_NAMES), min_size=1, max_size=3),
+                                    st.sampled_from([".py", "/__init__.py"])),
+                          min_size=1, max_size=8))
+    files = ["/lintroot/" + "/".join(p) + suffix for p, suffix in parts]
+    importer = draw(st.sampled_from(files))
+    level = draw(st.integers(0, 3))
+    module = ".".join(draw(st.lists(st.sampled_from(_NAMES), min_size=0 if level else 1,
+                                    max_size=3)))
+    return files, importer, level, module
+
+
+@given(_files_and_imports())
+@settings(deadline=None)
+def test_may_hold_is_never_false_for_a_module_that_resolves(case):
+    """:meth:`Project.may_hold` (the mask analysis skips a function whose imports it answers
+    ``False`` for) never says no where :meth:`Project.module_file` finds a linted file; a
+    relative ``from . import x`` finds at most the ``__init__.py`` of its directory."""
+    files, importer, level, module = case
+    project = Project(files, ["/lintroot"])
+    found = project.module_file(importer, level, module)
+    if module:
+        assert found is None or project.may_hold(importer, level, module.split(".")[0])
+    elif found is not None:
+        assert found == os.path.join(relative_base(importer, level), "__init__.py")
+    assert project.may_hold(importer, level, "not_a_linted_name") is False
 
 
 # --------------------------------------------------------------------------- engine properties

@@ -65,12 +65,13 @@ class Project:
     (``roots``: real paths).  Immutable and picklable: the engine builds it once per run and
     hands it to every worker."""
 
-    __slots__ = ("files", "roots", "_hash")
+    __slots__ = ("files", "roots", "_hash", "_stems")
 
     def __init__(self, files: Iterable[str], roots: Iterable[str] = ()) -> None:
         self.files = frozenset(os.path.realpath(f) for f in files)
         self.roots = tuple(sorted({os.path.realpath(r) for r in roots}))
         self._hash = hash((self.files, self.roots))
+        self._stems: frozenset[str] | None = None
 
     def __hash__(self) -> int:
         return self._hash
@@ -85,6 +86,7 @@ class Project:
     def __setstate__(self, state: tuple) -> None:
         self.files, self.roots = state
         self._hash = hash((self.files, self.roots))
+        self._stems = None
 
     def _module_in(self, base: str, parts: list[str]) -> str | None:
         stem = os.path.join(base, *parts)
@@ -108,27 +110,63 @@ class Project:
         parts = [p for p in module.split(".") if p]
         here = os.path.dirname(importer)
         if level > 0:
-            base = here
-            for _ in range(level - 1):
-                base = os.path.dirname(base)
+            base = relative_base(importer, level)
             if not parts:
                 init = os.path.join(base, "__init__.py")
                 return init if init in self.files else None
             return self._module_in(base, parts)
         if not parts:
             return None
-        bases = [self._top_package_parent(here), here]
-        for r in self.roots:
-            bases += [r, os.path.dirname(r)]
-        seen: set[str] = set()
-        for b in bases:
-            if b in seen:
-                continue
-            seen.add(b)
+        for b in self._absolute_bases(here):
             found = self._module_in(b, parts)
             if found is not None:
                 return found
         return None
+
+    def _absolute_bases(self, here: str) -> list[str]:
+        """The directories an absolute import from the directory ``here`` is looked up in, in
+        order (see the class docstring), each once."""
+        bases = [self._top_package_parent(here), here]
+        for r in self.roots:
+            bases += [r, os.path.dirname(r)]
+        return list(dict.fromkeys(bases))
+
+    def _linted_stems(self) -> frozenset[str]:
+        """Each linted file's path without ``.py`` and every directory above a linted file."""
+        if self._stems is None:
+            out: set[str] = set()
+            for f in self.files:
+                out.add(f[:-3] if f.endswith(".py") else f)
+                d = os.path.dirname(f)
+                while d not in out:
+                    out.add(d)
+                    parent = os.path.dirname(d)
+                    if parent == d:
+                        break
+                    d = parent
+            self._stems = frozenset(out)
+        return self._stems
+
+    def may_hold(self, importer: str, level: int, head: str) -> bool:
+        """Whether a module named ``head`` or ``head.…`` (``head``: one name), imported from the
+        file ``importer`` with ``level`` leading dots, can be a linted file.  ``False`` proves
+        that every :meth:`module_file` look-up of such a module gives ``None``: it would be
+        ``BASE/head.py``, or a file under the directory ``BASE/head``, for one of the
+        directories :meth:`module_file` looks in."""
+        if level > 0:
+            bases = [relative_base(importer, level)]
+        else:
+            bases = self._absolute_bases(os.path.dirname(importer))
+        stems = self._linted_stems()
+        return any(os.path.join(b, head) in stems for b in bases)
+
+
+def relative_base(importer: str, level: int) -> str:
+    """The directory a relative import with ``level`` leading dots names from ``importer``."""
+    base = os.path.dirname(importer)
+    for _ in range(level - 1):
+        base = os.path.dirname(base)
+    return base
 
 
 class Dependencies:
@@ -334,6 +372,28 @@ def imported_function(ctx: Any, func: Any) -> tuple[Any, Any] | None:
     if hit is None:  # the memo holds ``ctx``: its id is not reused while the record lives
         hit = rec.memo[key] = (ctx, _resolve(ctx, name.split("."), 0))
     return hit[1]
+
+
+def may_resolve(ctx: Any, name: str) -> bool:
+    """Whether a call through the imported name ``name`` (a key of the import table's
+    ``aliases`` or ``relative``: ``name(…)``, ``name.f(…)``) can resolve to a function of a
+    linted file.  ``False`` proves :func:`imported_function` gives ``None`` for every such
+    callee: the first module it looks up is no linted file, whatever the attributes."""
+    project, path = ctx.project, ctx.path
+    if project is None or path is None:
+        return False
+    imports = ctx.imports
+    rel = imports.relative.get(name)
+    if rel is not None:
+        level, module, imported = rel
+        if not module:  # ``from . import x``: ``x`` itself, or an attribute of ``__init__.py``
+            return project.may_hold(path, level, imported) \
+                or os.path.join(relative_base(path, level), "__init__.py") in project.files
+        return project.may_hold(path, level, module.split(".")[0])
+    full = imports.aliases.get(name)
+    if full is None:
+        return False
+    return project.may_hold(path, 0, full.split(".")[0])
 
 
 def _resolve(ctx: Any, parts: list[str], depth: int) -> tuple[Any, Any] | None:

@@ -57,7 +57,7 @@ from attncheck.lint.analysis.interpreter import (
 )
 from attncheck.lint.analysis.syntax import NodeCache, arg_value, child_nodes, int_of, kwarg
 from attncheck.lint.context import dotted_name
-from attncheck.lint.project import rehome
+from attncheck.lint.project import may_resolve, rehome
 
 Region = str | None  # "Z" | "P" | "N" | None
 Pattern = tuple[Region, Region, Region]  # (lower j<i, diagonal j=i, upper j>i)
@@ -2493,8 +2493,10 @@ def _analyze(ctx) -> MaskAnalysis:
 def _reaching_names(an: _Analyzer, everything: list[FunctionInfo]) -> set[str]:
     """The names through which running a function can reach beyond its own body: the names of
     the file's functions and methods (a call inlines them and records the arguments it passes
-    them), its module-level aliases and the names it imports from outside PyTorch (a helper of
-    another linted file is inlined too), ``register_buffer`` (it stores a class attribute other
+    them), its module-level aliases and the names it imports from outside PyTorch that can
+    resolve to a linted file (:func:`~attncheck.lint.project.may_resolve`: a helper of another
+    linted file is inlined too; ``math``, ``typing.Callable`` or ``numpy`` outside the linted
+    files are not), ``register_buffer`` (it stores a class attribute other
     methods read) and ``lambda`` (:meth:`NodeCache.identifiers` gives it for a lambda, whose
     body may call any of these).  A function whose identifiers hold none of them only reads
     and binds its own locals: its first-pass run records nothing.  ``__init__`` counts only
@@ -2505,8 +2507,10 @@ def _reaching_names(an: _Analyzer, everything: list[FunctionInfo]) -> set[str]:
         out.discard("__init__")
     out.update(an.index.aliases)
     imports = an.ctx.imports
-    out.update(imports.relative)
-    out.update(a for a, full in imports.aliases.items() if full.partition(".")[0] != "torch")
+    ctx = an.ctx
+    out.update(a for a in imports.relative if may_resolve(ctx, a))
+    out.update(a for a, full in imports.aliases.items()
+               if full.partition(".")[0] != "torch" and may_resolve(ctx, a))
     out.update(("register_buffer", "lambda"))
     return out
 

@@ -244,13 +244,14 @@ class NodeCache:
     Keyed by ``id(node)``; each entry keeps its node alive, so an id is never reused while the
     cache lives."""
 
-    __slots__ = ("_kids", "_names", "_ops", "_walks")
+    __slots__ = ("_idents", "_kids", "_names", "_ops", "_walks")
 
     def __init__(self) -> None:
         self._kids: dict[int, list[cst.CSTNode]] = {}
         self._walks: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
         self._ops: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
         self._names: dict[int, tuple[cst.CSTNode, set[str]]] = {}
+        self._idents: dict[int, tuple[cst.CSTNode, set[str]]] = {}
 
     def children(self, n: cst.CSTNode) -> list[cst.CSTNode]:
         """:func:`child_nodes` of ``n``."""
@@ -319,29 +320,63 @@ class NodeCache:
 
     def identifiers(self, node: cst.CSTNode) -> set[str]:
         """The ``Name`` values of :meth:`walk` of ``node``, without building (or caching) it,
-        and ``"lambda"`` (a keyword: never a name) when it skips a lambda."""
-        out: set[str] = set()
-        scopes = _SCOPES
-        leaves = _LEAVES
-        kids = self._kids
-        name = cst.Name
-        lam = cst.Lambda
-        stack = [node]
-        pop = stack.pop
-        push = stack.append
-        while stack:
-            n = pop()
-            t = type(n)
-            if t in leaves:
-                if t is name:
-                    out.add(n.value)
-                continue
-            k = kids.get(id(n))
-            if k is None:
-                k = self.children(n)
-            for c in k:
-                if type(c) not in scopes:
-                    push(c)
-                elif type(c) is lam:
-                    out.add("lambda")
+        and ``"lambda"`` (a keyword: never a name) when it skips a lambda.  Memoised per node."""
+        w = self._idents.get(id(node))
+        if w is not None:
+            return w[1]
+        out = identifiers(node)
+        self._idents[id(node)] = (node, out)
         return out
+
+
+class _IdentifierGetters(dict):
+    """Node class → a function returning the fields :func:`child_nodes` reads (a tuple); a
+    ``tuple`` or ``list`` → itself (its items are walked); ``None`` for a class whose value holds
+    no identifier to walk (``str``, ``None``, libcst's sentinels, leaves) or a nested scope."""
+
+    def __missing__(self, t: type) -> Any:
+        if t is tuple or t is list:
+            g: Any = _same
+        elif t in _SCOPES or t in _LEAVES or not is_node_type(t):
+            g = None
+        else:
+            g = fields_getter(t)
+        self[t] = g
+        return g
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+_IDENT_GETTERS = _IdentifierGetters()
+
+
+def identifiers(node: cst.CSTNode) -> set[str]:
+    """The ``Name`` values in the subtree of ``node`` without entering nested functions, classes
+    or lambdas, and ``"lambda"`` when a lambda is skipped (:meth:`NodeCache.identifiers`).  One
+    dispatch per value: each node's fields are pushed as they are, and ``None``, strings and
+    punctuation fall out on the getter look-up."""
+    out: set[str] = set()
+    add = out.add
+    getters = _IDENT_GETTERS
+    name = cst.Name
+    lam = cst.Lambda
+    t = node.__class__
+    if t is name:
+        return {node.value}
+    stack = list(fields_getter(t)(node))  # ``node`` itself is entered even when a scope
+    pop = stack.pop
+    extend = stack.extend
+    while stack:
+        n = pop()
+        t = n.__class__
+        if t is name:
+            add(n.value)
+            continue
+        g = getters[t]
+        if g is not None:
+            extend(g(n))
+        elif t is lam:
+            add("lambda")
+    return out
