@@ -9,11 +9,11 @@ state.  Only definitions at module level count (as Python binds them when the mo
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from attncheck.lint.analysis.syntax import child_nodes, is_expr_type
+from attncheck.lint.analysis.syntax import identifiers
 from attncheck.lint.context import dotted_name
 
 
@@ -139,22 +139,25 @@ class ModuleIndex:
         return out
 
     @staticmethod
-    def nested(f: FunctionInfo) -> Iterator[FunctionInfo]:
+    def nested(f: FunctionInfo, defs_in: Callable[[cst.CSTNode], list] | None = None
+               ) -> Iterator[FunctionInfo]:
         """Functions defined inside ``f`` (at any depth, not inside a nested class or lambda),
-        qualified ``f.qual + "." + name`` and attached to ``f``'s class."""
-        for n in _walk_nested(f.node):
-            yield FunctionInfo(n, f.cls, f"{f.qual}.{n.name.value}")
+        qualified ``f.qual + "." + name`` and attached to ``f``'s class; each one followed by
+        those defined inside it.  ``defs_in``: the ``def`` statements directly in a function
+        body (default: read by :func:`~attncheck.lint.analysis.syntax.identifiers`; the mask
+        analysis passes its memoised walk, which it needs for the body's names anyway)."""
+        if defs_in is None:
+            defs_in = _defs_in
+
+        def under(fn: cst.FunctionDef) -> Iterator[FunctionInfo]:
+            for n in defs_in(fn.body):
+                yield FunctionInfo(n, f.cls, f"{f.qual}.{n.name.value}")
+                yield from under(n)
+
+        return under(f.node)
 
 
-def _walk_nested(fn: cst.FunctionDef) -> Iterator[cst.FunctionDef]:
-    stack = list(child_nodes(fn.body))
-    while stack:
-        n = stack.pop()
-        t = type(n)
-        if t is cst.FunctionDef:
-            yield n
-            stack.extend(child_nodes(n.body))
-        elif t is cst.ClassDef or t is cst.Lambda or is_expr_type(t):
-            continue
-        else:
-            stack.extend(child_nodes(n))
+def _defs_in(body: cst.CSTNode) -> list[cst.FunctionDef]:
+    defs: list[cst.FunctionDef] = []
+    identifiers(body, defs)
+    return defs

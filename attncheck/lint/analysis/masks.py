@@ -2446,7 +2446,7 @@ def _analyze(ctx) -> MaskAnalysis:
     an = _Analyzer(ctx)
     nested: list[FunctionInfo] = []
     for f in an.index.defs:
-        nested.extend(an.index.nested(f))
+        nested.extend(an.index.nested(f, an.nodes.defs))
     everything = an.index.defs + nested
     an.local_defs = {id(f.node): f for f in nested}
     names = {id(f): an.nodes.identifiers(f.node.body) for f in everything}

@@ -47,7 +47,7 @@ from attncheck.lint.analysis.interpreter import (
 from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
     arg_value,
-    child_nodes,
+    scope_nodes,
     int_of,
     mentions_name,
     num_of,
@@ -2057,14 +2057,12 @@ def _self_calls(fn: cst.FunctionDef) -> list[tuple[str, str]]:
     """``(attr, name)`` of every call ``self.attr(name, ...)`` in ``fn``'s body (a plain name as
     first positional argument), nested scopes included."""
     out: list[tuple[str, str]] = []
-    stack: list[cst.CSTNode] = [fn.body]
-    while stack:
-        n = stack.pop()
-        if type(n) is cst.Call and n.args and n.args[0].keyword is None and not n.args[0].star \
+    call = cst.Call
+    for n in scope_nodes(fn.body, nested=True):
+        if type(n) is call and n.args and n.args[0].keyword is None and not n.args[0].star \
                 and type(n.func) is cst.Attribute and type(n.func.value) is cst.Name \
                 and n.func.value.value == "self" and type(n.args[0].value) is cst.Name:
             out.append((n.func.attr.value, n.args[0].value.value))
-        stack.extend(child_nodes(n))
     return out
 
 

@@ -251,7 +251,7 @@ class NodeCache:
         self._walks: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
         self._ops: dict[int, tuple[cst.CSTNode, list[cst.CSTNode]]] = {}
         self._names: dict[int, tuple[cst.CSTNode, set[str]]] = {}
-        self._idents: dict[int, tuple[cst.CSTNode, set[str]]] = {}
+        self._idents: dict[int, tuple[cst.CSTNode, set[str], list]] = {}
 
     def children(self, n: cst.CSTNode) -> list[cst.CSTNode]:
         """:func:`child_nodes` of ``n``."""
@@ -266,25 +266,7 @@ class NodeCache:
         w = self._walks.get(id(node))
         if w is not None:
             return w[1]
-        out: list[cst.CSTNode] = []
-        add = out.append
-        scopes = _SCOPES
-        leaves = _LEAVES
-        kids = self._kids
-        stack = [node]
-        pop = stack.pop
-        push = stack.append
-        while stack:
-            n = pop()
-            add(n)
-            if type(n) in leaves:
-                continue
-            k = kids.get(id(n))
-            if k is None:
-                k = self.children(n)
-            for c in reversed(k):
-                if type(c) not in scopes:
-                    push(c)
+        out = scope_nodes(node)
         self._walks[id(node)] = (node, out)
         return out
 
@@ -321,12 +303,19 @@ class NodeCache:
     def identifiers(self, node: cst.CSTNode) -> set[str]:
         """The ``Name`` values of :meth:`walk` of ``node``, without building (or caching) it,
         and ``"lambda"`` (a keyword: never a name) when it skips a lambda.  Memoised per node."""
+        return self._identifiers(node)[1]
+
+    def defs(self, node: cst.CSTNode) -> list[cst.FunctionDef]:
+        """The ``def`` statements :meth:`identifiers` of ``node`` skips (functions defined
+        directly in it, in :func:`identifiers`' order).  Memoised per node."""
+        return self._identifiers(node)[2]
+
+    def _identifiers(self, node: cst.CSTNode) -> tuple[cst.CSTNode, set[str], list]:
         w = self._idents.get(id(node))
-        if w is not None:
-            return w[1]
-        out = identifiers(node)
-        self._idents[id(node)] = (node, out)
-        return out
+        if w is None:
+            defs: list[cst.FunctionDef] = []
+            w = self._idents[id(node)] = (node, identifiers(node, defs), defs)
+        return w
 
 
 class _IdentifierGetters(dict):
@@ -352,16 +341,18 @@ def _same(v: Any) -> Any:
 _IDENT_GETTERS = _IdentifierGetters()
 
 
-def identifiers(node: cst.CSTNode) -> set[str]:
+def identifiers(node: cst.CSTNode, defs: list | None = None) -> set[str]:
     """The ``Name`` values in the subtree of ``node`` without entering nested functions, classes
     or lambdas, and ``"lambda"`` when a lambda is skipped (:meth:`NodeCache.identifiers`).  One
     dispatch per value: each node's fields are pushed as they are, and ``None``, strings and
-    punctuation fall out on the getter look-up."""
+    punctuation fall out on the getter look-up.  ``defs``, when given, receives the
+    ``FunctionDef`` nodes skipped (in the order met: the last statement's first)."""
     out: set[str] = set()
     add = out.add
     getters = _IDENT_GETTERS
     name = cst.Name
     lam = cst.Lambda
+    fdef = cst.FunctionDef if defs is not None else None
     t = node.__class__
     if t is name:
         return {node.value}
@@ -379,4 +370,66 @@ def identifiers(node: cst.CSTNode) -> set[str]:
             extend(g(n))
         elif t is lam:
             add("lambda")
+        elif t is fdef:
+            defs.append(n)
+    return out
+
+
+class _ScopeKinds(dict):
+    """Node class → how :func:`scope_nodes` treats a value of it: ``None`` (not a node: ``str``,
+    ``None``, libcst's sentinels; or a nested scope, not entered, unless ``nested``),
+    :data:`_LEAF` (kept, nothing to enter), else the class's :func:`fields_getter`; ``tuple``
+    and ``list`` → ``list``."""
+
+    def __init__(self, nested: bool) -> None:
+        super().__init__()
+        self.scopes = frozenset() if nested else _SCOPES
+
+    def __missing__(self, t: type) -> Any:
+        if t is tuple or t is list:
+            k: Any = list
+        elif t in self.scopes or not is_node_type(t):
+            k = None
+        elif t in _LEAVES:
+            k = _LEAF
+        else:
+            k = fields_getter(t)
+        self[t] = k
+        return k
+
+
+_SCOPE_KINDS = _ScopeKinds(nested=False)
+_ALL_KINDS = _ScopeKinds(nested=True)
+_LEAF = ()
+
+
+def scope_nodes(node: cst.CSTNode, nested: bool = False) -> list[cst.CSTNode]:
+    """Every node under ``node`` in pre-order (``node`` first; each node's :func:`child_nodes`
+    in order) without entering nested functions, classes or lambdas (``node`` itself is entered
+    when it is one), or with them when ``nested``.  Fields are pushed as they are and expanded
+    when popped, so no child list is built per node."""
+    out: list[cst.CSTNode] = [node]
+    t = node.__class__
+    if t in _LEAVES:
+        return out
+    add = out.append
+    kinds = _ALL_KINDS if nested else _SCOPE_KINDS
+    seq = list
+    leaf = _LEAF
+    stack = list(fields_getter(t)(node))
+    stack.reverse()
+    pop = stack.pop
+    extend = stack.extend
+    while stack:
+        n = pop()
+        k = kinds[n.__class__]
+        if k is None:
+            continue
+        if k is seq:
+            extend(n[::-1])
+        elif k is leaf:
+            add(n)
+        else:
+            add(n)
+            extend(k(n)[::-1])
     return out
