@@ -280,11 +280,17 @@ class _Recorder(cst.BatchableCSTVisitor):
                 and n.split("_", 1)[1] in self.TYPES}
 
 
-def _walk_logs(src: str):
+class _FewRecorder(_Recorder):
+    """Visitors of a few node types only: the walker passes over the nodes nothing visits."""
+
+    TYPES = ("FunctionDef", "Call", "Assign", "Subscript")
+
+
+def _walk_logs(src: str, recorder: type[_Recorder] = _Recorder):
     from libcst._batched_visitor import _BatchedCSTVisitor
 
     module = cst.parse_module(src)
-    a, b = _Recorder(), _Recorder()
+    a, b = recorder(), recorder()
     methods = {}
     for n, f in a.get_visitors().items():
         methods.setdefault(n, []).append(f)
@@ -302,6 +308,8 @@ def _walk_logs(src: str):
 def test_walker_visits_like_libcst(path):
     a, b = _walk_logs(path.read_text(encoding="utf-8"))
     assert a == b and len(a) > 10
+    a, b = _walk_logs(path.read_text(encoding="utf-8"), _FewRecorder)
+    assert a == b
 
 
 @settings(max_examples=25, deadline=None)
@@ -311,6 +319,8 @@ def test_walker_visits_like_libcst(path):
                         "while a < b <= c and not d:\n    a += 1 if e else -2\n    print(f'{a!r:>{w}}')"]))
 def test_walker_matches_libcst_on_varied_syntax(src):
     a, b = _walk_logs(src)
+    assert a == b
+    a, b = _walk_logs(src, _FewRecorder)
     assert a == b
 
 

@@ -78,10 +78,18 @@ def supports(method_names) -> bool:
     return True
 
 
+#: :meth:`Walker._plan_of` for a class that is no node (``str``, ``None``, libcst's sentinels)
+#: or a node class with no visitor and no field to enter (``Name``, ``Integer`` …): not walked
+_INERT = ()
+#: node class → a function returning its :func:`_fields` as a tuple
+_GETTERS: dict[type, Callable[[Any], tuple]] = {}
+
+
 class Walker:
     """Calls ``methods["visit_<Type>"]`` before and ``methods["leave_<Type>"]`` after each node's
     children (libcst's batched-visitor protocol, without rebuilding the tree).  Nodes whose id is
-    in ``skip`` (elements of a sequence field, e.g. top-level statements) are not entered."""
+    in ``skip`` (elements of a sequence field, e.g. top-level statements) are not entered.  A
+    node with no visitor and nothing to enter is passed over without a call."""
 
     def __init__(self, methods: dict[str, list[Callable]], skip: set[int] | None = None) -> None:
         self.methods = methods
@@ -89,9 +97,17 @@ class Walker:
         self._plan: dict[type, tuple] = {}
 
     def _plan_of(self, tp: type) -> tuple:
-        name = tp.__name__
-        plan = (tuple(self.methods.get("visit_" + name, ())), tuple(self.methods.get("leave_" + name, ())),
-                _fields(tp))
+        if not hasattr(tp, "_visit_and_replace_children"):
+            plan: tuple = _INERT
+        else:
+            name = tp.__name__
+            visits = tuple(self.methods.get("visit_" + name, ()))
+            leaves = tuple(self.methods.get("leave_" + name, ()))
+            fields = _fields(tp)
+            getter = _GETTERS.get(tp)
+            if getter is None:
+                getter = _GETTERS[tp] = tuple_getter(fields)
+            plan = (visits, leaves, getter) if visits or leaves or fields else _INERT
         self._plan[tp] = plan
         return plan
 
@@ -99,20 +115,33 @@ class Walker:
         plan = self._plan.get(node.__class__)
         if plan is None:
             plan = self._plan_of(node.__class__)
-        visits, leaves, fields = plan
+        if plan is not _INERT:
+            self._walk(node, plan)
+
+    def _walk(self, node: cst.CSTNode, plan: tuple) -> None:
+        visits, leaves, getter = plan
         for f in visits:
             f(node)
-        walk = self.walk
+        walk = self._walk
+        plans = self._plan
         skip = self.skip
-        for name in fields:
-            v = getattr(node, name)
+        for v in getter(node):
             c = v.__class__
             if c is tuple or c is list:
                 for x in v:
-                    if not skip or id(x) not in skip:
-                        walk(x)
-            elif v is not None and hasattr(c, "_visit_and_replace_children"):
-                walk(v)
+                    if skip and id(x) in skip:
+                        continue
+                    p = plans.get(x.__class__)
+                    if p is None:
+                        p = self._plan_of(x.__class__)
+                    if p is not _INERT:
+                        walk(x, p)
+            else:
+                p = plans.get(c)
+                if p is None:
+                    p = self._plan_of(c)
+                if p is not _INERT:
+                    walk(v, p)
         for f in leaves:
             f(node)
 

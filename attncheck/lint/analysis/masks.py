@@ -55,7 +55,14 @@ from attncheck.lint.analysis.interpreter import (
     unpack,
     zip_values,
 )
-from attncheck.lint.analysis.syntax import NodeCache, arg_value, child_nodes, int_of, kwarg
+from attncheck.lint.analysis.syntax import (
+    NodeCache,
+    arg_value,
+    child_nodes,
+    int_of,
+    is_expr_type,
+    kwarg,
+)
 from attncheck.lint.context import dotted_name
 from attncheck.lint.project import may_resolve, rehome
 
@@ -811,6 +818,9 @@ class _Analyzer(Interpreter):
         self.current: FunctionInfo | None = None
         self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self._data: dict[int, tuple[cst.CSTNode, set[str]]] = {}
+        self._code: dict[int, tuple[cst.CSTNode, str]] = {}
+        self._adds: dict[int, tuple[cst.CSTNode, bool]] = {}
+        self._texts: dict[int, tuple[cst.CSTNode, str]] = {}
         self.nodes = NodeCache()  # walks of this file's nodes, for this run only
         #: the functions defined inside functions, by ``id`` of their node (kept alive by the
         #: module): what a local ``def``'s :class:`FuncRef` runs
@@ -976,7 +986,30 @@ class _Analyzer(Interpreter):
     # ---- statements -----------------------------------------------------------------------
     def _run_function(self, f: FunctionInfo, env: dict[str, Any], cls_env: ClassInfo | None = None) -> Any:
         """Run ``f``'s body in ``env``; return the join of what its ``return`` statements give."""
-        return self.run_body(_MaskFrame(self, env, cls_env), f.node)
+        frame = _MaskFrame(self, env, cls_env)
+        frame.tagging = self.recording or self._adds_in_place(f)
+        return self.run_body(frame, f.node)
+
+    def _adds_in_place(self, f: FunctionInfo) -> bool:
+        """Whether ``f``'s body (nested functions and classes left out) holds an ``x += y``: the
+        one statement that reads the tags (:meth:`tag_of`) of a body run without recording
+        (:meth:`_additive`).  Statements only are walked, once per function."""
+        w = self._adds.get(id(f.node))
+        if w is not None:
+            return w[1]
+        found = False
+        stack = [f.node.body]
+        while stack and not found:
+            n = stack.pop()
+            t = type(n)
+            if t is cst.SimpleStatementLine or t is cst.SimpleStatementSuite:
+                found = any(type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign
+                            for small in n.body)
+            elif not (t in _NESTED_SCOPES or is_expr_type(t)):
+                stack.extend(self.nodes.children(n))
+        self._adds[id(f.node)] = (f.node, found)
+        return found
+
 
     def _bind(self, target, val, tag, state: _MaskFrame, cls_env, value_node) -> None:
         if type(target) is cst.Name:
@@ -1081,6 +1114,23 @@ class _Analyzer(Interpreter):
         if w is None:
             w = self._data[id(node)] = (node, _data_names(node, self.qualname))
         return w[1]
+
+    def class_inits_of(self, expr: cst.BaseExpression, state: _MaskFrame) -> None:
+        """What :meth:`tag_of` does besides computing the tag: :meth:`is_softmax_call` of each
+        ``self.m(...)`` call runs the ``__init__`` of the current class on first look-up
+        (:meth:`class_attr`), which can record call-site arguments.  For a body whose tags
+        nothing reads."""
+        if self.current is None:
+            return
+        for n in self.nodes.ops(expr):
+            if type(n) is not _Call:
+                continue
+            func = n.func
+            if type(func) is _Attribute and func.attr.value in _SOFTMAX_METHODS:
+                continue
+            q = self.qualname(func)
+            if q is not None and q not in ops.SOFTMAX_OR_LOG and q.startswith("self."):
+                self.class_attr(self.current.cls, q[5:])
 
     def tag_of(self, expr: cst.BaseExpression, state: _MaskFrame) -> str | None:
         has_softmax = has_mm = False
@@ -1765,7 +1815,18 @@ class _Analyzer(Interpreter):
         return lin[1] - (cols[1] - rows[1])
 
     def _text(self, n: cst.CSTNode) -> str:
-        return "".join(self.ctx.module.code_for_node(n).split())
+        """:meth:`code` of ``n`` without whitespace (a term's key in :func:`_linear_terms`)."""
+        w = self._texts.get(id(n))
+        if w is None:
+            w = self._texts[id(n)] = (n, "".join(self.code(n).split()))
+        return w[1]
+
+    def code(self, n: cst.CSTNode) -> str:
+        """The source code of ``n``, generated once per node for this analysis."""
+        w = self._code.get(id(n))
+        if w is None:
+            w = self._code[id(n)] = (n, self.ctx.module.code_for_node(n))
+        return w[1]
 
     def _int_sum(self, node: cst.BinaryOperation, env) -> IntSum | None:
         """An integer sum of sizes (``kv_len - q_len + 1``) as an :class:`IntSum`; ``None`` when a
@@ -2044,7 +2105,7 @@ class _Analyzer(Interpreter):
             return replace(m, dtype="int")
         if meth in ("to", "type", "type_as"):
             a = arg_value(node, 0, "dtype")
-            text = self.ctx.module.code_for_node(a) if a is not None else ""
+            text = self.code(a) if a is not None else ""
             dt = _dtype_of(a, self.ctx) if a is not None else None
             if meth == "type_as":
                 return replace(m, dtype="float")
@@ -2267,7 +2328,7 @@ class _Analyzer(Interpreter):
                 return MaskVal(p_select(p, "N"), "bool", None, _flip(a.polarity), a.origin)
             return MaskVal(None, "bool", None, None, node)
         # padding-style comparisons: x != pad_id (keep) / x == pad_id (block)
-        text = self.ctx.module.code_for_node(comparator).lower()
+        text = self.code(comparator).lower()
         if "pad" in text and op in ("==", "!="):
             return MaskVal(None, "bool", None, "keep" if op == "!=" else "block", node)
         return None
@@ -2345,6 +2406,9 @@ class _MaskFrame(Frame):
         self.tags: dict[str, str] = {}
         self.cls_env = cls_env
         self._tag: str | None = None  # the tag of the assignment being run
+        #: whether assignments compute tags: a body run without recording reads them only in
+        #: ``x += m`` (:meth:`_Analyzer._adds_in_place`)
+        self.tagging = True
 
     # ---- the lattice
     def join(self, a: Any, b: Any) -> Any:
@@ -2388,9 +2452,13 @@ class _MaskFrame(Frame):
         return (v.value != 0) != negate
 
     def assigned(self, value: cst.BaseExpression, targets: list) -> Any:
-        self.an._scan(value, self, assign_targets=targets)
-        v = self.an.ev(value, self.env)
-        self._tag = self.an.tag_of(value, self)
+        an = self.an
+        an._scan(value, self, assign_targets=targets)
+        v = an.ev(value, self.env)
+        if self.tagging:
+            self._tag = an.tag_of(value, self)
+        else:
+            an.class_inits_of(value, self)
         return v
 
     def assign(self, target: cst.BaseExpression, value: Any, value_node: Any = None) -> None:
