@@ -269,3 +269,31 @@ def test_statements_after_a_return_on_every_path_are_not_run(body, expected):
         return s.softmax(dim=-1)
     """
     assert factors(src) == expected
+
+
+def test_replace_equals_dataclasses_replace() -> None:
+    """The analyses' ``replace`` copies the instance dictionary of plain value classes and falls
+    back to ``dataclasses.replace`` where ``__init__`` does more than store the fields."""
+    import dataclasses
+
+    from attncheck.lint.analysis.interpreter import replace
+    from attncheck.lint.analysis.masks import Fill, MaskVal
+    from attncheck.lint.analysis.provenance import Tensor
+
+    for obj, changes in [(Tensor(rank=3, scores=True), {"rank": 4, "key_axis": -1}),
+                         (MaskVal(("Z", "Z", "N"), "float"), {"polarity": "keep"}),
+                         (Fill("literal", -1e9), {"wide": True})]:
+        got, want = replace(obj, **changes), dataclasses.replace(obj, **changes)
+        assert got == want and hash(got) == hash(want) and got is not obj
+        assert vars(got) == vars(want)
+        assert vars(obj) != vars(got)  # the original is unchanged
+
+    @dataclasses.dataclass(frozen=True)
+    class Derived:
+        a: int
+        b: int = dataclasses.field(init=False, default=0)
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "b", self.a * 2)
+
+    assert replace(Derived(1), a=5).b == 10

@@ -29,10 +29,45 @@ imports nor runs the linted code.  What they share is here:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import dataclasses
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import libcst as cst
+
+def replace(obj: Any, /, **changes: Any) -> Any:
+    """``dataclasses.replace(obj, **changes)`` for the analyses' value classes (``Tensor`` has
+    thirty fields; the standard one builds the keyword arguments and runs ``__init__``, which sets
+    each field of a frozen class through ``object.__setattr__``): a copy of the instance
+    dictionary with ``changes`` applied, for a dataclass whose ``__init__`` only stores its
+    fields (no ``__post_init__``, ``InitVar``, ``init=False`` field, ``__slots__`` or cached
+    property); ``dataclasses.replace`` for any other class."""
+    cls = obj.__class__
+    plain = _PLAIN.get(cls)
+    if plain is None:
+        plain = _PLAIN[cls] = _stores_fields_only(cls)
+    if not plain:
+        return dataclasses.replace(obj, **changes)
+    new = object.__new__(cls)
+    d = new.__dict__
+    d.update(obj.__dict__)
+    d.update(changes)
+    return new
+
+
+_PLAIN: dict[type, bool] = {}
+
+
+def _stores_fields_only(cls: type) -> bool:
+    if not dataclasses.is_dataclass(cls) or hasattr(cls, "__post_init__") \
+            or any("__slots__" in vars(k) for k in cls.__mro__[:-1]):
+        return False
+    if any(isinstance(v, cached_property) for k in cls.__mro__ for v in vars(k).values()):
+        return False
+    every = cls.__dataclass_fields__.values()
+    return len(dataclasses.fields(cls)) == len(every) and all(f.init for f in every)
+
 
 #: how many nested helper calls are inlined below the analysed function (``a(b(c(x)))``); a
 #: deeper call's value is unknown

@@ -34,7 +34,7 @@ constant used to mask (for the fill-value rules).  Nothing is imported or execut
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
@@ -52,6 +52,7 @@ from attncheck.lint.analysis.interpreter import (
     keyword_values,
     positional_params,
     positional_values,
+    replace,
     unpack,
     zip_values,
 )
@@ -800,6 +801,7 @@ class _Analyzer(Interpreter):
         #: attributes ``self.X`` each class's ``__init__`` sets (run once, on first look-up)
         self.class_attrs: dict[int, dict[str, Any]] = {}  # by id of the ClassInfo
         self._inited: set[int] = set()  # classes whose ``__init__`` ran
+        self._inited_lineages: set[int] = set()  # classes whose bases' ``__init__`` ran too
         self.globals: dict[str, Any] = {}
         self.callsite_args: dict[int, dict[int, Any]] = {}  # id(function) -> parameter index -> value
         #: pass 2: same-file functions called in this file (by ``id`` of their FunctionInfo),
@@ -876,6 +878,22 @@ class _Analyzer(Interpreter):
             if v is not None:
                 return v
         return None
+
+    def _lineage_inited(self, cls: ClassInfo | None) -> bool:
+        """Whether the ``__init__`` of ``cls`` and of every base :meth:`class_attr` can reach
+        has run (a look-up then runs nothing)."""
+        if cls is None or id(cls) in self._inited_lineages:
+            return True
+        stack = [(cls, 0)]
+        while stack:
+            c, depth = stack.pop()
+            if depth > self.index.MAX_BASES:
+                continue
+            if id(c) not in self._inited:
+                return False
+            stack.extend((b, depth + 1) for b in self.index.bases_of(c))
+        self._inited_lineages.add(id(cls))
+        return True
 
     def method(self, cls: ClassInfo | None, name: str) -> FunctionInfo | None:
         return self.lookup_function(name, cls) if cls is not None else None
@@ -1120,7 +1138,7 @@ class _Analyzer(Interpreter):
         ``self.m(...)`` call runs the ``__init__`` of the current class on first look-up
         (:meth:`class_attr`), which can record call-site arguments.  For a body whose tags
         nothing reads."""
-        if self.current is None:
+        if self.current is None or self._lineage_inited(self.current.cls):
             return
         for n in self.nodes.ops(expr):
             if type(n) is not _Call:

@@ -25,7 +25,7 @@ Everything unknown stays unknown: rules only fire on established facts.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from collections.abc import Collection
 from typing import Any
 
@@ -42,6 +42,7 @@ from attncheck.lint.analysis.interpreter import (
     Tup,
     positional_params,
     positional_values,
+    replace,
     zip_values,
 )
 from attncheck.lint.project import rehome
