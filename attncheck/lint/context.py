@@ -78,34 +78,50 @@ class _ImportCollector:
     #: node type → whether the walk enters it (libcst's node classes are ABCs: an
     #: ``isinstance`` against them runs Python code, so it is asked once per type)
     _ENTERS: dict[type, bool] = {}
+    #: node type → its fields in libcst's visiting order, as a tuple
+    _GETTERS: dict[type, Any] = {}
 
     def collect(self, node: cst.CSTNode) -> None:
         """Record the imports under ``node`` (the read-only order of
         :func:`attncheck.lint.walk.visit`, entering statements only)."""
-        from attncheck.lint.walk import fields_in_visit_order
-
-        enters = self._ENTERS
         t = type(node)
         if t is cst.Import:
             self.visit_Import(node)
-            return
-        if t is cst.ImportFrom:
+        elif t is cst.ImportFrom:
             self.visit_ImportFrom(node)
-            return
-        e = enters.get(t)
-        if e is None:
-            e = enters[t] = issubclass(t, self._DESCEND)
-        if not e:
-            return
-        collect = self.collect
-        for name in fields_in_visit_order(t):
-            v = getattr(node, name)
+        elif self._enters(t):
+            self._collect_in(node)
+
+    def _collect_in(self, node: cst.CSTNode) -> None:
+        enters = self._ENTERS
+        getters = self._GETTERS
+        t = type(node)
+        g = getters.get(t)
+        if g is None:
+            from attncheck.lint.attrs import tuple_getter
+            from attncheck.lint.walk import fields_in_visit_order
+
+            g = getters[t] = tuple_getter(fields_in_visit_order(t))
+        for v in g(node):
             c = v.__class__
-            if c is tuple or c is list:
-                for x in v:
-                    collect(x)
-            elif v is not None and hasattr(c, "_visit_and_replace_children"):
-                collect(v)
+            for x in (v if c is tuple or c is list else (v,)):
+                tx = type(x)
+                if tx is cst.Import:
+                    self.visit_Import(x)
+                elif tx is cst.ImportFrom:
+                    self.visit_ImportFrom(x)
+                else:
+                    e = enters.get(tx)
+                    if e is None:
+                        e = self._enters(tx)
+                    if e:
+                        self._collect_in(x)
+
+    def _enters(self, t: type) -> bool:
+        e = self._ENTERS.get(t)
+        if e is None:
+            e = self._ENTERS[t] = issubclass(t, self._DESCEND)
+        return e
 
     def visit_Import(self, node: cst.Import) -> None:
         for alias in node.names:
