@@ -202,6 +202,8 @@ class Interpreter:
         #: files whose analyzer is being built along this chain of imports (module-level code
         #: of files importing each other), shared with the analyzers built for them
         self.loading: set[str] = set() if loading is None else loading
+        #: :meth:`function_value` of a name no local binds, by name
+        self._free_names: dict[str, FuncRef | None] = {}
 
     # ---- call resolution: the one place a called name meets the module index
     def lookup_function(self, name: str, cls: Any = None) -> Any:
@@ -247,7 +249,22 @@ class Interpreter:
         file, else a top-level function of another linted file imported here (:meth:`imported`:
         ``helper`` from ``from .utils import helper``, or ``utils.helper`` of an imported module),
         else what a module-level alias (``split = utils.split_heads``) names; ``None`` for
-        anything else."""
+        anything else.  A plain name's answer depends on the name alone (the module index, the
+        imports, the aliases): it is kept per name, except while another file's analyzer is
+        being built (:attr:`loading`: an import cycle answers ``None`` until it is) and for a
+        function of another file (:meth:`imported` picks that file's analyzer at each call)."""
+        if depth == 0 and type(node) is cst.Name and node.value not in env:
+            known = self._free_names
+            name = node.value
+            if name in known:
+                return known[name]
+            v = self._function_value(node, env, 0)
+            if not self.loading and (v is None or v.owner is None):
+                known[name] = v
+            return v
+        return self._function_value(node, env, depth)
+
+    def _function_value(self, node: cst.Name | cst.Attribute, env: dict, depth: int) -> FuncRef | None:
         if type(node) is cst.Name:
             f = self.lookup_function(node.value)
             if f is not None:
