@@ -185,12 +185,21 @@ class FileContext:
         self.__dict__.clear()
 
     @cached_property
+    def _qualnames(self) -> dict[int, tuple[cst.BaseExpression, str | None]]:
+        return {}
+
+    @cached_property
     def imports(self) -> ImportTable:
         return ImportTable(self.module)
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
-        """Resolve a callee / attribute through the import table (see :class:`ImportTable`)."""
-        return self.imports.resolve(node)
+        """Resolve a callee / attribute through the import table (see :class:`ImportTable`);
+        once per node (the analyses ask again at each run of a function)."""
+        known = self._qualnames
+        w = known.get(id(node))
+        if w is None:
+            w = known[id(node)] = (node, self.imports.resolve(node))  # the node keeps its id
+        return w[1]
 
     def imported_function(self, func: cst.BaseExpression) -> Any:
         """The function of another linted file that the callee expression ``func`` (``f``,

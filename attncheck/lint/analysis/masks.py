@@ -818,7 +818,6 @@ class _Analyzer(Interpreter):
         self.collecting = True  # pass 1: gather call-site arguments (frozen for pass 2)
         self._return_depth = 0
         self.current: FunctionInfo | None = None
-        self._qn: dict[int, tuple[cst.CSTNode, str | None]] = {}
         self._data: dict[int, tuple[cst.CSTNode, set[str]]] = {}
         self._code: dict[int, tuple[cst.CSTNode, str]] = {}
         self._adds: dict[int, tuple[cst.CSTNode, bool]] = {}
@@ -1120,11 +1119,8 @@ class _Analyzer(Interpreter):
         return False
 
     def qualname(self, node: cst.BaseExpression) -> str | None:
-        """``ctx.qualname`` cached per node for this analysis (the node is kept alive)."""
-        w = self._qn.get(id(node))
-        if w is None:
-            w = self._qn[id(node)] = (node, self.ctx.qualname(node))
-        return w[1]
+        """``ctx.qualname`` (kept per node by the file's context)."""
+        return self.ctx.qualname(node)
 
     def data_names(self, node: cst.CSTNode) -> set[str]:
         """:func:`_data_names` of ``node``, cached per node for this analysis (do not mutate)."""
