@@ -36,6 +36,7 @@ from typing import Any
 
 import libcst as cst
 
+
 def replace(obj: Any, /, **changes: Any) -> Any:
     """``dataclasses.replace(obj, **changes)`` for the analyses' value classes (``Tensor`` has
     thirty fields; the standard one builds the keyword arguments and runs ``__init__``, which sets

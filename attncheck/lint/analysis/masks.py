@@ -1054,7 +1054,6 @@ class _Analyzer(Interpreter):
         self._adds[id(f.node)] = (f.node, found)
         return found
 
-
     def _bind(self, target, val, tag, state: _MaskFrame, cls_env, value_node) -> None:
         if type(target) is cst.Name:
             name = target.value

@@ -48,11 +48,11 @@ from attncheck.lint.analysis.interpreter import (
 from attncheck.lint.project import rehome
 from attncheck.lint.analysis.syntax import (
     arg_value,
-    scope_nodes,
     int_of,
     mentions_name,
     num_of,
     parse_einsum,
+    scope_nodes,
     short_code,
 )
 
