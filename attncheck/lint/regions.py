@@ -326,6 +326,9 @@ class Index:
     torch_imports: list[int]
     #: class (top-level statement index) → names read in its bases and keywords
     class_bases: dict[int, set[str]]
+    #: trigger pattern (its ``pattern`` text) → its first match in the file, or ``None``, where
+    #: already searched (the engine's prefilter fills it): :func:`select` starts from there
+    first_matches: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -405,10 +408,10 @@ def _module_statement(s: ast.stmt, out: set[str]) -> bool:
     return code
 
 
-def index(text: str) -> Index | None:
+def index(text: str, first_matches: dict[str, object] | None = None) -> Index | None:
     """The units of ``text``; ``None`` when ``ast`` cannot parse it (the engine's syntax screen
     then reports why) or its line ends are not ``\\n``/``\\r\\n`` (lone CR: Python's line
-    count differs from ``split("\\n")``)."""
+    count differs from ``split("\\n")``).  ``first_matches``: see :attr:`Index.first_matches`."""
     if "\r" in text and "\r" in text.replace("\r\n", ""):
         return None
     lines = text.split("\n")
@@ -465,7 +468,7 @@ def index(text: str) -> Index | None:
     for a, b in zip(units, units[1:]):
         a.end = b.start
     units[-1].end = len(lines)
-    return Index(lines, units, tops, binds, torch_imports, class_bases)
+    return Index(lines, units, tops, binds, torch_imports, class_bases, first_matches or {})
 
 
 def _class_units(c: ast.ClassDef, first: int, ti: int, base: int) -> list[Unit]:
@@ -555,8 +558,8 @@ class _Facts:
     def __init__(self, u: Unit, nodes: list, base: int) -> None:
         #: name read as a plain name (or declared ``global``) → lines
         self.names: dict[str, list[int]] = {}
-        #: attribute names (``x.attr``) → lines
-        self.attrs: dict[str, list[int]] = {}
+        #: attribute names (``x.attr``)
+        self.attrs: set[str] = set()
         #: ``self.attr`` → lines
         self.self_attrs: dict[str, list[int]] = {}
         self.calls: set[str] = set()        # names called: ``f(...)``
@@ -569,45 +572,54 @@ class _Facts:
         self.imports: set[str] = set()      # names its imports bind
         own = nodes[0] if u.kind in ("func", "meth") else None
         names, attrs, self_attrs = self.names, self.attrs, self.self_attrs
-        Name, Attribute, Call, Load = ast.Name, ast.Attribute, ast.Call, ast.Load
+        calls, attr_calls, bindings = self.calls, self.attr_calls, self.bindings
+        Name, Attribute, Call, Load, Constant = ast.Name, ast.Attribute, ast.Call, ast.Load, \
+            ast.Constant
         binding_types = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
-        for node in _walk(nodes):
+        # one pass over the nodes, in :func:`_walk`'s order (its loop, inlined)
+        stack = [r for r in nodes if r is not None]
+        pop, push = stack.pop, stack.append
+        getters = _CHILD_GETTERS
+        while stack:
+            node = pop()
             t = type(node)
-            if t is Name:
+            if t is Name:  # no children
                 if type(node.ctx) is Load:
                     ln = names.get(node.id)
                     if ln is None:
                         names[node.id] = [node.lineno - 1 + base]
                     else:
                         ln.append(node.lineno - 1 + base)
-            elif t is Attribute:
-                ln = attrs.get(node.attr)
-                if ln is None:
-                    attrs[node.attr] = ln = []
-                ln.append(node.lineno - 1 + base)
+                continue
+            if t is Attribute:
+                attrs.add(node.attr)
                 v = node.value
                 if type(v) is Name and v.id == "self":
                     self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
-            elif t is Call:
+                push(v)  # its only child
+                continue
+            if t is Constant:  # no children
+                continue
+            if t is Call:
                 f = node.func
                 if type(f) is Name:
-                    self.calls.add(f.id)
+                    calls.add(f.id)
                     if f.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2 \
-                            and type(node.args[1]) is ast.Constant \
+                            and type(node.args[1]) is Constant \
                             and isinstance(node.args[1].value, str):
                         # ``getattr(self, "name")``: the provenance analysis follows it
                         at = node.args[1].value
-                        attrs.setdefault(at, []).append(node.lineno - 1 + base)
+                        attrs.add(at)
                         a0 = node.args[0]
                         if type(a0) is Name and a0.id == "self":
                             self_attrs.setdefault(at, []).append(node.lineno - 1 + base)
                 elif type(f) is Attribute:
-                    self.attr_calls.add(f.attr)
+                    attr_calls.add(f.attr)
                     if f.attr in ("register_buffer", "register_parameter") and node.args \
-                            and type(node.args[0]) is ast.Constant \
+                            and type(node.args[0]) is Constant \
                             and isinstance(node.args[0].value, str):
-                        self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                              set(), {node.args[0].value}, node.args[1:]])
+                        bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                         set(), {node.args[0].value}, node.args[1:]])
             elif t in binding_types:
                 targets = node.targets if t is ast.Assign else [node.target]
                 bound: set[str] = set()
@@ -617,20 +629,32 @@ class _Facts:
                         bound.add(x.id)
                     elif type(x) is Attribute and type(x.value) is Name and x.value.id == "self":
                         bound_attrs.add(x.attr)
-                self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                      bound, bound_attrs, [node.value]])
+                bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                 bound, bound_attrs, [node.value]])
             elif t is ast.Import or t is ast.ImportFrom:
                 got = {a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"}
                 self.imports |= got
                 if t is ast.Import or node.level == 0:  # the alias table skips relative ones
-                    self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                          got, set(), set()])
+                    bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                     got, set(), set()])
             elif t in _DEFS:
                 if node is not own:
                     self.nested.add(node.name)
             elif t is ast.Global or t is ast.Nonlocal:
                 for n in node.names:
                     names.setdefault(n, []).append(node.lineno - 1 + base)
+            g = getters.get(t)
+            if g is None:
+                g = _children_getter(t)
+            for v in g(node):
+                if v is None:
+                    continue
+                if type(v) is list:
+                    for x in v:
+                        if x is not None:
+                            push(x)
+                else:
+                    push(v)
 
     def _rhs(self, b: list) -> set[str]:
         if type(b[4]) is list:
@@ -918,10 +942,16 @@ def select(text: str, triggers, why: dict | None = None,
     for pat, trigs in by_pattern.values():
         walks = any(id(t) in walk_ids for t in trigs)
         code_only = all(t.code_only for t in trigs)
+        first = idx.first_matches.get(pat.pattern, False)
+        if first is None:
+            continue  # searched already, and nowhere
         pos = 0
         search = _searcher(pat, text)
         while True:
-            m = search(pos)
+            if first is not False:
+                m, first = first, False
+            else:
+                m = search(pos)
             if m is None:
                 break
             ui = unit_at(m.start())
@@ -1131,7 +1161,7 @@ def select(text: str, triggers, why: dict | None = None,
                         todo.extend(tj for name in top_names.intersection(ff.names)
                                     for tj in by_name[name] if tj not in class_tops)
                     # (a class-body statement may name a method plainly: ``forward = _forward``)
-                    named = fa.attrs.keys() | via | (fa.names.keys() if u.kind == "class" else set())
+                    named = fa.attrs | via | (fa.names.keys() if u.kind == "class" else set())
                     for f in ancestors[u.top]:
                         ms = methods.get(f, {})
                         for name in ms.keys() & named:
@@ -1139,7 +1169,7 @@ def select(text: str, triggers, why: dict | None = None,
                                 keep(mi)
                 if roots is not None and u.kind in ("func", "meth") and fa.attrs:
                     for ms in methods.values():
-                        for name in ms.keys() & fa.attrs.keys():
+                        for name in ms.keys() & fa.attrs:
                             for mi in ms[name]:
                                 keep(mi)
             # its callers (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters;
