@@ -553,7 +553,7 @@ class _Facts:
     """What a unit's code reads and binds, from its ``ast`` (lines 0-based, in the file)."""
 
     __slots__ = ("names", "attrs", "self_attrs", "calls", "attr_calls", "bindings",
-                 "nested", "imports")
+                 "nested", "imports", "_at", "_reach", "_by_rhs")
 
     def __init__(self, u: Unit, nodes: list, base: int) -> None:
         #: name read as a plain name (or declared ``global``) → lines
@@ -565,11 +565,15 @@ class _Facts:
         self.calls: set[str] = set()        # names called: ``f(...)``
         self.attr_calls: set[str] = set()   # attributes called: ``x.m(...)``
         #: binding statements: [first line, last line, names, self attributes, the right-hand
-        #: side (nodes, replaced by the names it reads on first use)]; ``register_buffer("x",
-        #: …)`` binds the attribute ``x``
+        #: side (nodes, or the names it reads)]; ``register_buffer("x", …)`` binds the
+        #: attribute ``x``
         self.bindings: list[list] = []
         self.nested: set[str] = set()       # names of nested ``def`` s
         self.imports: set[str] = set()      # names its imports bind
+        self._at: dict[int, list[list]] | None = None   # line → bindings spanning it
+        #: name → attributes it reaches (:meth:`attrs_from`); name → bindings reading it
+        self._reach: dict[str, set[str]] | None = None
+        self._by_rhs: dict[str, list[list]] = {}
         own = nodes[0] if u.kind in ("func", "meth") else None
         names, attrs, self_attrs = self.names, self.attrs, self.self_attrs
         calls, attr_calls, bindings = self.calls, self.attr_calls, self.bindings
@@ -656,33 +660,59 @@ class _Facts:
                 else:
                     push(v)
 
-    def _rhs(self, b: list) -> set[str]:
-        if type(b[4]) is list:
-            b[4] = _name_ids(b[4])
-        return b[4]
-
     def bound_at(self, line: int) -> tuple[set[str], set[str]]:
         """Names and ``self`` attributes bound by the statements spanning ``line``."""
+        at = self._at
+        if at is None:
+            at = self._at = {}
+            for b in self.bindings:
+                for li in range(b[0], b[1] + 1):
+                    got = at.get(li)
+                    if got is None:
+                        at[li] = [b]
+                    else:
+                        got.append(b)
         names: set[str] = set()
         attrs: set[str] = set()
-        for b in self.bindings:
-            if b[0] <= line <= b[1]:
-                names |= b[2]
-                attrs |= b[3]
+        for b in at.get(line, ()):
+            names |= b[2]
+            attrs |= b[3]
         return names, attrs
 
     def attrs_from(self, names: set[str]) -> set[str]:
         """Attributes set from ``names`` through locals: ``big = -1e9``, ``small = big``,
-        ``self.fill = small`` → ``fill``."""
-        local = set(names)
-        grew = True
-        while grew:
-            grew = False
+        ``self.fill = small`` → ``fill``.  What one name reaches does not depend on the others
+        (a binding follows from any one name its right-hand side reads), so it is kept per name."""
+        reach = self._reach
+        if reach is None:
+            reach = self._reach = {}
+            by_rhs = self._by_rhs = {}
             for b in self.bindings:
-                if not b[2] <= local and self._rhs(b) & local:
-                    local |= b[2]
-                    grew = True
-        return {a for b in self.bindings if b[3] and self._rhs(b) & local for a in b[3]}
+                for n in _name_ids(b[4]) if type(b[4]) is list else b[4]:
+                    got = by_rhs.get(n)
+                    if got is None:
+                        by_rhs[n] = [b]
+                    else:
+                        got.append(b)
+        out: set[str] = set()
+        for n in names:
+            got = reach.get(n)
+            if got is None:
+                got = reach[n] = self._attrs_from_name(n)
+            out |= got
+        return out
+
+    def _attrs_from_name(self, name: str) -> set[str]:
+        by_rhs = self._by_rhs
+        local, todo, attrs = {name}, [name], set()
+        while todo:
+            for b in by_rhs.get(todo.pop(), ()):
+                attrs |= b[3]
+                for m in b[2]:
+                    if m not in local:
+                        local.add(m)
+                        todo.append(m)
+        return attrs
 
 
 def _code_spans(nodes: list, base: int, lines: list[str], line_starts: list[int]) -> list[tuple[int, int]]:
