@@ -492,9 +492,10 @@ def _class_units(c: ast.ClassDef, first: int, ti: int, base: int) -> list[Unit]:
     return out
 
 
-#: fields holding no nodes (names, flags, constants' values), skipped by :func:`_walk`
+#: fields skipped by :func:`_walk`: holding no nodes (names, flags, constants' values) or only
+#: operators (``+``, ``not``, ``<``), which name nothing
 _SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "asname", "module", "level", "kind",
-                            "conversion", "is_async", "simple", "type_comment", "tag"})
+                            "conversion", "is_async", "simple", "type_comment", "tag", "op", "ops"})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -580,7 +581,7 @@ class _Facts:
         Name, Attribute, Call, Load, Constant = ast.Name, ast.Attribute, ast.Call, ast.Load, \
             ast.Constant
         binding_types = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
-        # one pass over the nodes, in :func:`_walk`'s order (its loop, inlined)
+        # one pass over the nodes (:func:`_walk`'s loop, inlined)
         stack = [r for r in nodes if r is not None]
         pop, push = stack.pop, stack.append
         getters = _CHILD_GETTERS
@@ -597,10 +598,18 @@ class _Facts:
                 continue
             if t is Attribute:
                 attrs.add(node.attr)
-                v = node.value
-                if type(v) is Name and v.id == "self":
-                    self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
-                push(v)  # its only child
+                v = node.value  # its only child
+                if type(v) is Name:
+                    if v.id == "self":
+                        self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
+                    if type(v.ctx) is Load:
+                        ln = names.get(v.id)
+                        if ln is None:
+                            names[v.id] = [v.lineno - 1 + base]
+                        else:
+                            ln.append(v.lineno - 1 + base)
+                else:
+                    push(v)
                 continue
             if t is Constant:  # no children
                 continue
@@ -650,14 +659,29 @@ class _Facts:
             g = getters.get(t)
             if g is None:
                 g = _children_getter(t)
+            # names and constants (leaves) are read here rather than pushed
             for v in g(node):
-                if v is None:
-                    continue
-                if type(v) is list:
+                tv = type(v)
+                if tv is list:
                     for x in v:
-                        if x is not None:
+                        tx = type(x)
+                        if tx is Name:
+                            if type(x.ctx) is Load:
+                                ln = names.get(x.id)
+                                if ln is None:
+                                    names[x.id] = [x.lineno - 1 + base]
+                                else:
+                                    ln.append(x.lineno - 1 + base)
+                        elif tx is not Constant and x is not None:
                             push(x)
-                else:
+                elif tv is Name:
+                    if type(v.ctx) is Load:
+                        ln = names.get(v.id)
+                        if ln is None:
+                            names[v.id] = [v.lineno - 1 + base]
+                        else:
+                            ln.append(v.lineno - 1 + base)
+                elif tv is not Constant and v is not None:
                     push(v)
 
     def bound_at(self, line: int) -> tuple[set[str], set[str]]:
