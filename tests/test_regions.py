@@ -97,6 +97,17 @@ def test_literal_starts_search_matches_its_regex(text, positions, pattern):
         assert (p.search(text, pos) and got.span()) == (want and want.span())
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0169._eExX +-*/(\t\n?a\u0663\u00e9", max_size=30), st.integers(0, 31),
+       st.sampled_from(range(len(T.BIG_LITERAL))))
+def test_number_pattern_search_matches_its_regex(text, pos, which):
+    """Searched where its folded hint matches, a literal pattern finds the same match (span)
+    as its regular expression from any position, other scripts' digits (``\\d``) included."""
+    p = T.BIG_LITERAL[which]
+    got, want = p.search(text, pos), p.regex.search(text, pos)
+    assert (got and got.span()) == (want and want.span())
+
+
 @pytest.mark.parametrize("literal, overflows", [
     ("-1e9", True), ("-1E10", True), ("-1.0e+05", True), ("-100000", True), ("-65505.0", True),
     ("-1_000_000", True), ("float('-1e30')", True), ("-9e4", True), ("-0xFFFF", True),
