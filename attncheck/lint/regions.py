@@ -546,6 +546,26 @@ def _walk(roots: Iterable[ast.AST]) -> list[ast.AST]:
     return out
 
 
+#: statement fields holding statements (a ``def`` is a statement: it is nowhere else)
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _nested_defs(nodes: list, own: ast.AST | None) -> set[str]:
+    """Names of the function definitions among ``nodes`` and the statements nested in them,
+    ``own`` aside."""
+    out: set[str] = set()
+    stack = list(nodes)
+    while stack:
+        s = stack.pop()
+        if type(s) in _DEFS and s is not own:
+            out.add(s.name)
+        for f in _BODIES:
+            b = getattr(s, f, None)
+            if type(b) is list:
+                stack.extend(b)
+    return out
+
+
 def _name_ids(nodes: Iterable[ast.AST]) -> set[str]:
     return {x.id for x in _walk(nodes) if type(x) is ast.Name}
 
@@ -853,6 +873,21 @@ def select(text: str, triggers, why: dict | None = None,
             f = facts_of[ui] = _Facts(units[ui], *nodes_of(ui))
         return f
 
+    nested_of: dict[int, set[str]] = {}
+
+    def nested_defs(ui: int) -> set[str]:
+        """Names of the ``def`` s nested in unit ``ui`` (:attr:`_Facts.nested`, read from its
+        statements only when its facts are not needed otherwise)."""
+        f = facts_of.get(ui)
+        if f is not None:
+            return f.nested
+        got = nested_of.get(ui)
+        if got is None:
+            nodes, _ = nodes_of(ui)
+            got = nested_of[ui] = _nested_defs(nodes, nodes[0] if units[ui].kind in ("func", "meth")
+                                               else None)
+        return got
+
     def occurrences(word: str, lo: int = 0, hi: int | None = None) -> Iterator[int]:
         """Offsets where ``word`` occurs as a whole identifier in ``text[lo:hi]``."""
         k = len(word)
@@ -1022,7 +1057,7 @@ def select(text: str, triggers, why: dict | None = None,
             hit = hit_walk = False
             for t in trigs:
                 if t.methods is not None and not (u.kind == "meth" and u.name in t.methods) \
-                        and not t.methods & facts(ui).nested:
+                        and not t.methods & nested_defs(ui):
                     continue
                 if t.context is not None and not in_context(t, ui):
                     continue
