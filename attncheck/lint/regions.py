@@ -446,8 +446,7 @@ def index(text: str, first_matches: dict[str, object] | None = None) -> Index | 
             elif t is ast.ClassDef:
                 tops.append((s.name, True))
                 units.extend(_class_units(s, first, ti, base))
-                class_bases[ti] = {x.id for e in (*s.bases, *(k.value for k in s.keywords))
-                                   for x in ast.walk(e) if type(x) is ast.Name}
+                class_bases[ti] = _name_ids([*s.bases, *(k.value for k in s.keywords)])
             else:
                 tops.append((None, False))
                 ui = len(units)
