@@ -775,3 +775,61 @@ PROBS_ZEROED_CASES = [
 def test_att206_probabilities_zeroed_at_padded_keys(pre, use, zeroed):
     src = PROBS_ZEROED.format(pre=pre, use=use)
     assert ({c for _, c in pairs(src)} == {"ATT206"}) is zeroed, pairs(src)
+
+
+# ---- causal masks over a KV cache built from index grids shifted by sizes
+
+_SHIFTED_INDEX_TEMPLATES = {
+    "row_plus_size_difference": '''
+import torch
+import torch.nn.functional as F
+
+def attend(q, k, v):
+    q_len, kv_len = q.size(-2), k.size(-2)
+    i = torch.arange(q_len)[:, None] + (kv_len - q_len)
+    j = torch.arange(kv_len)[None, :]
+    scores = torch.matmul(q, k.transpose(-1, -2)) * q.size(-1) ** -0.5
+    scores = torch.where(j {op} i, scores, torch.finfo(scores.dtype).min)
+    return F.softmax(scores, dim=-1) @ v
+''',
+    "arange_from_past_length": '''
+import torch
+import torch.nn.functional as F
+
+def attend(q, k, v):
+    L = q.size(-2)
+    past = k.size(-2) - L
+    i = torch.arange(past, past + L).unsqueeze(1)
+    j = torch.arange(past + L).unsqueeze(0)
+    scores = torch.matmul(q, k.transpose(-1, -2)) * q.size(-1) ** -0.5
+    scores = scores.masked_fill(~(j {op} i), float("-inf"))
+    return F.softmax(scores, dim=-1) @ v
+''',
+}
+
+
+@pytest.mark.parametrize("op", ["<=", "<"])
+@pytest.mark.parametrize("name", sorted(_SHIFTED_INDEX_TEMPLATES))
+def test_kv_shifted_index_masks_follow_their_numerics(name, op):
+    """The truth comes from running the module against SDPA with a lower-right causal mask
+    (3 queries over 5 keys, float64); lint must report ATT202 exactly when it differs."""
+    torch = pytest.importorskip("torch")
+    src = _SHIFTED_INDEX_TEMPLATES[name].format(op=op)
+    ns: dict = {}
+    exec(compile(src, name, "exec"), ns)
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 3, 4, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(1, 2, 5, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    keep = torch.ones(3, 5, dtype=torch.bool).tril(diagonal=5 - 3)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+    out = ns["attend"](q, k, v)
+    buggy = not torch.allclose(out, ref, atol=1e-9, rtol=0)
+    assert buggy == (op == "<")  # the run agrees with the intended label
+    codes = {f.code for f in mask_findings(src)}
+    assert codes == ({"ATT202"} if buggy else set())
+
+
+def test_index_shift_other_than_the_kv_alignment_is_not_read_as_causal():
+    src = _SHIFTED_INDEX_TEMPLATES["row_plus_size_difference"].format(op="<").replace(
+        "(kv_len - q_len)", "(q_len - kv_len)")
+    assert mask_findings(src) == []

@@ -221,10 +221,19 @@ def _same_axes(new: Any, old: MaskVal) -> Any:
 @dataclass(frozen=True)
 class IndexVal:
     """``torch.arange`` laid out along the query axis (``row``), key axis (``col``) or 1-D (``vec``),
-    plus an integer ``offset`` (``None`` when symbolic)."""
+    plus an integer ``offset`` (``None`` when unknown).
+
+    ``size``: the arange's length as integer terms (``(("q_len", 1),)`` for ``arange(q_len)``;
+    ``None`` unknown); ``sym``: symbolic terms added to the offset (``arange(q_len)[:, None] +
+    (kv_len - q_len)`` → ``(("kv_len", 1), ("q_len", -1))``).  Comparing a row and a column index
+    whose symbolic offsets differ by exactly the key length minus the query length aligns query
+    ``r`` with key ``r + L_k - L_q``, the convention of a causal mask over a KV cache (the
+    bottom-right alignment of ``torch.nn.attention.bias.causal_lower_right``)."""
 
     axis: str
     offset: int | None = 0
+    size: tuple[tuple[str, int], ...] | None = None
+    sym: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -625,6 +634,24 @@ def _linear_terms(node: cst.BaseExpression, text, env: dict | None = None) -> tu
     if t in (_Name, _Attribute, cst.Subscript, _Call):
         return {text(node): 1}, 0
     return None
+
+
+def _add_terms(terms: tuple[tuple[str, int], ...], more: dict[str, int], sign: int = 1) -> tuple[tuple[str, int], ...]:
+    """``terms + sign · more`` as a sorted tuple without zero coefficients."""
+    out = dict(terms)
+    for k, v in more.items():
+        out[k] = out.get(k, 0) + sign * v
+    return tuple(sorted((k, v) for k, v in out.items() if v))
+
+
+def _kv_aligned(row: IndexVal, col: IndexVal) -> bool:
+    """Whether the symbolic offsets of a query-axis index ``row`` and a key-axis index ``col``
+    differ by exactly ``L_k - L_q`` (their aranges' lengths): then ``row OP col`` is the same
+    pattern, relative to the KV-aligned diagonal, as on a square mask without them."""
+    if row.size is None or col.size is None:
+        return False
+    net = _add_terms(row.sym, dict(col.sym), -1)
+    return net == _add_terms(col.size, dict(row.size), -1)
 
 
 def _leaves(node: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -1646,8 +1673,11 @@ class _Analyzer(Interpreter):
         if t is cst.Subscript:
             return self._ev_subscript(node, env)
         if t is _BinaryOperation:
-            v = self._binop(self._ev(node.left, env, origin), node.operator,
-                            self._ev(node.right, env, origin), node)
+            a, b = self._ev(node.left, env, origin), self._ev(node.right, env, origin)
+            shifted = self._index_shift(a, node.operator, b, node, env)
+            if shifted is not None:
+                return shifted
+            v = self._binop(a, node.operator, b, node)
             if v is None and type(node.operator) in (cst.Add, cst.Subtract):
                 return self._int_sum(node, env)
             return v
@@ -1767,6 +1797,41 @@ class _Analyzer(Interpreter):
     def _text(self, n: cst.CSTNode) -> str:
         return "".join(self.ctx.module.code_for_node(n).split())
 
+    def _index_shift(self, a, op, b, node: cst.BinaryOperation, env) -> IndexVal | None:
+        """An index plus or minus integer terms that are not literals: ``arange(q_len)[:, None] +
+        (kv_len - q_len)`` (the terms are kept symbolically, :class:`IndexVal`); ``None`` for
+        anything else (literal shifts are :meth:`_binop`'s)."""
+        if type(op) not in (cst.Add, cst.Subtract):
+            return None
+        if isinstance(a, IndexVal) and not isinstance(b, (IndexVal, Fill)):
+            idx, other, sign = a, node.right, 1 if type(op) is cst.Add else -1
+        elif isinstance(b, IndexVal) and not isinstance(a, (IndexVal, Fill)) and type(op) is cst.Add:
+            idx, other, sign = b, node.left, 1
+        else:
+            return None
+        lin = _linear_terms(other, self._text, env)
+        if lin is None or idx.offset is None:
+            return replace(idx, offset=None)
+        return replace(idx, offset=idx.offset + sign * lin[1], sym=_add_terms(idx.sym, lin[0], sign))
+
+    def _arange(self, node: cst.Call, env) -> IndexVal:
+        """``torch.arange(end)`` / ``arange(start, end)``: a 1-D index with ``start`` as its offset
+        and ``end - start`` as its size (integer terms, :func:`_linear_terms`)."""
+        pos = [a.value for a in node.args if a.keyword is None and not a.star]
+        start = pos[0] if len(pos) >= 2 else kwarg(node, "start")
+        end = pos[1] if len(pos) >= 2 else pos[0] if pos else kwarg(node, "end")
+        step = pos[2] if len(pos) >= 3 else kwarg(node, "step")
+        if step is not None and int_of(step) != 1:
+            return IndexVal("vec", None)
+        lo = ({}, 0) if start is None else _linear_terms(start, self._text, env)
+        hi = _linear_terms(end, self._text, env) if end is not None else None
+        if lo is None:
+            return IndexVal("vec", None)
+        size = None if hi is None else _add_terms((("", hi[1] - lo[1]),), hi[0]) if not lo[0] \
+            else _add_terms(_add_terms((("", hi[1] - lo[1]),), hi[0]), lo[0], -1)
+        # a symbolic start (``arange(past, past + L)``) is a symbolic offset
+        return IndexVal("vec", lo[1], size=size, sym=_add_terms((), lo[0]))
+
     def _int_sum(self, node: cst.BinaryOperation, env) -> IntSum | None:
         """An integer sum of sizes (``kv_len - q_len + 1``) as an :class:`IntSum`; ``None`` when a
         term may be anything but an integer: a name that holds a mask value or whose name says it
@@ -1804,9 +1869,9 @@ class _Analyzer(Interpreter):
                 else:
                     return None
             if kinds == [":", "N"]:
-                return IndexVal("row", base.offset)
+                return replace(base, axis="row")
             if kinds in (["N", ":"], ["N"]):
-                return IndexVal("col", base.offset)
+                return replace(base, axis="col")
             return None
         if isinstance(base, MaskVal):
             plain = True
@@ -1928,7 +1993,7 @@ class _Analyzer(Interpreter):
             return MaskVal((r, r, r) if r else None, dt, f if r == "N" else None, None, node,
                            unit=r != "P" or dt == "bool" or f.value == 1.0)
         if q == "torch.arange":
-            return IndexVal("vec", 0)
+            return self._arange(node, env)
         if q in ("torch.triu_indices", "torch.tril_indices"):
             off = arg_value(node, 2, "offset")
             d = 0 if off is None else int_of(off)
@@ -2002,15 +2067,15 @@ class _Analyzer(Interpreter):
             if meth == "unsqueeze":
                 d = int_of(arg_value(node, 0, "dim"))
                 if d in (-1, 1):
-                    return IndexVal("row", recv.offset)
+                    return replace(recv, axis="row")
                 if d in (0, -2):
-                    return IndexVal("col", recv.offset)
+                    return replace(recv, axis="col")
             if meth in ("view", "reshape") and len(node.args) == 2:
                 a, b = int_of(node.args[0].value), int_of(node.args[1].value)
                 if b == 1:
-                    return IndexVal("row", recv.offset)
+                    return replace(recv, axis="row")
                 if a == 1:
-                    return IndexVal("col", recv.offset)
+                    return replace(recv, axis="col")
             if meth in ("to", "long", "int", "float", "cuda", "cpu"):
                 return recv
             return None
@@ -2147,12 +2212,12 @@ class _Analyzer(Interpreter):
                 off = None if a.offset is None or b.value is None or b.value != int(b.value) else (
                     a.offset + int(b.value) if type(op) is cst.Add
                     else a.offset - int(b.value) if type(op) is cst.Subtract else None)
-                return IndexVal(a.axis, off) if type(op) in (cst.Add, cst.Subtract) else None
+                return replace(a, offset=off) if type(op) in (cst.Add, cst.Subtract) else None
             if isinstance(b, IndexVal) and isinstance(a, Fill) and type(op) is cst.Add \
                     and a.kind == "literal" and a.value == int(a.value or 0):
-                return IndexVal(b.axis, None if b.offset is None else b.offset + int(a.value))
+                return replace(b, offset=None if b.offset is None else b.offset + int(a.value))
             if isinstance(a, IndexVal) and type(op) in (cst.Add, cst.Subtract) and b is None:
-                return IndexVal(a.axis, None)
+                return replace(a, offset=None)
             return None
         if isinstance(a, MaskVal) and isinstance(b, MaskVal):
             if type(op) is cst.Multiply and "N" in (a.pattern or ()) + (b.pattern or ()):
@@ -2243,6 +2308,8 @@ class _Analyzer(Interpreter):
                 return MaskVal(None, "bool", None, None, node)
             row_first = a.axis == "row"
             row, col = (a, b) if row_first else (b, a)
+            if (row.sym or col.sym) and not _kv_aligned(row, col):
+                return MaskVal(None, "bool", None, None, node)
             return MaskVal(p_compare_index(op, row.offset, col.offset, row_first), "bool", None,
                            None, node)
         if isinstance(b, MaskVal) and isinstance(a, Fill):
