@@ -603,8 +603,8 @@ def _lint_text(text: str, display: str, enabled: frozenset[str],
     # the region index is CPython's own parse (``ast``): a file it reads is valid syntax (it
     # accepts what only bytecode compilation refuses, ``return`` outside a function, as libcst
     # does), so it stands in for the syntax screen
-    idx = _regions.index(text, first_matches) if use_regions and active and _regions.triggers_of(active) \
-        and text.count("\n") + 1 >= _regions.MIN_LINES else None
+    idx = _regions.index(text, first_matches) if use_regions and active \
+        and _regions.triggers_of(active) and text.count("\n") + 1 >= _regions.MIN_LINES else None
     if idx is None:
         # also without ATT000: a region parse must not lint a file the whole parse cannot
         # read, and no parse may see a file nested too deeply for the parsers
