@@ -62,6 +62,52 @@ def test_matmul_operator_search_matches_its_regex(text, pos):
     assert (got and got.span()) == (want and want.span())
 
 
+@pytest.mark.parametrize("pattern, literals", [
+    (r"softmax|Softmax", ("softmax", "Softmax")),
+    (r"\.view\s*\(|reshape\s*\(", (".view", "reshape")),
+    (r"abc\(|abcd|x[yz]q", ("x", "abc(", "abcd")), (r"abc|[xy]q", None),  # a class first
+    (r"n_?rep|group", ("n", "group")),         # a quantified character ends the literal
+    (r"Trans(?:former)?|Transformer\(|Tra+x", ("Tr",)),  # all start with ``Tr``
+    (r"(?:ab|cd)|ef", None), (r"ab|", None), (r"a[|]b|c\|d", ("a", "c|d")),
+])
+def test_literal_starts_of_alternatives(pattern, literals):
+    assert regions._literal_starts(pattern) == literals
+
+
+_LITERAL_START_PATTERNS = [T.SOFTMAX[0], T.VIEW[0], T.F_DROPOUT[0], T.REPEAT[0], T.MHA[0],
+                           r"abab(?!c)|baa\b|aaab*"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab_c. (\nsofStmaxdrpuvwie", max_size=40),
+       st.lists(st.integers(0, 41), max_size=6), st.sampled_from(_LITERAL_START_PATTERNS))
+def test_literal_starts_search_matches_its_regex(text, positions, pattern):
+    """Searched from the literals, an alternation finds the same match (span) as the regular
+    expression, from any start position and along a run of positions (increasing or not), and
+    over the trigger patterns' own words."""
+    words = ["softmax", "Softmax", ".view(", "reshape (", "dropout(", "self.dropout(",
+             "alpha_dropout(", ".repeat(", "tile(", "Transformer(", "MultiheadAttention"]
+    text = "".join(w if c == "." else c for c, w in zip(text, words * 4)) + text
+    p = regions.compile_trigger(pattern)
+    assert isinstance(p, regions.LiteralStarts)
+    search = p.searcher(text)
+    for pos in positions:
+        got, want = search(pos), p.regex.search(text, pos)
+        assert (got and got.span()) == (want and want.span())
+        assert (p.search(text, pos) and got.span()) == (want and want.span())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0169._eExX +-*/(\t\n?a\u0663\u00e9", max_size=30), st.integers(0, 31),
+       st.sampled_from(range(len(T.BIG_LITERAL))))
+def test_number_pattern_search_matches_its_regex(text, pos, which):
+    """Searched where its folded hint matches, a literal pattern finds the same match (span)
+    as its regular expression from any position, other scripts' digits (``\\d``) included."""
+    p = T.BIG_LITERAL[which]
+    got, want = p.search(text, pos), p.regex.search(text, pos)
+    assert (got and got.span()) == (want and want.span())
+
+
 @pytest.mark.parametrize("literal, overflows", [
     ("-1e9", True), ("-1E10", True), ("-1.0e+05", True), ("-100000", True), ("-65505.0", True),
     ("-1_000_000", True), ("float('-1e30')", True), ("-9e4", True), ("-0xFFFF", True),

@@ -469,19 +469,22 @@ def _visit(module: cst.Module, ctx: FileContext, rules: list[type[Rule]],
     return findings
 
 
-def prefilter(text: str, rules: Iterable[type[Rule]]) -> list[type[Rule]]:
+def prefilter(text: str, rules: Iterable[type[Rule]],
+              first_matches: dict[str, object] | None = None) -> list[type[Rule]]:
     """The rules that can fire on ``text``: those without a trigger, and those whose trigger
     (``pattern``, else ``tokens``; :func:`attncheck.lint.regions.trigger_of`) matches, and
-    its ``requires`` too where it has one."""
+    its ``requires`` too where it has one.  ``first_matches`` receives each pattern searched
+    (its ``pattern`` text) → its first match or ``None`` (the region selection goes on from
+    there: :attr:`attncheck.lint.regions.Index.first_matches`)."""
     out = []
-    seen: dict[str, bool] = {}
+    seen: dict[str, object] = {} if first_matches is None else first_matches
 
     def any_match(patterns) -> bool:
         for p in patterns:
-            found = seen.get(p.pattern)
-            if found is None:
-                found = seen[p.pattern] = p.search(text) is not None
-            if found:
+            found = seen.get(p.pattern, False)
+            if found is False:
+                found = seen[p.pattern] = p.search(text)
+            if found is not None:
                 return True
         return False
 
@@ -595,12 +598,13 @@ def _lint_text(text: str, display: str, enabled: frozenset[str],
     visitors = [registry[c] for c in sorted(enabled)
                 if c in registry and not getattr(registry[c], "engine_only", False)]
     use_regions = REGIONS if regions is None else regions
-    active = prefilter(text, visitors)
+    first_matches: dict[str, object] = {}
+    active = prefilter(text, visitors, first_matches)
     # the region index is CPython's own parse (``ast``): a file it reads is valid syntax (it
     # accepts what only bytecode compilation refuses, ``return`` outside a function, as libcst
     # does), so it stands in for the syntax screen
-    idx = _regions.index(text) if use_regions and active and _regions.triggers_of(active) \
-        and text.count("\n") + 1 >= _regions.MIN_LINES else None
+    idx = _regions.index(text, first_matches) if use_regions and active \
+        and _regions.triggers_of(active) and text.count("\n") + 1 >= _regions.MIN_LINES else None
     if idx is None:
         # also without ATT000: a region parse must not lint a file the whole parse cannot
         # read, and no parse may see a file nested too deeply for the parsers

@@ -110,6 +110,141 @@ class Trigger:
     requires: tuple[re.Pattern, ...] | None = None
 
 
+class LiteralStarts:
+    """A regular expression that is an alternation of branches each starting with a literal
+    (``softmax|Softmax|matmul``), searched by finding those literals with ``str.find`` and
+    matching the expression there.  ``re`` skips ahead to one literal prefix by itself, but for
+    branches starting differently it tries every position holding a possible first character
+    (``s`` of ``softmax`` is everywhere: about 13 ns per character); ``str.find`` is tens of
+    times faster.  Gives the same match objects as :attr:`regex` from any position; used like a
+    compiled pattern (``search``, ``pattern``).  :func:`compile_trigger` builds it."""
+
+    __slots__ = ("regex", "pattern", "literals")
+
+    def __init__(self, regex: re.Pattern, literals: tuple[str, ...]) -> None:
+        self.regex = regex
+        self.pattern = regex.pattern
+        #: every match starts with one of them (none starts with another)
+        self.literals = literals
+
+    def search(self, text: str, pos: int = 0):
+        return self.searcher(text)(pos)
+
+    def searcher(self, text: str):
+        """``search(pos)`` over ``text``, faster than :meth:`search` for a run of increasing
+        positions: where each literal occurs next is kept between calls."""
+        lits, find, match = self.literals, text.find, self.regex.match
+        #: next occurrence of each literal at or after the last position searched (-1: none;
+        #: -2: not searched yet)
+        nxt = [-2] * len(lits)
+        last = [0]
+
+        def search(pos: int = 0):
+            if pos < last[0]:
+                nxt[:] = [-2] * len(lits)
+            last[0] = pos
+            while True:
+                best = -1
+                for i, x in enumerate(nxt):
+                    if x == -2 or 0 <= x < pos:
+                        x = nxt[i] = find(lits[i], pos)
+                    if x >= 0 and (best < 0 or x < best):
+                        best = x
+                if best < 0:
+                    return None
+                m = match(text, best)
+                if m is not None:
+                    return m
+                pos = last[0] = best + 1
+
+        return search
+
+
+#: characters that end a literal prefix of a regular expression
+_META = frozenset(".^$*+?{}[]()|")
+
+
+def _literal_starts(pattern: str) -> tuple[str, ...] | None:
+    """The literal each top-level alternative of ``pattern`` starts with (none of them starting
+    with another); ``None`` when one starts with anything else (a class, a group, an anchor)."""
+    branches: list[str] = []
+    depth = start = i = 0
+    n = len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a class: ``]`` right after ``[`` or ``[^`` is a member
+            i += 1
+            if i < n and pattern[i] == "^":
+                i += 1
+            if i < n and pattern[i] == "]":
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            branches.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    branches.append(pattern[start:])
+    out: list[str] = []
+    for b in branches:
+        lit: list[str] = []
+        i = 0
+        while i < len(b):
+            c = b[i]
+            if c == "\\":
+                d = b[i + 1:i + 2]
+                if not d or not d.isascii() or d.isalnum():  # ``\w``, ``\b``, ``\1`` …
+                    break
+                lit.append(d)
+                i += 2
+            elif c in _META:
+                break
+            else:
+                lit.append(c)
+                i += 1
+        if i < len(b) and b[i] in "?*+{" and lit:
+            lit.pop()  # a quantified character (``n_?rep``)
+        if not lit:
+            return None
+        out.append("".join(lit))
+    out.sort(key=len)
+    kept: list[str] = []
+    for x in out:
+        if not any(x.startswith(k) for k in kept):
+            kept.append(x)
+    return tuple(kept)
+
+
+def compile_trigger(p) -> object:
+    """A trigger's regular expression ready to search: :class:`LiteralStarts` for an
+    alternation of different literal starts of 3 characters or more (shorter ones occur too
+    often to pay), else the compiled expression.  Anything not a string is returned as is (a
+    compiled pattern, or an object used like one)."""
+    if isinstance(p, str):
+        p = re.compile(p)
+    if not isinstance(p, re.Pattern) or not isinstance(p.pattern, str) or p.flags != re.UNICODE:
+        return p
+    lits = _literal_starts(p.pattern)
+    if lits is None or len(lits) < 2 or min(map(len, lits)) < 3:
+        return p
+    return LiteralStarts(p, lits)
+
+
+def _searcher(p, text: str):
+    """``search(pos)`` over ``text`` for trigger pattern ``p``."""
+    if isinstance(p, LiteralStarts):
+        return p.searcher(text)
+    search = p.search
+    return lambda pos=0: search(text, pos)
+
+
 def trigger_of(rule) -> Trigger | None:
     """A rule's trigger: its ``pattern`` (a regular expression or a tuple of them) or else its
     ``tokens`` (substrings); ``None`` for a rule with neither (it must see every file whole)."""
@@ -131,13 +266,12 @@ def trigger_of(rule) -> Trigger | None:
         req = getattr(rule, "requires", None)
         if isinstance(req, str):
             req = (req,)
-        trig = Trigger(tuple(re.compile(s) if isinstance(s, str) else s for s in src),
+        trig = Trigger(tuple(compile_trigger(s) for s in src),
                        frozenset(names) if names else None,
-                       tuple(re.compile(c) for c in ctx) if ctx else None,
+                       tuple(compile_trigger(c) for c in ctx) if ctx else None,
                        getattr(rule, "context_scope", "class") == "unit",
                        bool(getattr(rule, "pattern_in_code", False)),
-                       tuple(re.compile(r) if isinstance(r, str) else r for r in req)
-                       if req else None)
+                       tuple(compile_trigger(r) for r in req) if req else None)
     rule._trigger_cache = trig or False
     return trig
 
@@ -192,6 +326,9 @@ class Index:
     torch_imports: list[int]
     #: class (top-level statement index) → names read in its bases and keywords
     class_bases: dict[int, set[str]]
+    #: trigger pattern (its ``pattern`` text) → its first match in the file, or ``None``, where
+    #: already searched (the engine's prefilter fills it): :func:`select` starts from there
+    first_matches: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass
@@ -271,10 +408,10 @@ def _module_statement(s: ast.stmt, out: set[str]) -> bool:
     return code
 
 
-def index(text: str) -> Index | None:
+def index(text: str, first_matches: dict[str, object] | None = None) -> Index | None:
     """The units of ``text``; ``None`` when ``ast`` cannot parse it (the engine's syntax screen
     then reports why) or its line ends are not ``\\n``/``\\r\\n`` (lone CR: Python's line
-    count differs from ``split("\\n")``)."""
+    count differs from ``split("\\n")``).  ``first_matches``: see :attr:`Index.first_matches`."""
     if "\r" in text and "\r" in text.replace("\r\n", ""):
         return None
     lines = text.split("\n")
@@ -309,8 +446,7 @@ def index(text: str) -> Index | None:
             elif t is ast.ClassDef:
                 tops.append((s.name, True))
                 units.extend(_class_units(s, first, ti, base))
-                class_bases[ti] = {x.id for e in (*s.bases, *(k.value for k in s.keywords))
-                                   for x in ast.walk(e) if type(x) is ast.Name}
+                class_bases[ti] = _name_ids([*s.bases, *(k.value for k in s.keywords)])
             else:
                 tops.append((None, False))
                 ui = len(units)
@@ -331,7 +467,7 @@ def index(text: str) -> Index | None:
     for a, b in zip(units, units[1:]):
         a.end = b.start
     units[-1].end = len(lines)
-    return Index(lines, units, tops, binds, torch_imports, class_bases)
+    return Index(lines, units, tops, binds, torch_imports, class_bases, first_matches or {})
 
 
 def _class_units(c: ast.ClassDef, first: int, ti: int, base: int) -> list[Unit]:
@@ -355,9 +491,10 @@ def _class_units(c: ast.ClassDef, first: int, ti: int, base: int) -> list[Unit]:
     return out
 
 
-#: fields holding no nodes (names, flags, constants' values), skipped by :func:`_walk`
+#: fields skipped by :func:`_walk`: holding no nodes (names, flags, constants' values) or only
+#: operators (``+``, ``not``, ``<``), which name nothing
 _SCALAR_FIELDS = frozenset({"ctx", "id", "attr", "name", "arg", "asname", "module", "level", "kind",
-                            "conversion", "is_async", "simple", "type_comment", "tag"})
+                            "conversion", "is_async", "simple", "type_comment", "tag", "op", "ops"})
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -408,6 +545,26 @@ def _walk(roots: Iterable[ast.AST]) -> list[ast.AST]:
     return out
 
 
+#: statement fields holding statements (a ``def`` is a statement: it is nowhere else)
+_BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+def _nested_defs(nodes: list, own: ast.AST | None) -> set[str]:
+    """Names of the function definitions among ``nodes`` and the statements nested in them,
+    ``own`` aside."""
+    out: set[str] = set()
+    stack = list(nodes)
+    while stack:
+        s = stack.pop()
+        if type(s) in _DEFS and s is not own:
+            out.add(s.name)
+        for f in _BODIES:
+            b = getattr(s, f, None)
+            if type(b) is list:
+                stack.extend(b)
+    return out
+
+
 def _name_ids(nodes: Iterable[ast.AST]) -> set[str]:
     return {x.id for x in _walk(nodes) if type(x) is ast.Name}
 
@@ -416,64 +573,85 @@ class _Facts:
     """What a unit's code reads and binds, from its ``ast`` (lines 0-based, in the file)."""
 
     __slots__ = ("names", "attrs", "self_attrs", "calls", "attr_calls", "bindings",
-                 "nested", "imports")
+                 "nested", "imports", "_at", "_reach", "_by_rhs")
 
     def __init__(self, u: Unit, nodes: list, base: int) -> None:
         #: name read as a plain name (or declared ``global``) → lines
         self.names: dict[str, list[int]] = {}
-        #: attribute names (``x.attr``) → lines
-        self.attrs: dict[str, list[int]] = {}
+        #: attribute names (``x.attr``)
+        self.attrs: set[str] = set()
         #: ``self.attr`` → lines
         self.self_attrs: dict[str, list[int]] = {}
         self.calls: set[str] = set()        # names called: ``f(...)``
         self.attr_calls: set[str] = set()   # attributes called: ``x.m(...)``
         #: binding statements: [first line, last line, names, self attributes, the right-hand
-        #: side (nodes, replaced by the names it reads on first use)]; ``register_buffer("x",
-        #: …)`` binds the attribute ``x``
+        #: side (nodes, or the names it reads)]; ``register_buffer("x", …)`` binds the
+        #: attribute ``x``
         self.bindings: list[list] = []
         self.nested: set[str] = set()       # names of nested ``def`` s
         self.imports: set[str] = set()      # names its imports bind
+        self._at: dict[int, list[list]] | None = None   # line → bindings spanning it
+        #: name → attributes it reaches (:meth:`attrs_from`); name → bindings reading it
+        self._reach: dict[str, set[str]] | None = None
+        self._by_rhs: dict[str, list[list]] = {}
         own = nodes[0] if u.kind in ("func", "meth") else None
         names, attrs, self_attrs = self.names, self.attrs, self.self_attrs
-        Name, Attribute, Call, Load = ast.Name, ast.Attribute, ast.Call, ast.Load
+        calls, attr_calls, bindings = self.calls, self.attr_calls, self.bindings
+        Name, Attribute, Call, Load, Constant = ast.Name, ast.Attribute, ast.Call, ast.Load, \
+            ast.Constant
         binding_types = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
-        for node in _walk(nodes):
+        # one pass over the nodes (:func:`_walk`'s loop, inlined)
+        stack = [r for r in nodes if r is not None]
+        pop, push = stack.pop, stack.append
+        getters = _CHILD_GETTERS
+        while stack:
+            node = pop()
             t = type(node)
-            if t is Name:
+            if t is Name:  # no children
                 if type(node.ctx) is Load:
                     ln = names.get(node.id)
                     if ln is None:
                         names[node.id] = [node.lineno - 1 + base]
                     else:
                         ln.append(node.lineno - 1 + base)
-            elif t is Attribute:
-                ln = attrs.get(node.attr)
-                if ln is None:
-                    attrs[node.attr] = ln = []
-                ln.append(node.lineno - 1 + base)
-                v = node.value
-                if type(v) is Name and v.id == "self":
-                    self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
-            elif t is Call:
+                continue
+            if t is Attribute:
+                attrs.add(node.attr)
+                v = node.value  # its only child
+                if type(v) is Name:
+                    if v.id == "self":
+                        self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
+                    if type(v.ctx) is Load:
+                        ln = names.get(v.id)
+                        if ln is None:
+                            names[v.id] = [v.lineno - 1 + base]
+                        else:
+                            ln.append(v.lineno - 1 + base)
+                else:
+                    push(v)
+                continue
+            if t is Constant:  # no children
+                continue
+            if t is Call:
                 f = node.func
                 if type(f) is Name:
-                    self.calls.add(f.id)
+                    calls.add(f.id)
                     if f.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2 \
-                            and type(node.args[1]) is ast.Constant \
+                            and type(node.args[1]) is Constant \
                             and isinstance(node.args[1].value, str):
                         # ``getattr(self, "name")``: the provenance analysis follows it
                         at = node.args[1].value
-                        attrs.setdefault(at, []).append(node.lineno - 1 + base)
+                        attrs.add(at)
                         a0 = node.args[0]
                         if type(a0) is Name and a0.id == "self":
                             self_attrs.setdefault(at, []).append(node.lineno - 1 + base)
                 elif type(f) is Attribute:
-                    self.attr_calls.add(f.attr)
+                    attr_calls.add(f.attr)
                     if f.attr in ("register_buffer", "register_parameter") and node.args \
-                            and type(node.args[0]) is ast.Constant \
+                            and type(node.args[0]) is Constant \
                             and isinstance(node.args[0].value, str):
-                        self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                              set(), {node.args[0].value}, node.args[1:]])
+                        bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                         set(), {node.args[0].value}, node.args[1:]])
             elif t in binding_types:
                 targets = node.targets if t is ast.Assign else [node.target]
                 bound: set[str] = set()
@@ -483,48 +661,101 @@ class _Facts:
                         bound.add(x.id)
                     elif type(x) is Attribute and type(x.value) is Name and x.value.id == "self":
                         bound_attrs.add(x.attr)
-                self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                      bound, bound_attrs, [node.value]])
+                bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                 bound, bound_attrs, [node.value]])
             elif t is ast.Import or t is ast.ImportFrom:
                 got = {a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"}
                 self.imports |= got
                 if t is ast.Import or node.level == 0:  # the alias table skips relative ones
-                    self.bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
-                                          got, set(), set()])
+                    bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
+                                     got, set(), set()])
             elif t in _DEFS:
                 if node is not own:
                     self.nested.add(node.name)
             elif t is ast.Global or t is ast.Nonlocal:
                 for n in node.names:
                     names.setdefault(n, []).append(node.lineno - 1 + base)
-
-    def _rhs(self, b: list) -> set[str]:
-        if type(b[4]) is list:
-            b[4] = _name_ids(b[4])
-        return b[4]
+            g = getters.get(t)
+            if g is None:
+                g = _children_getter(t)
+            # names and constants (leaves) are read here rather than pushed
+            for v in g(node):
+                tv = type(v)
+                if tv is list:
+                    for x in v:
+                        tx = type(x)
+                        if tx is Name:
+                            if type(x.ctx) is Load:
+                                ln = names.get(x.id)
+                                if ln is None:
+                                    names[x.id] = [x.lineno - 1 + base]
+                                else:
+                                    ln.append(x.lineno - 1 + base)
+                        elif tx is not Constant and x is not None:
+                            push(x)
+                elif tv is Name:
+                    if type(v.ctx) is Load:
+                        ln = names.get(v.id)
+                        if ln is None:
+                            names[v.id] = [v.lineno - 1 + base]
+                        else:
+                            ln.append(v.lineno - 1 + base)
+                elif tv is not Constant and v is not None:
+                    push(v)
 
     def bound_at(self, line: int) -> tuple[set[str], set[str]]:
         """Names and ``self`` attributes bound by the statements spanning ``line``."""
+        at = self._at
+        if at is None:
+            at = self._at = {}
+            for b in self.bindings:
+                for li in range(b[0], b[1] + 1):
+                    got = at.get(li)
+                    if got is None:
+                        at[li] = [b]
+                    else:
+                        got.append(b)
         names: set[str] = set()
         attrs: set[str] = set()
-        for b in self.bindings:
-            if b[0] <= line <= b[1]:
-                names |= b[2]
-                attrs |= b[3]
+        for b in at.get(line, ()):
+            names |= b[2]
+            attrs |= b[3]
         return names, attrs
 
     def attrs_from(self, names: set[str]) -> set[str]:
         """Attributes set from ``names`` through locals: ``big = -1e9``, ``small = big``,
-        ``self.fill = small`` → ``fill``."""
-        local = set(names)
-        grew = True
-        while grew:
-            grew = False
+        ``self.fill = small`` → ``fill``.  What one name reaches does not depend on the others
+        (a binding follows from any one name its right-hand side reads), so it is kept per name."""
+        reach = self._reach
+        if reach is None:
+            reach = self._reach = {}
+            by_rhs = self._by_rhs = {}
             for b in self.bindings:
-                if not b[2] <= local and self._rhs(b) & local:
-                    local |= b[2]
-                    grew = True
-        return {a for b in self.bindings if b[3] and self._rhs(b) & local for a in b[3]}
+                for n in _name_ids(b[4]) if type(b[4]) is list else b[4]:
+                    got = by_rhs.get(n)
+                    if got is None:
+                        by_rhs[n] = [b]
+                    else:
+                        got.append(b)
+        out: set[str] = set()
+        for n in names:
+            got = reach.get(n)
+            if got is None:
+                got = reach[n] = self._attrs_from_name(n)
+            out |= got
+        return out
+
+    def _attrs_from_name(self, name: str) -> set[str]:
+        by_rhs = self._by_rhs
+        local, todo, attrs = {name}, [name], set()
+        while todo:
+            for b in by_rhs.get(todo.pop(), ()):
+                attrs |= b[3]
+                for m in b[2]:
+                    if m not in local:
+                        local.add(m)
+                        todo.append(m)
+        return attrs
 
 
 def _code_spans(nodes: list, base: int, lines: list[str], line_starts: list[int]) -> list[tuple[int, int]]:
@@ -640,6 +871,21 @@ def select(text: str, triggers, why: dict | None = None,
         if f is None:
             f = facts_of[ui] = _Facts(units[ui], *nodes_of(ui))
         return f
+
+    nested_of: dict[int, set[str]] = {}
+
+    def nested_defs(ui: int) -> set[str]:
+        """Names of the ``def`` s nested in unit ``ui`` (:attr:`_Facts.nested`, read from its
+        statements only when its facts are not needed otherwise)."""
+        f = facts_of.get(ui)
+        if f is not None:
+            return f.nested
+        got = nested_of.get(ui)
+        if got is None:
+            nodes, _ = nodes_of(ui)
+            got = nested_of[ui] = _nested_defs(nodes, nodes[0] if units[ui].kind in ("func", "meth")
+                                               else None)
+        return got
 
     def occurrences(word: str, lo: int = 0, hi: int | None = None) -> Iterator[int]:
         """Offsets where ``word`` occurs as a whole identifier in ``text[lo:hi]``."""
@@ -784,9 +1030,16 @@ def select(text: str, triggers, why: dict | None = None,
     for pat, trigs in by_pattern.values():
         walks = any(id(t) in walk_ids for t in trigs)
         code_only = all(t.code_only for t in trigs)
+        first = idx.first_matches.get(pat.pattern, False)
+        if first is None:
+            continue  # searched already, and nowhere
         pos = 0
+        search = _searcher(pat, text)
         while True:
-            m = pat.search(text, pos)
+            if first is not False:
+                m, first = first, False
+            else:
+                m = search(pos)
             if m is None:
                 break
             ui = unit_at(m.start())
@@ -803,7 +1056,7 @@ def select(text: str, triggers, why: dict | None = None,
             hit = hit_walk = False
             for t in trigs:
                 if t.methods is not None and not (u.kind == "meth" and u.name in t.methods) \
-                        and not t.methods & facts(ui).nested:
+                        and not t.methods & nested_defs(ui):
                     continue
                 if t.context is not None and not in_context(t, ui):
                     continue
@@ -900,8 +1153,8 @@ def select(text: str, triggers, why: dict | None = None,
     mod_binds = idx.binds
     # imports inside functions and classes also feed the alias table: their names bind there
     local_binds: dict[str, list[int]] = {}
-    for m in re.finditer(r"\bimport\b", text):
-        ui = unit_at(m.start())
+    for i in occurrences("import"):
+        ui = unit_at(i)
         if units[ui].kind != "mod":
             for name in facts(ui).imports:
                 if ui not in local_binds.setdefault(name, []):
@@ -996,7 +1249,7 @@ def select(text: str, triggers, why: dict | None = None,
                         todo.extend(tj for name in top_names.intersection(ff.names)
                                     for tj in by_name[name] if tj not in class_tops)
                     # (a class-body statement may name a method plainly: ``forward = _forward``)
-                    named = fa.attrs.keys() | via | (fa.names.keys() if u.kind == "class" else set())
+                    named = fa.attrs | via | (fa.names.keys() if u.kind == "class" else set())
                     for f in ancestors[u.top]:
                         ms = methods.get(f, {})
                         for name in ms.keys() & named:
@@ -1004,7 +1257,7 @@ def select(text: str, triggers, why: dict | None = None,
                                 keep(mi)
                 if roots is not None and u.kind in ("func", "meth") and fa.attrs:
                     for ms in methods.values():
-                        for name in ms.keys() & fa.attrs.keys():
+                        for name in ms.keys() & fa.attrs:
                             for mi in ms[name]:
                                 keep(mi)
             # its callers (``forward`` too: ``self.forward(q, k, v, mask)`` binds its parameters;

@@ -72,13 +72,61 @@ SCORES = (r"softmax|Softmax|scaled_dot_product_attention|matmul|bmm|einsum",
     # a division by a sum (``w / w.sum(-1, keepdim=True)``, ``x / torch.sum(x)``): the mask
     # analysis reads it as a written-out softmax
     r"/[^\n]*sum\s*\(",)
+# digits, ``.`` and any character outside ASCII (``\d`` matches other scripts' digits; encoded
+# as ``?``, one byte per character, so offsets are the text's) → ``0``, ``E`` → ``e``, ``X`` → ``x``
+_FOLD = bytes.maketrans(b"0123456789.?EX", b"000000000000ex")
+_folded_last: tuple[str, bytes] = ("", b"")
+
+
+def _folded(text: str) -> bytes:
+    """``text`` with the characters of numbers folded (:data:`_FOLD`); the last one is kept, as
+    the patterns of a trigger search the same text one after the other."""
+    global _folded_last
+    last = _folded_last
+    if last[0] is text:
+        return last[1]
+    out = text.encode("ascii", "replace").translate(_FOLD)
+    _folded_last = (text, out)
+    return out
+
+
+class _NumberPattern:
+    """A regular expression that starts at a digit or ``.`` (or ``_`` before digits), searched
+    where a *hint* matches in the :func:`_folded` text: a pattern starting with a character
+    class tries every position of the text (about 6 ns a character, every one a possible ``.``
+    or digit), the hint starts with a literal, which ``re`` skips ahead to.  Every match of
+    :attr:`regex` starts where the hint matches (it is what the expression's first characters
+    become when folded), so the matches are the expression's own, from any position.  Used
+    like a compiled pattern."""
+
+    def __init__(self, pattern: str, hint: bytes) -> None:
+        self.regex = re.compile(pattern)
+        self.pattern = pattern
+        self.hint = re.compile(hint)
+
+    def search(self, text: str, pos: int = 0):
+        folded = _folded(text)
+        hint, match = self.hint.search, self.regex.match
+        while True:
+            h = hint(folded, pos)
+            if h is None:
+                return None
+            m = match(text, h.start())
+            if m is not None:
+                return m
+            pos = h.start() + 1
+
+
 #: a numeric literal that can be below -65504 (fp16's most negative value): exponents ≥ 4,
 #: integer parts ≥ 60000 (not the digits after a decimal point), digit groups, hexadecimal with 4+
 #: digits (octal and binary ones that large have 6+ digits), and arithmetic between literals,
 #: which the mask analysis folds (``-1000 * 1000``, ``-(10 ** 6)``, ``-1 / 1e-9``)
-BIG_LITERAL = (r"[0-9.][eE]\+?0*(?:[4-9]|[1-9]\d)", r"[6-9][0-9]{4}(?<![.0-9][6-9][0-9]{4})",
-               r"[1-9][0-9]{5}(?<![.0-9][1-9][0-9]{5})", r"_[0-9]{3}", r"0[xX][0-9a-fA-F_]{4,}",
-               r"\d[ \t]*(?:\*\*?|/|[-+])[ \t]*[-+(]*[ \t]*\.?\d")
+BIG_LITERAL = (_NumberPattern(r"[0-9.][eE]\+?0*(?:[4-9]|[1-9]\d)", rb"0e"),
+               _NumberPattern(r"[6-9][0-9]{4}(?<![.0-9][6-9][0-9]{4})", rb"00000"),
+               _NumberPattern(r"[1-9][0-9]{5}(?<![.0-9][1-9][0-9]{5})", rb"000000"),
+               _NumberPattern(r"_[0-9]{3}", rb"_000"),
+               _NumberPattern(r"0[xX][0-9a-fA-F_]{4,}", rb"0x"),
+               _NumberPattern(r"\d[ \t]*(?:\*\*?|/|[-+])[ \t]*[-+(]*[ \t]*\.?\d", rb"0[ \t]*[-+*/]"))
 #: a functional dropout call (``self.dropout(x)`` is an ``nn.Dropout`` module: not a trigger)
 F_DROPOUT = (r"dropout(?<!self\.dropout)(?<!\wdropout)\s*\(|dropout[123]d\s*\(|alpha_dropout\s*\(",
              r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)dropout")
