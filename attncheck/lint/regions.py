@@ -600,6 +600,15 @@ class _Facts:
         Name, Attribute, Call, Load, Constant = ast.Name, ast.Attribute, ast.Call, ast.Load, \
             ast.Constant
         binding_types = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
+
+        def read(name: ast.Name) -> None:  # a name read as a plain name, by line
+            if type(name.ctx) is Load:
+                ln = names.get(name.id)
+                if ln is None:
+                    names[name.id] = [name.lineno - 1 + base]
+                else:
+                    ln.append(name.lineno - 1 + base)
+
         # one pass over the nodes (:func:`_walk`'s loop, inlined)
         stack = [r for r in nodes if r is not None]
         pop, push = stack.pop, stack.append
@@ -608,12 +617,7 @@ class _Facts:
             node = pop()
             t = type(node)
             if t is Name:  # no children
-                if type(node.ctx) is Load:
-                    ln = names.get(node.id)
-                    if ln is None:
-                        names[node.id] = [node.lineno - 1 + base]
-                    else:
-                        ln.append(node.lineno - 1 + base)
+                read(node)
                 continue
             if t is Attribute:
                 attrs.add(node.attr)
@@ -621,12 +625,7 @@ class _Facts:
                 if type(v) is Name:
                     if v.id == "self":
                         self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
-                    if type(v.ctx) is Load:
-                        ln = names.get(v.id)
-                        if ln is None:
-                            names[v.id] = [v.lineno - 1 + base]
-                        else:
-                            ln.append(v.lineno - 1 + base)
+                    read(v)
                 else:
                     push(v)
                 continue
@@ -685,21 +684,11 @@ class _Facts:
                     for x in v:
                         tx = type(x)
                         if tx is Name:
-                            if type(x.ctx) is Load:
-                                ln = names.get(x.id)
-                                if ln is None:
-                                    names[x.id] = [x.lineno - 1 + base]
-                                else:
-                                    ln.append(x.lineno - 1 + base)
+                            read(x)
                         elif tx is not Constant and x is not None:
                             push(x)
                 elif tv is Name:
-                    if type(v.ctx) is Load:
-                        ln = names.get(v.id)
-                        if ln is None:
-                            names[v.id] = [v.lineno - 1 + base]
-                        else:
-                            ln.append(v.lineno - 1 + base)
+                    read(v)
                 elif tv is not Constant and v is not None:
                     push(v)
 
