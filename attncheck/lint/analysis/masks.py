@@ -1901,8 +1901,7 @@ class _Analyzer(Interpreter):
         hi = _linear_terms(end, self._text, env) if end is not None else None
         if lo is None:
             return IndexVal("vec", None)
-        size = None if hi is None else _add_terms((("", hi[1] - lo[1]),), hi[0]) if not lo[0] \
-            else _add_terms(_add_terms((("", hi[1] - lo[1]),), hi[0]), lo[0], -1)
+        size = None if hi is None else _add_terms(_add_terms((("", hi[1] - lo[1]),), hi[0]), lo[0], -1)
         # a symbolic start (``arange(past, past + L)``) is a symbolic offset
         return IndexVal("vec", lo[1], size=size, sym=_add_terms((), lo[0]))
 
