@@ -67,10 +67,11 @@ from __future__ import annotations
 
 import ast
 import bisect
+import operator
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import accumulate
+from itertools import accumulate, repeat
 
 from attncheck.lint.attrs import tuple_getter
 
@@ -549,24 +550,66 @@ def _walk(roots: Iterable[ast.AST]) -> list[ast.AST]:
 _BODIES = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
-def _nested_defs(nodes: list, own: ast.AST | None) -> set[str]:
+def _nested_statements(nodes: list, own: ast.AST | None) -> tuple[set[str], set[str]]:
     """Names of the function definitions among ``nodes`` and the statements nested in them,
-    ``own`` aside."""
-    out: set[str] = set()
+    ``own`` aside, and the names their imports bind (:attr:`_Facts.nested`,
+    :attr:`_Facts.imports`), from the statements alone."""
+    defs: set[str] = set()
+    imports: set[str] = set()
     stack = list(nodes)
     while stack:
         s = stack.pop()
-        if type(s) in _DEFS and s is not own:
-            out.add(s.name)
+        t = type(s)
+        if t in _DEFS and s is not own:
+            defs.add(s.name)
+        elif t is ast.Import or t is ast.ImportFrom:
+            imports |= _import_names(s)
         for f in _BODIES:
             b = getattr(s, f, None)
             if type(b) is list:
                 stack.extend(b)
-    return out
+    return defs, imports
+
+
+def _import_names(node: ast.Import | ast.ImportFrom) -> set[str]:
+    """The names an import statement binds (``import a.b`` binds ``a``; ``*`` none)."""
+    return {a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"}
 
 
 def _name_ids(nodes: Iterable[ast.AST]) -> set[str]:
-    return {x.id for x in _walk(nodes) if type(x) is ast.Name}
+    """Every ``ast.Name`` identifier under ``nodes`` (:func:`_walk`'s loop, with names and
+    constants, the leaves, read where their parent is walked rather than pushed)."""
+    out: set[str] = set()
+    add = out.add
+    Name, Constant = ast.Name, ast.Constant
+    stack = []
+    push = stack.append
+    for x in nodes:
+        if type(x) is Name:
+            add(x.id)
+        elif x is not None:
+            push(x)
+    pop = stack.pop
+    getters = _CHILD_GETTERS
+    while stack:
+        node = pop()
+        g = getters.get(type(node))
+        if g is None:
+            g = _children_getter(type(node))
+        for v in g(node):
+            tv = type(v)
+            if tv is list:
+                for x in v:
+                    tx = type(x)
+                    if tx is Name:
+                        add(x.id)
+                    elif tx is not Constant and x is not None:
+                        push(x)
+            elif tv is Name:
+                add(v.id)
+            elif tv is not Constant and v is not None:
+                push(v)
+    return out
 
 
 class _Facts:
@@ -663,7 +706,7 @@ class _Facts:
                 bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
                                  bound, bound_attrs, [node.value]])
             elif t is ast.Import or t is ast.ImportFrom:
-                got = {a.asname or a.name.split(".")[0] for a in node.names if a.name != "*"}
+                got = _import_names(node)
                 self.imports |= got
                 if t is ast.Import or node.level == 0:  # the alias table skips relative ones
                     bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
@@ -836,7 +879,7 @@ def select(text: str, triggers, why: dict | None = None,
         u.keep = False
     n_units = len(units)
     n_text = len(text)
-    line_starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
+    line_starts = list(accumulate(map(operator.add, map(len, lines), repeat(1)), initial=0))
     unit_starts = [line_starts[u.start] for u in units]
 
     unit_texts: dict[int, str] = {}
@@ -861,19 +904,20 @@ def select(text: str, triggers, why: dict | None = None,
             f = facts_of[ui] = _Facts(units[ui], *nodes_of(ui))
         return f
 
-    nested_of: dict[int, set[str]] = {}
+    nested_of: dict[int, tuple[set[str], set[str]]] = {}
 
-    def nested_defs(ui: int) -> set[str]:
-        """Names of the ``def`` s nested in unit ``ui`` (:attr:`_Facts.nested`, read from its
-        statements only when its facts are not needed otherwise)."""
+    def nested(ui: int) -> tuple[set[str], set[str]]:
+        """The names of the ``def`` s nested in unit ``ui`` and those its imports bind
+        (:attr:`_Facts.nested`, :attr:`_Facts.imports`; read from its statements only when its
+        facts are not needed otherwise)."""
         f = facts_of.get(ui)
         if f is not None:
-            return f.nested
+            return f.nested, f.imports
         got = nested_of.get(ui)
         if got is None:
             nodes, _ = nodes_of(ui)
-            got = nested_of[ui] = _nested_defs(nodes, nodes[0] if units[ui].kind in ("func", "meth")
-                                               else None)
+            got = nested_of[ui] = _nested_statements(
+                nodes, nodes[0] if units[ui].kind in ("func", "meth") else None)
         return got
 
     def occurrences(word: str, lo: int = 0, hi: int | None = None) -> Iterator[int]:
@@ -898,8 +942,10 @@ def select(text: str, triggers, why: dict | None = None,
         ("attrs") or ``self.word`` ("self_attrs")."""
         if ident_units and lo == 0 and hi is None:
             found = ident_units.get(word, ())
-        else:
+        elif kind == "names":
             found = {unit_at(i) for i in occurrences(word, lo, hi)}
+        else:
+            found = {unit_at(i) for i in occurrences(word, lo, hi) if _attribute_at(text, i)}
         return {ui for ui in found if (units[ui].code or units[ui].kind != "mod")
                 and word in getattr(facts(ui), kind)}
 
@@ -1045,7 +1091,7 @@ def select(text: str, triggers, why: dict | None = None,
             hit = hit_walk = False
             for t in trigs:
                 if t.methods is not None and not (u.kind == "meth" and u.name in t.methods) \
-                        and not t.methods & nested_defs(ui):
+                        and not t.methods & nested(ui)[0]:
                     continue
                 if t.context is not None and not in_context(t, ui):
                     continue
@@ -1056,6 +1102,9 @@ def select(text: str, triggers, why: dict | None = None,
                 if not walks:
                     break
             if not hit:
+                # whether a trigger applies depends on the unit alone (its kind and name, the
+                # defs nested in it, its context): no later match in it applies either
+                pos = max(pos, line_starts[u.end])
                 continue
             targets = (aliases,) + ((walk_aliases,) if hit_walk else ())
             if bare:  # a literal binding (``NEG = -1e9``): kept when kept code reads it
@@ -1145,7 +1194,7 @@ def select(text: str, triggers, why: dict | None = None,
     for i in occurrences("import"):
         ui = unit_at(i)
         if units[ui].kind != "mod":
-            for name in facts(ui).imports:
+            for name in nested(ui)[1]:
                 if ui not in local_binds.setdefault(name, []):
                     local_binds[name].append(ui)
     top_names = set(by_name)
@@ -1304,6 +1353,19 @@ def select(text: str, triggers, why: dict | None = None,
             out[b - 1] = '"""'
         ui = last + 1
     return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods, walk_defs)
+
+
+def _attribute_at(text: str, i: int) -> bool:
+    """Whether the identifier at offset ``i`` of ``text`` can be an attribute name (``x.name``)
+    or a string constant (``getattr(x, "name")``): a quote right before it, or a ``.`` before it
+    on its line (spaces between), or nothing before it on its line (after ``x.`` and a line
+    break inside brackets or after a backslash)."""
+    j = i - 1
+    if j >= 0 and text[j] in "\"'":
+        return True
+    while j >= 0 and text[j] in " \t\f":
+        j -= 1
+    return j < 0 or text[j] in ".\n"
 
 
 def _dunder(name: str | None) -> bool:
