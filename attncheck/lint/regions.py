@@ -612,6 +612,14 @@ def _name_ids(nodes: Iterable[ast.AST]) -> set[str]:
     return out
 
 
+#: what :class:`_Facts` records from a node of these types (its children are walked too)
+_CALL, _BINDING, _IMPORT, _DEF, _SCOPE = range(5)
+_FACT_KINDS = {ast.Call: _CALL, ast.Assign: _BINDING, ast.AnnAssign: _BINDING,
+               ast.AugAssign: _BINDING, ast.NamedExpr: _BINDING, ast.Import: _IMPORT,
+               ast.ImportFrom: _IMPORT, ast.FunctionDef: _DEF, ast.AsyncFunctionDef: _DEF,
+               ast.Global: _SCOPE, ast.Nonlocal: _SCOPE}
+
+
 class _Facts:
     """What a unit's code reads and binds, from its ``ast`` (lines 0-based, in the file)."""
 
@@ -640,28 +648,26 @@ class _Facts:
         own = nodes[0] if u.kind in ("func", "meth") else None
         names, attrs, self_attrs = self.names, self.attrs, self.self_attrs
         calls, attr_calls, bindings = self.calls, self.attr_calls, self.bindings
-        Name, Attribute, Call, Load, Constant = ast.Name, ast.Attribute, ast.Call, ast.Load, \
-            ast.Constant
-        binding_types = (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.NamedExpr)
+        Name, Attribute, Load, Constant = ast.Name, ast.Attribute, ast.Load, ast.Constant
 
-        def read(name: ast.Name) -> None:  # a name read as a plain name, by line
-            if type(name.ctx) is Load:
-                ln = names.get(name.id)
-                if ln is None:
-                    names[name.id] = [name.lineno - 1 + base]
-                else:
-                    ln.append(name.lineno - 1 + base)
+        seen: list[ast.Name] = []  # the names met, read by line after the walk
+        read = seen.append
 
-        # one pass over the nodes (:func:`_walk`'s loop, inlined)
-        stack = [r for r in nodes if r is not None]
-        pop, push = stack.pop, stack.append
+        # one pass over the nodes (:func:`_walk`'s loop, inlined); names and constants (leaves)
+        # are read where their parent is walked rather than pushed
+        stack: list = []
+        push = stack.append
+        for r in nodes:
+            if type(r) is Name:
+                read(r)
+            elif r is not None:
+                push(r)
+        pop = stack.pop
         getters = _CHILD_GETTERS
+        kinds = _FACT_KINDS
         while stack:
             node = pop()
             t = type(node)
-            if t is Name:  # no children
-                read(node)
-                continue
             if t is Attribute:
                 attrs.add(node.attr)
                 v = node.value  # its only child
@@ -672,9 +678,10 @@ class _Facts:
                 else:
                     push(v)
                 continue
-            if t is Constant:  # no children
-                continue
-            if t is Call:
+            k = kinds.get(t)
+            if k is None:
+                pass
+            elif k == _CALL:
                 f = node.func
                 if type(f) is Name:
                     calls.add(f.id)
@@ -694,33 +701,37 @@ class _Facts:
                             and isinstance(node.args[0].value, str):
                         bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
                                          set(), {node.args[0].value}, node.args[1:]])
-            elif t in binding_types:
+            elif k == _BINDING:
                 targets = node.targets if t is ast.Assign else [node.target]
                 bound: set[str] = set()
                 bound_attrs: set[str] = set()
-                for x in _walk(targets):
-                    if type(x) is Name:
-                        bound.add(x.id)
-                    elif type(x) is Attribute and type(x.value) is Name and x.value.id == "self":
-                        bound_attrs.add(x.attr)
+                x = targets[0]
+                if len(targets) == 1 and type(x) is Name:  # the common case
+                    bound.add(x.id)
+                else:
+                    for x in _walk(targets):
+                        if type(x) is Name:
+                            bound.add(x.id)
+                        elif type(x) is Attribute and type(x.value) is Name \
+                                and x.value.id == "self":
+                            bound_attrs.add(x.attr)
                 bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
                                  bound, bound_attrs, [node.value]])
-            elif t is ast.Import or t is ast.ImportFrom:
+            elif k == _IMPORT:
                 got = _import_names(node)
                 self.imports |= got
                 if t is ast.Import or node.level == 0:  # the alias table skips relative ones
                     bindings.append([node.lineno - 1 + base, node.end_lineno - 1 + base,
                                      got, set(), set()])
-            elif t in _DEFS:
+            elif k == _DEF:
                 if node is not own:
                     self.nested.add(node.name)
-            elif t is ast.Global or t is ast.Nonlocal:
+            else:  # ``global`` / ``nonlocal``
                 for n in node.names:
                     names.setdefault(n, []).append(node.lineno - 1 + base)
             g = getters.get(t)
             if g is None:
                 g = _children_getter(t)
-            # names and constants (leaves) are read here rather than pushed
             for v in g(node):
                 tv = type(v)
                 if tv is list:
@@ -734,6 +745,13 @@ class _Facts:
                     read(v)
                 elif tv is not Constant and v is not None:
                     push(v)
+        for x in seen:  # a name read as a plain name, by line
+            if type(x.ctx) is Load:
+                ln = names.get(x.id)
+                if ln is None:
+                    names[x.id] = [x.lineno - 1 + base]
+                else:
+                    ln.append(x.lineno - 1 + base)
 
     def bound_at(self, line: int) -> tuple[set[str], set[str]]:
         """Names and ``self`` attributes bound by the statements spanning ``line``."""
@@ -1226,7 +1244,12 @@ def select(text: str, triggers, why: dict | None = None,
         return [vi for vi in callers[key] if vi != ui and (
             scope is None or units[vi].top in scope or units[vi].kind in ("func", "mod"))]
 
+    shells_kept: set[int] = set()
+
     def keep_shell(ti: int) -> None:
+        if ti in shells_kept:
+            return
+        shells_kept.add(ti)
         for ui in top_units[ti]:
             u = units[ui]
             if u.kind == "class" or u.kind == "func" or (u.kind == "meth" and u.name == "__init__"):
