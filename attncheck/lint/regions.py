@@ -706,12 +706,8 @@ class _Facts:
                 bound: set[str] = set()
                 bound_attrs: set[str] = set()
                 x = targets[0]
-                if len(targets) == 1 and type(x) is Name:  # the common cases
+                if len(targets) == 1 and type(x) is Name:  # the common case
                     bound.add(x.id)
-                elif len(targets) == 1 and type(x) is Attribute and type(x.value) is Name:
-                    bound.add(x.value.id)  # as :func:`_walk` would list it
-                    if x.value.id == "self":
-                        bound_attrs.add(x.attr)
                 else:
                     for x in _walk(targets):
                         if type(x) is Name:
