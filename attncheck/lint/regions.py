@@ -577,39 +577,7 @@ def _import_names(node: ast.Import | ast.ImportFrom) -> set[str]:
 
 
 def _name_ids(nodes: Iterable[ast.AST]) -> set[str]:
-    """Every ``ast.Name`` identifier under ``nodes`` (:func:`_walk`'s loop, with names and
-    constants, the leaves, read where their parent is walked rather than pushed)."""
-    out: set[str] = set()
-    add = out.add
-    Name, Constant = ast.Name, ast.Constant
-    stack = []
-    push = stack.append
-    for x in nodes:
-        if type(x) is Name:
-            add(x.id)
-        elif x is not None:
-            push(x)
-    pop = stack.pop
-    getters = _CHILD_GETTERS
-    while stack:
-        node = pop()
-        g = getters.get(type(node))
-        if g is None:
-            g = _children_getter(type(node))
-        for v in g(node):
-            tv = type(v)
-            if tv is list:
-                for x in v:
-                    tx = type(x)
-                    if tx is Name:
-                        add(x.id)
-                    elif tx is not Constant and x is not None:
-                        push(x)
-            elif tv is Name:
-                add(v.id)
-            elif tv is not Constant and v is not None:
-                push(v)
-    return out
+    return {x.id for x in _walk(nodes) if type(x) is ast.Name}
 
 
 #: what :class:`_Facts` records from a node of these types (its children are walked too)
@@ -960,10 +928,8 @@ def select(text: str, triggers, why: dict | None = None,
         ("attrs") or ``self.word`` ("self_attrs")."""
         if ident_units and lo == 0 and hi is None:
             found = ident_units.get(word, ())
-        elif kind == "names":
-            found = {unit_at(i) for i in occurrences(word, lo, hi)}
         else:
-            found = {unit_at(i) for i in occurrences(word, lo, hi) if _attribute_at(text, i)}
+            found = {unit_at(i) for i in occurrences(word, lo, hi)}
         return {ui for ui in found if (units[ui].code or units[ui].kind != "mod")
                 and word in getattr(facts(ui), kind)}
 
@@ -1376,19 +1342,6 @@ def select(text: str, triggers, why: dict | None = None,
             out[b - 1] = '"""'
         ui = last + 1
     return Selection("\n".join(out), kept_defs, kept, len(lines), kept_methods, walk_defs)
-
-
-def _attribute_at(text: str, i: int) -> bool:
-    """Whether the identifier at offset ``i`` of ``text`` can be an attribute name (``x.name``)
-    or a string constant (``getattr(x, "name")``): a quote right before it, or a ``.`` before it
-    on its line (spaces between), or nothing before it on its line (after ``x.`` and a line
-    break inside brackets or after a backslash)."""
-    j = i - 1
-    if j >= 0 and text[j] in "\"'":
-        return True
-    while j >= 0 and text[j] in " \t\f":
-        j -= 1
-    return j < 0 or text[j] in ".\n"
 
 
 def _dunder(name: str | None) -> bool:
