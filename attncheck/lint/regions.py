@@ -42,7 +42,11 @@ indexes):
    arguments of every same-file call.  A class whose body would be empty keeps its first method.
    Imports anywhere (a function's own ``import`` too: the alias table reads them all) are kept
    when kept code reads a name they bind; ``import torch`` always (rules look up torch's local
-   name); a relative import only as a binding (the table ignores it).
+   name); a relative import only as a binding (the table ignores it).  A type annotation
+   (:func:`_inert`: no call or other operator than ``|``) reads nothing: the analyses never
+   evaluate one, and in the kept text those of parameters and one-line returns are blanked
+   with spaces (:func:`_blank_annotations`; an ``x: T = v`` keeps its text, which it needs to
+   stay an annotated assignment).
 4. **Check.**  After parsing, the top-level definitions libcst finds must be the kept ones, in
    order, and each kept class must hold exactly the kept methods (:func:`structure_matches`);
    otherwise, and whenever the blanked text does not parse, the engine parses the whole file.
