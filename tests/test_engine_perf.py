@@ -209,13 +209,84 @@ def test_screened_parse_builds_the_validated_tree():
     afterwards, also after a parse error."""
     import libcst as cst
 
-    for path in FIXTURES[:60]:
-        text = path.read_text(encoding="utf-8")
-        assert engine._parse_screened(text).deep_equals(cst.parse_module(text)), path
+    inits = {cls: cls.__init__ for cls, _, _ in engine._node_inits()}
+    assert cst.Name in inits and cst.Call in inits and cst.SimpleWhitespace in inits
+    texts = [path.read_text(encoding="utf-8") for path in FIXTURES[:60]]
+    texts += [_EVERY_SYNTAX, Path(engine.__file__).read_text(encoding="utf-8")]
+    for text in texts:
+        module = engine._parse_screened(text)
+        assert module.deep_equals(cst.parse_module(text)), text[:200]
+        assert module.code == text
     with pytest.raises(cst.ParserSyntaxError):
         engine._parse_screened("def f(:\n")
+    assert {cls: cls.__init__ for cls in inits} == inits
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not an identifier")
+    with pytest.raises(TypeError):
+        cst.Name()  # a required field, as the dataclass's own __init__ requires it
+
+
+#: one of each statement and expression form libcst builds (node fields with defaults, default
+#: factories and required values all occur)
+_EVERY_SYNTAX = '''\
+from __future__ import annotations
+import os.path as osp, sys
+from . import a
+from ..b import (c as d, e)
+x: int = 1; y = x if x else -x
+z = [i ** 2 for i in range(3) if i % 2] + list({k: v for k, v in {}.items()}) + [*{1, 2}]
+s = f"{x!r:>{y}} {z[1:2:3]}" "plain" r'raw' + u"u", b"b" rb'raw bytes'
+w = (lambda a, /, b=1, *c, d, e=2, **f: a)(1, d=0)
+del w
+assert x, "message"
+global_value = ...
+t = 1j + 0x10 + 1_000 + 1e-3 + (walrus := 5)
+async def g(p: list[int], *args: str, q=3, **kw) -> dict[str, int]:
+    global t
+    async with open(p) as f, open(q) as h:
+        async for i in f:
+            await h
+    values = [j async for j in p]
+    return {**kw}
+@decorator(arg)
+class C(Base, metaclass=Meta):
+    """docstring"""
+    attr: int
+    def method(self, x):
+        def inner():
+            nonlocal x
+            x += 1
+            x -= 1; x *= 2; x @= m; x /= 2; x //= 2; x %= 2; x **= 2; x >>= 1; x <<= 1
+            x &= 1; x |= 1; x ^= 1
+        try:
+            raise ValueError("v") from None
+        except* (TypeError, ValueError) as e:
+            pass
+        finally:
+            yield from inner()
+        with (open(a) as b, open(c)):
+            while not x and x or x is not None:
+                if x < 1 <= 2 != 3 > 4 >= 5 == 6 in [] not in []:
+                    break
+                elif ~x & x | x ^ x << 1 >> 1:
+                    continue
+                else:
+                    pass
+        for i, (j, *k) in enumerate(x):
+            print(i, *j, sep="", **k)
+        match x:
+            case [1, *rest] | (2, 3):
+                pass
+            case {"k": v, **others} if v:
+                pass
+            case Point(x=0, y=1) as pt:
+                pass
+            case None | True | -1 | "s":
+                pass
+            case _:
+                pass
+        return x[..., None, 1:] @ x.mT
+'''
 
 
 # ------------------------------------------------------------------------ cache

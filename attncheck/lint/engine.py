@@ -46,6 +46,7 @@ import signal
 import sys
 import tokenize
 import traceback
+import types
 import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -281,22 +282,96 @@ def _parse_screened(text: str) -> cst.Module:
     """``libcst.parse_module`` of text a syntax screen has accepted (the ``ast`` index, or
     :func:`_syntax_check`), without re-validating each node as it is built.
 
-    libcst runs every node's ``_validate`` in ``__post_init__``, also for the nodes its own
-    parser builds from valid source (libcst's ``CSTNode.__post_init__`` notes that this could
-    move out of parsing): about a tenth of the parse of the transformers ``models`` tree.  The
+    libcst's parser builds every node by calling its class, a frozen dataclass whose generated
+    ``__init__`` sets each field through ``object.__setattr__`` and then runs the node's
+    ``_validate`` from ``__post_init__``, also for the nodes its own parser builds from valid
+    source (libcst's ``CSTNode.__post_init__`` notes that this could move out of parsing).  The
     checks guard nodes built by hand; a parse of screened source builds the same tree without
-    them.  Syntax errors are still raised by the parser itself."""
+    them.  While this parse runs, each node class's ``__init__`` is one that stores its fields
+    through the slots' own descriptors and skips the checks (:func:`_node_inits`): about a tenth
+    of the parse for the checks, and another tenth for the stores.  Syntax errors are still
+    raised by the parser itself."""
     node = cst.CSTNode
     saved = node.__dict__["__post_init__"]
+    inits = _node_inits()
     node.__post_init__ = _no_validation
+    for cls, fast, _ in inits:
+        cls.__init__ = fast
     try:
         return cst.parse_module(text)
     finally:
+        for cls, _, original in inits:
+            cls.__init__ = original
         node.__post_init__ = saved
 
 
 def _no_validation(self) -> None:
     return None
+
+
+_NODE_INITS: list[tuple[type, object, object]] | None = None
+
+
+def _node_inits() -> list[tuple[type, object, object]]:
+    """(class, fast ``__init__``, dataclass ``__init__``) for every libcst node class whose
+    ``__init__`` is the one :mod:`dataclasses` generated and whose fields are all slots (libcst
+    adds ``__slots__`` to its node classes).  The fast one takes the same parameters with the
+    same defaults (a ``default_factory`` called when the argument is missing), stores each
+    through its slot's descriptor — what ``object.__setattr__`` finds and calls — and does not
+    call ``__post_init__``.  A class that does not fit keeps its own ``__init__`` (and its
+    checks, which :func:`_parse_screened` turns off separately)."""
+    global _NODE_INITS
+    if _NODE_INITS is None:
+        import dataclasses
+
+        found = []
+        stack, seen = [cst.CSTNode], set()
+        while stack:
+            for sub in stack.pop().__subclasses__():
+                if sub not in seen:
+                    seen.add(sub)
+                    stack.append(sub)
+                    fast = _fast_init(sub, dataclasses)
+                    if fast is not None:
+                        found.append((sub, fast, sub.__dict__["__init__"]))
+        _NODE_INITS = found
+    return _NODE_INITS
+
+
+def _fast_init(cls: type, dataclasses) -> object | None:
+    init = cls.__dict__.get("__init__")
+    code = getattr(init, "__code__", None)
+    if code is None or code.co_filename != "<string>" or not dataclasses.is_dataclass(cls) \
+            or "__slots__" not in cls.__dict__:
+        return None
+    fields = dataclasses.fields(cls)
+    if any(not f.init or f.kw_only for f in fields):
+        return None
+    env: dict[str, object] = {"_MISSING": dataclasses.MISSING}
+    params, body = [], []
+    for i, f in enumerate(fields):
+        slot = cls.__dict__.get(f.name)
+        if type(slot) is not types.MemberDescriptorType:
+            return None
+        env[f"_set{i}"] = slot.__set__
+        if f.default is not dataclasses.MISSING:
+            env[f"_default{i}"] = f.default
+            params.append(f"{f.name}=_default{i}")
+            body.append(f"    _set{i}(self, {f.name})")
+        elif f.default_factory is not dataclasses.MISSING:
+            env[f"_factory{i}"] = f.default_factory
+            params.append(f"{f.name}=_MISSING")
+            body.append(f"    _set{i}(self, _factory{i}() if {f.name} is _MISSING else {f.name})")
+        else:
+            if params and "=" in params[-1]:
+                return None
+            params.append(f.name)
+            body.append(f"    _set{i}(self, {f.name})")
+    src = "def __init__(self, " + ", ".join(params) + "):\n" + ("\n".join(body) or "    pass") + "\n"
+    exec(compile(src, f"<attncheck fast init of {cls.__qualname__}>", "exec"), env)
+    fast = env["__init__"]
+    fast.__qualname__ = f"{cls.__qualname__}.__init__"
+    return fast
 
 
 def _syntax_check(text: str, display: str) -> Finding | None:
