@@ -33,6 +33,7 @@ from attncheck.lint.analysis.masks import DIAG
 from attncheck.lint.context import dotted_name
 from attncheck.lint.finding import Edit, Fix
 from attncheck.lint.rule import Rule, register
+from attncheck.lint.suppression import physical_lines
 from attncheck.lint import triggers as T
 from attncheck.lint import walk
 
@@ -42,6 +43,22 @@ _MATMUL = ops.BATCHED_MATMUL
 _PASS_METHODS = (ops.FLOAT_CASTS | ops.methods("cast", "") | ops.methods("copy") | ops.methods("fill")
                  | ops.methods("shape", "reshape", "insert") | ops.methods("pointwise", "nan_to_num"))
 _PASS_FUNCS = ops.F_DROPOUT | ops.functions("pointwise", "nan_to_num")
+
+
+def _function_text(rule: Rule, fn: cst.FunctionDef) -> str:
+    """The lines of ``fn`` as ``code_for_node`` renders them (the comment lines before it, its
+    decorators, body and closing comment lines), read from the file's source: the parsed text
+    has annotations blanked where only some functions are parsed (:mod:`attncheck.lint.regions`),
+    and a kernel named in an annotation counts as it does when the whole file is parsed."""
+    code = rule.ctx.module.code_for_node
+    text = code(fn)
+    before = len(fn.leading_lines) + len(fn.lines_after_decorators) \
+        + sum(code(d).count("\n") for d in fn.decorators)
+    first = rule.get_metadata(PositionProvider, fn).start.line + rule.ctx.line_offset - before - 1
+    lines = rule.__dict__.get("_source_lines")
+    if lines is None:
+        lines = rule._source_lines = physical_lines(rule.ctx.source)
+    return "".join(lines[first:first + text.count("\n") + (not text.endswith("\n"))])
 
 
 def _children(node: cst.CSTNode) -> list[cst.CSTNode]:
@@ -92,7 +109,7 @@ class UnfusedAttention(Rule):
         calls = self._fns.pop()
         if not calls:
             return
-        text = self.ctx.module.code_for_node(node)
+        text = _function_text(self, node)
         if any(t in text for t in ("scaled_dot_product_attention", "flash_attn", "memory_efficient_attention")):
             return  # the manual path is the fallback of a fused branch (timm's `if self.fused_attn:`)
         parents = _parents(node.body)
@@ -302,7 +319,7 @@ class FullyMaskedRowNan(Rule):
             self._fns = []
             for fn in found:
                 pos = self.get_metadata(PositionProvider, fn)
-                self._fns.append((pos.start.line, pos.end.line, self.ctx.module.code_for_node(fn)))
+                self._fns.append((pos.start.line, pos.end.line, _function_text(self, fn)))
         return self._fns
 
     def leave_Module(self, node: cst.Module) -> None:
