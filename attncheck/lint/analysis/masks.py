@@ -61,7 +61,6 @@ from attncheck.lint.analysis.syntax import (
     arg_value,
     child_nodes,
     int_of,
-    is_expr_type,
     kwarg,
 )
 from attncheck.lint.context import dotted_name
@@ -847,7 +846,6 @@ class _Analyzer(Interpreter):
         self.current: FunctionInfo | None = None
         self._data: dict[int, tuple[cst.CSTNode, set[str]]] = {}
         self._code: dict[int, tuple[cst.CSTNode, str]] = {}
-        self._adds: dict[int, tuple[cst.CSTNode, bool]] = {}
         self._texts: dict[int, tuple[cst.CSTNode, str]] = {}
         self.nodes = NodeCache()  # walks of this file's nodes, for this run only
         #: the functions defined inside functions, by ``id`` of their node (kept alive by the
@@ -1030,29 +1028,7 @@ class _Analyzer(Interpreter):
     # ---- statements -----------------------------------------------------------------------
     def _run_function(self, f: FunctionInfo, env: dict[str, Any], cls_env: ClassInfo | None = None) -> Any:
         """Run ``f``'s body in ``env``; return the join of what its ``return`` statements give."""
-        frame = _MaskFrame(self, env, cls_env)
-        frame.tagging = self.recording or self._adds_in_place(f)
-        return self.run_body(frame, f.node)
-
-    def _adds_in_place(self, f: FunctionInfo) -> bool:
-        """Whether ``f``'s body (nested functions and classes left out) holds an ``x += y``: the
-        one statement that reads the tags (:meth:`tag_of`) of a body run without recording
-        (:meth:`_additive`).  Statements only are walked, once per function."""
-        w = self._adds.get(id(f.node))
-        if w is not None:
-            return w[1]
-        found = False
-        stack = [f.node.body]
-        while stack and not found:
-            n = stack.pop()
-            t = type(n)
-            if t is cst.SimpleStatementLine or t is cst.SimpleStatementSuite:
-                found = any(type(small) is cst.AugAssign and type(small.operator) is cst.AddAssign
-                            for small in n.body)
-            elif not (t in _NESTED_SCOPES or is_expr_type(t)):
-                stack.extend(self.nodes.children(n))
-        self._adds[id(f.node)] = (f.node, found)
-        return found
+        return self.run_body(_MaskFrame(self, env, cls_env), f.node)
 
     def _bind(self, target, val, tag, state: _MaskFrame, cls_env, value_node) -> None:
         if type(target) is cst.Name:
@@ -1158,8 +1134,8 @@ class _Analyzer(Interpreter):
     def class_inits_of(self, expr: cst.BaseExpression, state: _MaskFrame) -> None:
         """What :meth:`tag_of` does besides computing the tag: :meth:`is_softmax_call` of each
         ``self.m(...)`` call runs the ``__init__`` of the current class on first look-up
-        (:meth:`class_attr`), which can record call-site arguments.  For a body whose tags
-        nothing reads."""
+        (:meth:`class_attr`), which can record call-site arguments.  For a run without recording
+        (nothing reads its tags)."""
         if self.current is None or self._lineage_inited(self.current.cls):
             return
         for n in self.nodes.ops(expr):
@@ -2485,9 +2461,6 @@ class _MaskFrame(Frame):
         self.tags: dict[str, str] = {}
         self.cls_env = cls_env
         self._tag: str | None = None  # the tag of the assignment being run
-        #: whether assignments compute tags: a body run without recording reads them only in
-        #: ``x += m`` (:meth:`_Analyzer._adds_in_place`)
-        self.tagging = True
 
     # ---- the lattice
     def join(self, a: Any, b: Any) -> Any:
@@ -2534,7 +2507,7 @@ class _MaskFrame(Frame):
         an = self.an
         an._scan(value, self, assign_targets=targets)
         v = an.ev(value, self.env)
-        if self.tagging:
+        if an.recording:  # only a run that records reads tags (:meth:`_Analyzer._target_tag`)
             self._tag = an.tag_of(value, self)
         else:
             an.class_inits_of(value, self)
@@ -2549,7 +2522,7 @@ class _MaskFrame(Frame):
     def aug_assign(self, s: cst.AugAssign) -> None:
         an = self.an
         an._scan(s.value, self)
-        if type(s.operator) is cst.AddAssign:
+        if type(s.operator) is cst.AddAssign and an.recording:  # as ``x + m`` (:meth:`_scan`)
             an._additive(s, s.target, s.value, self, [s.target])
         if type(s.target) is cst.Name:
             name = s.target.value

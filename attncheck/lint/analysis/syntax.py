@@ -112,11 +112,14 @@ def short_code(node: cst.CSTNode) -> str:
 
 # --------------------------------------------------------------------------- node walking
 
-#: fields that only ever hold whitespace and punctuation (never a ``Name`` or an expression)
+#: fields that only ever hold whitespace, punctuation or a marker string (never a ``Name`` or an
+#: expression): brackets and braces, a slice's colons, an argument's or parameter's ``*``/``**``
 SKIP_FIELDS = frozenset({
     "lpar", "rpar", "comma", "semicolon", "leading_lines", "header", "footer",
     "trailing_whitespace", "lines_after_decorators", "equal", "dot", "colon", "operator",
-    "first_line", "empty_lines", "asynchronous",
+    "first_line", "empty_lines", "asynchronous", "lbracket", "rbracket", "lbrace", "rbrace",
+    "first_colon", "second_colon", "star", "relative", "posonly_ind", "separator",
+    "trailing_comma",
 })
 #: per node type: a function returning the type's non-punctuation fields as a tuple
 _GETTERS: dict[type, Any] = {}
@@ -141,17 +144,6 @@ def is_node_type(t: type) -> bool:
     r = _NODE_TYPE.get(t)
     if r is None:
         r = _NODE_TYPE[t] = issubclass(t, cst.CSTNode)
-    return r
-
-
-_EXPR_TYPE: dict[type, bool] = {}
-
-
-def is_expr_type(t: type) -> bool:
-    """``issubclass(t, cst.BaseExpression)``, cached per type."""
-    r = _EXPR_TYPE.get(t)
-    if r is None:
-        r = _EXPR_TYPE[t] = issubclass(t, cst.BaseExpression)
     return r
 
 

@@ -130,6 +130,7 @@ class DropoutInEval(Rule):
         super().__init__(ctx)
         self._frames: list[_Method] = []
         self._class_depth: list[cst.CSTNode] = []
+        self._local_classes: dict[str, cst.ClassDef] | None = None  # the module's classes by name
 
     _MODULE_SUFFIXES = ("Module", "Attention", "Layer", "Block", "Model", "Transformer", "Encoder", "Decoder",
                         "Net", "Network", "Head", "Mixer")
@@ -138,7 +139,10 @@ class DropoutInEval(Rule):
         """Whether a class is an ``nn.Module``: a base resolves to ``torch.nn.*``, is a module class of
         this file, or (imported, unknown) is named like one (``…Module``, ``…Attention``, ``…Layer``)."""
         seen = seen or set()
-        local = {s.name.value: s for s in self.ctx.module.body if isinstance(s, cst.ClassDef)}
+        local = self._local_classes
+        if local is None:  # once per file (``ClassDef`` has no subclasses: an exact type test)
+            local = self._local_classes = {s.name.value: s for s in self.ctx.module.body
+                                           if type(s) is cst.ClassDef}
         for b in node.bases:
             q = self.ctx.qualname(b.value) or ""
             leaf = q.rsplit(".", 1)[-1]

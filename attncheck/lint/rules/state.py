@@ -65,6 +65,39 @@ def _init_kind(value: cst.BaseExpression, params: set[str]) -> str | None:
     return None
 
 
+class _SelfAttrsRead(cst.CSTVisitor):
+    """Collects the attributes of ``self`` an expression reads (:func:`_self_attr`), in visit order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.out: list[str] = []
+
+    def visit_Attribute(self, n: cst.Attribute) -> None:
+        a = _self_attr(n)
+        if a:
+            self.out.append(a)
+
+
+class _StateReads(cst.CSTVisitor):
+    """Collects what an expression reads: attributes of ``self`` (not entered) and other names
+    (``True``, ``False`` and ``None`` left out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+        self.attrs: list[str] = []
+
+    def visit_Attribute(self, n: cst.Attribute) -> bool:
+        if _self_attr(n) is not None:
+            self.attrs.append(n.attr.value)
+            return False
+        return True
+
+    def visit_Name(self, n: cst.Name) -> None:
+        if n.value not in ("True", "False", "None"):
+            self.names.append(n.value)
+
+
 class _Forward:
     def __init__(self, fn: cst.FunctionDef) -> None:
         self.fn = fn
@@ -109,37 +142,17 @@ class StateMutatedInForward(Rule):
         """Attributes of ``self`` an ``if`` test reads: an assignment under it is a latch — a one-shot
         initialisation or state transition (``if self.x is None: self.x = ...``, ``if self.map: ...
         else: self.map = True``, ``if self.expand: ...; self.expand = False``)."""
-        out: list[str] = []
-
-        class V(cst.CSTVisitor):
-            def visit_Attribute(self, n: cst.Attribute) -> None:
-                a = _self_attr(n)
-                if a:
-                    out.append(a)
-
-        walk.visit(test, V())
-        return out
+        v = _SelfAttrsRead()
+        walk.visit(test, v)
+        return v.out
 
     @staticmethod
     def _reads_only_self(test: cst.BaseExpression) -> bool:
         """Whether an ``if`` test reads module state only (``self.training``, ``not self.x``): no
         input, local or global decides it."""
-        names: list[str] = []
-        attrs: list[str] = []
-
-        class V(cst.CSTVisitor):
-            def visit_Attribute(self, n: cst.Attribute) -> bool:
-                if _self_attr(n) is not None:
-                    attrs.append(n.attr.value)
-                    return False
-                return True
-
-            def visit_Name(self, n: cst.Name) -> None:
-                if n.value not in ("True", "False", "None"):
-                    names.append(n.value)
-
-        walk.visit(test, V())
-        return bool(attrs) and not names
+        v = _StateReads()
+        walk.visit(test, v)
+        return bool(v.attrs) and not v.names
 
     def visit_If(self, node: cst.If) -> None:
         if self._fwd and self._fwd[-1] is not None:
