@@ -28,6 +28,7 @@ Usage::
     python bench/lint_bench.py --tree scratch/corpus/transformers/transformers/models
     python bench/lint_bench.py --tree DIR --every 20 # every 20th file (quick iteration)
     python bench/lint_bench.py --tree DIR --json out.json --compare-whole
+    python bench/lint_bench.py --tree DIR --pairs 3  # median of 3 adjacent parse / cold pairs
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -123,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-whole", action="store_true",
                     help="also run a whole-file parse (--no-regions) and require equal output")
     ap.add_argument("--json", type=Path, help="write the figures here")
+    ap.add_argument("--pairs", type=int, default=1,
+                    help="run the reference parse and the cold 1-job lint this many times, one "
+                         "after the other (alternating which goes first), and report the median "
+                         "of the per-pair CPU ratios: a shared machine's speed drifts between "
+                         "runs minutes apart")
     args = ap.parse_args(argv)
 
     tree = args.tree or fetch_tree(args.download_dir, args.version or installed_version())
@@ -146,14 +153,24 @@ def main(argv: list[str] | None = None) -> int:
         cache = work / "cache"
         lint = [sys.executable, "-m", "attncheck", "lint", str(src), "--isolated", "--exit-zero",
                 "--output-format", "json"]
+        parse_cmd = [sys.executable, "-c", _PARSE, str(listing), "libcst"]
+        cold_cmd = lint + ["--no-cache", "-j", "1"]
         rows: dict[str, dict] = {}
-        rows["libcst parse"] = measure([sys.executable, "-c", _PARSE, str(listing), "libcst"],
-                                       work / "parse.out")
+        rows["libcst parse"] = measure(parse_cmd, work / "parse.out")
+        rows["attncheck cold, 1 job"] = measure(cold_cmd, work / "c1.json")
+        pairs = [(rows["libcst parse"]["cpu"], rows["attncheck cold, 1 job"]["cpu"])]
+        pair_outputs = []
+        for i in range(1, max(1, args.pairs)):
+            first, second = (cold_cmd, parse_cmd) if i % 2 else (parse_cmd, cold_cmd)
+            a = measure(first, work / f"pair{i}a.out")
+            b = measure(second, work / f"pair{i}b.out")
+            cold, ref = (a, b) if first is cold_cmd else (b, a)
+            pairs.append((ref["cpu"], cold["cpu"]))
+            pair_outputs.append(work / (f"pair{i}a.out" if first is cold_cmd else f"pair{i}b.out"))
         rows["stdlib ast.parse (floor)"] = measure(
             [sys.executable, "-c", _PARSE, str(listing), "ast"], work / "ast.out")
         rows["compile() (floor: the syntax screen)"] = measure(
             [sys.executable, "-c", _PARSE, str(listing), "compile"], work / "compile.out")
-        rows["attncheck cold, 1 job"] = measure(lint + ["--no-cache", "-j", "1"], work / "c1.json")
         rows[f"attncheck cold, {jobs} jobs"] = measure(
             lint + ["--cache-dir", str(cache), "-j", str(jobs)], work / "cn.json")
         rows["attncheck warm"] = measure(lint + ["--cache-dir", str(cache), "-j", str(jobs)],
@@ -167,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                 [ruff, "check", "--no-cache", "--isolated", "--select", "E,F,W", "--exit-zero",
                  "--quiet", str(src)], work / "ruff.out")
         outs = {n: (work / n).read_bytes() for n in ("c1.json", "cn.json", "warm.json")}
-        same = len(set(outs.values())) == 1
+        same = len(set(outs.values())) == 1 and all(
+            p.read_bytes() == outs["c1.json"] for p in pair_outputs)
         whole_same = None
         if args.compare_whole:
             whole_same = (work / "whole.json").read_bytes() == outs["c1.json"]
@@ -187,6 +205,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['cpu'] / base_cpu:>7.3f} {r['rss_kb'] / 1024:>12.0f}")
         if r["rc"] not in (0,):
             print(f"  exit status {r['rc']}: {r['stderr'][-500:]}")
+    ratios = [cold / ref for ref, cold in pairs]
+    if len(pairs) > 1:
+        print(f"cold 1 job / libcst parse, CPU, {len(pairs)} adjacent pairs: "
+              + ", ".join(f"{r:.3f}" for r in ratios) + f"; median {statistics.median(ratios):.3f}")
     print(f"identical output cold 1 job / cold {jobs} jobs / warm: {same}")
     if whole_same is not None:
         print(f"identical output regions / whole files: {whole_same}")
@@ -194,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps({
             "tree": str(tree), "files": len(files), "lines": lines, "findings": findings,
             "jobs": jobs, "identical": same, "identical_whole": whole_same,
+            "pairs_cpu": [{"parse": ref, "cold": cold} for ref, cold in pairs],
+            "pairs_median_cpu_ratio": statistics.median(ratios),
             "rows": {k: {x: v for x, v in r.items() if x != "stderr"} for k, r in rows.items()},
         }, indent=2))
     ok = same and whole_same is not False and all(r["rc"] == 0 for r in rows.values())
