@@ -39,6 +39,7 @@ Nothing here imports torch or imports/executes the code being linted.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import gc
 import io
 import os
@@ -289,8 +290,8 @@ def _parse_screened(text: str) -> cst.Module:
     checks guard nodes built by hand; a parse of screened source builds the same tree without
     them.  While this parse runs, each node class's ``__init__`` is one that stores its fields
     through the slots' own descriptors and skips the checks (:func:`_node_inits`): about a tenth
-    of the parse for the checks, and another tenth for the stores.  Syntax errors are still
-    raised by the parser itself."""
+    of the parse for the checks, and a few percent more for the stores.  Syntax errors are
+    still raised by the parser itself."""
     node = cst.CSTNode
     saved = node.__dict__["__post_init__"]
     inits = _node_inits()
@@ -322,8 +323,6 @@ def _node_inits() -> list[tuple[type, object, object]]:
     checks, which :func:`_parse_screened` turns off separately)."""
     global _NODE_INITS
     if _NODE_INITS is None:
-        import dataclasses
-
         found = []
         stack, seen = [cst.CSTNode], set()
         while stack:
@@ -331,14 +330,14 @@ def _node_inits() -> list[tuple[type, object, object]]:
                 if sub not in seen:
                     seen.add(sub)
                     stack.append(sub)
-                    fast = _fast_init(sub, dataclasses)
+                    fast = _fast_init(sub)
                     if fast is not None:
                         found.append((sub, fast, sub.__dict__["__init__"]))
         _NODE_INITS = found
     return _NODE_INITS
 
 
-def _fast_init(cls: type, dataclasses) -> object | None:
+def _fast_init(cls: type) -> object | None:
     init = cls.__dict__.get("__init__")
     code = getattr(init, "__code__", None)
     if code is None or code.co_filename != "<string>" or not dataclasses.is_dataclass(cls) \
@@ -362,9 +361,7 @@ def _fast_init(cls: type, dataclasses) -> object | None:
             env[f"_factory{i}"] = f.default_factory
             params.append(f"{f.name}=_MISSING")
             body.append(f"    _set{i}(self, _factory{i}() if {f.name} is _MISSING else {f.name})")
-        else:
-            if params and "=" in params[-1]:
-                return None
+        else:  # a required field (dataclasses put them before the defaulted ones)
             params.append(f.name)
             body.append(f"    _set{i}(self, {f.name})")
     src = "def __init__(self, " + ", ".join(params) + "):\n" + ("\n".join(body) or "    pass") + "\n"
