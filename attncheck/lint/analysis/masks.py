@@ -62,6 +62,7 @@ from attncheck.lint.analysis.syntax import (
     child_nodes,
     int_of,
     kwarg,
+    num_of,
 )
 from attncheck.lint.context import dotted_name
 from attncheck.lint.project import may_resolve, rehome
@@ -617,7 +618,7 @@ def _linear_terms(node: cst.BaseExpression, text, env: dict | None = None) -> tu
     it binds to anything else is not an integer."""
     t = type(node)
     if t is cst.Integer:
-        return {}, int(node.evaluated_value)
+        return {}, int_of(node)
     if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
         r = _linear_terms(node.expression, text, env)
         return None if r is None else ({k: -v for k, v in r[0].items()}, -r[1])
@@ -1337,25 +1338,24 @@ class _Analyzer(Interpreter):
             cache = self._lin_cache = {}
         if id(f) in cache:
             return cache[id(f)]
-        out = []
-
-        def rec(node):
-            for c in self.nodes.children(node):
-                t = type(c)
-                if t in _NESTED_SCOPES:
-                    continue
-                if t is cst.SimpleStatementLine:
-                    for s in c.body:
-                        out.append((s, None))
-                elif t is cst.If or t is cst.While:
-                    out.append((c.test, None))
-                    rec(c)
-                elif _is_block_type(t):
-                    rec(c)
-
-        rec(f.node.body)
+        out: list = []
+        self._linear_into(f.node.body, out)
         cache[id(f)] = out
         return out
+
+    def _linear_into(self, node: cst.CSTNode, out: list) -> None:
+        for c in self.nodes.children(node):
+            t = type(c)
+            if t in _NESTED_SCOPES:
+                continue
+            if t is cst.SimpleStatementLine:
+                for s in c.body:
+                    out.append((s, None))
+            elif t is cst.If or t is cst.While:
+                out.append((c.test, None))
+                self._linear_into(c, out)
+            elif _is_block_type(t):
+                self._linear_into(c, out)
 
     def _stmt_index(self, f: FunctionInfo) -> dict[int, int]:
         """``id(node)`` → index of the first :meth:`_linear` entry of ``f`` whose
@@ -1694,7 +1694,7 @@ class _Analyzer(Interpreter):
         if t is _Call:
             return self._ev_call(node, env, origin)
         if t is cst.Integer or t is cst.Float:
-            return Fill("literal", float(node.evaluated_value), node)
+            return Fill("literal", num_of(node), node)
         if t is cst.UnaryOperation:
             inner = self._ev(node.expression, env, origin)
             top = type(node.operator)
