@@ -103,9 +103,11 @@ class ModuleIndex:
                         self.defs.append(f)
 
     def clear(self) -> None:
-        """Forget every definition, breaking the method ↔ class reference cycles."""
-        for c in self.classes.values():
-            c.methods.clear()
+        """Forget every definition, breaking the method ↔ class reference cycles (those of a
+        class that a later one of the same name shadows in :attr:`classes` too)."""
+        for f in self.defs:
+            if f.cls is not None:
+                f.cls.methods.clear()
         self.functions.clear()
         self.classes.clear()
         self.defs.clear()
