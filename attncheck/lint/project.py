@@ -65,13 +65,17 @@ class Project:
     (``roots``: real paths).  Immutable and picklable: the engine builds it once per run and
     hands it to every worker."""
 
-    __slots__ = ("files", "roots", "_hash", "_stems")
+    __slots__ = ("files", "roots", "_hash", "_stems", "_found", "_held")
 
     def __init__(self, files: Iterable[str], roots: Iterable[str] = ()) -> None:
         self.files = frozenset(os.path.realpath(f) for f in files)
         self.roots = tuple(sorted({os.path.realpath(r) for r in roots}))
         self._hash = hash((self.files, self.roots))
         self._stems: frozenset[str] | None = None
+        #: answers of :meth:`module_file` and :meth:`may_hold`, by the importer's directory
+        #: (the only part of the importer's path they read) and the rest of the question
+        self._found: dict[tuple[str, int, str], str | None] = {}
+        self._held: dict[tuple[str, int, str], bool] = {}
 
     def __hash__(self) -> int:
         return self._hash
@@ -87,6 +91,8 @@ class Project:
         self.files, self.roots = state
         self._hash = hash((self.files, self.roots))
         self._stems = None
+        self._found = {}
+        self._held = {}
 
     def _module_in(self, base: str, parts: list[str]) -> str | None:
         stem = os.path.join(base, *parts)
@@ -107,8 +113,15 @@ class Project:
     def module_file(self, importer: str, level: int, module: str) -> str | None:
         """The linted file of ``module`` imported from the file ``importer`` (``level``: the
         leading dots of a relative import, 0 for an absolute one), or ``None``."""
-        parts = [p for p in module.split(".") if p]
         here = os.path.dirname(importer)
+        key = (here, level, module)
+        found = self._found.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = self._found[key] = self._module_file(importer, here, level, module)
+        return found
+
+    def _module_file(self, importer: str, here: str, level: int, module: str) -> str | None:
+        parts = [p for p in module.split(".") if p]
         if level > 0:
             base = relative_base(importer, level)
             if not parts:
@@ -153,12 +166,17 @@ class Project:
         that every :meth:`module_file` look-up of such a module gives ``None``: it would be
         ``BASE/head.py``, or a file under the directory ``BASE/head``, for one of the
         directories :meth:`module_file` looks in."""
-        if level > 0:
-            bases = [relative_base(importer, level)]
-        else:
-            bases = self._absolute_bases(os.path.dirname(importer))
-        stems = self._linted_stems()
-        return any(os.path.join(b, head) in stems for b in bases)
+        here = os.path.dirname(importer)
+        key = (here, level, head)
+        held = self._held.get(key)
+        if held is None:
+            bases = [relative_base(importer, level)] if level > 0 else self._absolute_bases(here)
+            stems = self._linted_stems()
+            held = self._held[key] = any(os.path.join(b, head) in stems for b in bases)
+        return held
+
+
+_UNSEEN = object()  # a question :class:`Project` has not answered yet
 
 
 def relative_base(importer: str, level: int) -> str:
@@ -244,6 +262,14 @@ _LOADED: OrderedDict[tuple[Project, str, str | None], tuple[str, Any, int]] = Or
 _NAMES: OrderedDict[str, tuple[str, frozenset[str], frozenset[str]] | None] = OrderedDict()
 #: callee files whose top-level names are kept
 MAX_NAMED_FILES = 2_000
+#: the region index (:func:`attncheck.lint.regions.index`) of the callee files read last: path →
+#: (sha256, index or ``None``, bytes of source).  :func:`_top_names` reads a file's index and
+#: :func:`_parse` selects the regions of its helpers from the same one (the ``ast`` parse is
+#: most of a callee's cost: the regions it selects are small)
+_INDEXED: OrderedDict[str, tuple[str, Any, int]] = OrderedDict()
+#: bytes of source of the indexed callee files kept (an index takes about 36 bytes per byte of
+#: source, the ``ast`` nodes mostly; the least recently used file goes first)
+MAX_INDEXED_BYTES = 500_000
 
 _WHOLE: contextvars.ContextVar[bool] = contextvars.ContextVar("whole_callee_files",
                                                               default=False)
@@ -289,7 +315,7 @@ def _load(project: Project, path: str, data: bytes, sha: str, root: str | None) 
     if hit is not None and hit[0] == sha:
         _LOADED[key] = hit
         return hit[1]
-    ctx, size = _parse(project, path, data, root)
+    ctx, size = _parse(project, path, data, sha, root)
     _LOADED[key] = (sha, ctx, size)
     total = sum(n for _, _, n in _LOADED.values())
     while total > MAX_LOADED_BYTES and len(_LOADED) > 1:
@@ -297,7 +323,8 @@ def _load(project: Project, path: str, data: bytes, sha: str, root: str | None) 
     return ctx
 
 
-def _parse(project: Project, path: str, data: bytes, root: str | None) -> tuple[Any, int]:
+def _parse(project: Project, path: str, data: bytes, sha: str,
+           root: str | None) -> tuple[Any, int]:
     """The file's context and the characters handed to libcst: the region of the top-level
     function ``root`` (the whole file when ``root`` is ``None`` or the region does not parse
     to the selected definitions)."""
@@ -312,8 +339,10 @@ def _parse(project: Project, path: str, data: bytes, root: str | None) -> tuple[
     except _Unreadable:
         return None, len(data)
     module = None
-    if root is not None:  # ``text`` passed the ``ast`` screen (:func:`_top_names`)
-        sel = regions.select(text, (), roots=(root,))
+    # ``text`` passed the ``ast`` screen (:func:`_top_names`)
+    idx = _index(path, text, sha) if root is not None else None
+    if idx is not None:
+        sel = regions.select(text, (), roots=(root,), idx=idx)
         if sel is not None:
             try:
                 module = _parse_screened(sel.text)
@@ -332,6 +361,25 @@ def _parse(project: Project, path: str, data: bytes, root: str | None) -> tuple[
     return FileContext(module, text, path, project=project, path=path), size
 
 
+def _index(path: str, text: str, sha: str) -> Any:
+    """The region index of the callee file ``path`` (``text``: its decoded bytes, hashing to
+    ``sha``), or ``None`` when ``ast`` cannot read it; kept for the files read last
+    (:data:`MAX_INDEXED_BYTES`).  :func:`attncheck.lint.regions.select` only marks an index's
+    units (it clears the marks first), so one index serves every helper of the file."""
+    hit = _INDEXED.pop(path, None)
+    if hit is not None and hit[0] == sha:
+        _INDEXED[path] = hit
+        return hit[1]
+    from attncheck.lint import regions
+
+    idx = regions.index(text)
+    _INDEXED[path] = (sha, idx, len(text))
+    total = sum(n for _, _, n in _INDEXED.values())
+    while total > MAX_INDEXED_BYTES and len(_INDEXED) > 1:
+        total -= _INDEXED.popitem(last=False)[1][2]
+    return idx
+
+
 def _top_names(path: str, data: bytes, sha: str) -> tuple[frozenset[str], frozenset[str]] | None:
     """The names of the top-level functions and classes of a callee file (the definitions
     :class:`~attncheck.lint.analysis.index.ModuleIndex` holds), read by ``ast``; ``None`` when
@@ -340,11 +388,10 @@ def _top_names(path: str, data: bytes, sha: str) -> tuple[frozenset[str], frozen
     if hit is not None and hit[0] == sha:
         _NAMES[path] = hit
         return hit[1:]
-    from attncheck.lint import regions
     from attncheck.lint.engine import _Unreadable, decode_source
 
     try:
-        idx = regions.index(decode_source(data)[0])
+        idx = _index(path, decode_source(data)[0], sha)
     except _Unreadable:
         idx = None
     if idx is None:
