@@ -262,14 +262,6 @@ _LOADED: OrderedDict[tuple[Project, str, str | None], tuple[str, Any, int]] = Or
 _NAMES: OrderedDict[str, tuple[str, frozenset[str], frozenset[str]] | None] = OrderedDict()
 #: callee files whose top-level names are kept
 MAX_NAMED_FILES = 2_000
-#: the region index (:func:`attncheck.lint.regions.index`) of the callee files read last: path →
-#: (sha256, index or ``None``, bytes of source).  :func:`_top_names` reads a file's index and
-#: :func:`_parse` selects the regions of its helpers from the same one (the ``ast`` parse is
-#: most of a callee's cost: the regions it selects are small)
-_INDEXED: OrderedDict[str, tuple[str, Any, int]] = OrderedDict()
-#: bytes of source of the indexed callee files kept (an index takes about 36 bytes per byte of
-#: source, the ``ast`` nodes mostly; the least recently used file goes first)
-MAX_INDEXED_BYTES = 500_000
 
 _WHOLE: contextvars.ContextVar[bool] = contextvars.ContextVar("whole_callee_files",
                                                               default=False)
@@ -309,13 +301,14 @@ def load(project: Project, path: str) -> Any:
     return None if data is None else _load(project, path, data, sha, None)
 
 
-def _load(project: Project, path: str, data: bytes, sha: str, root: str | None) -> Any:
+def _load(project: Project, path: str, data: bytes, sha: str, root: str | None,
+          idx: Any = None) -> Any:
     key = (project, path, root)
     hit = _LOADED.pop(key, None)
     if hit is not None and hit[0] == sha:
         _LOADED[key] = hit
         return hit[1]
-    ctx, size = _parse(project, path, data, sha, root)
+    ctx, size = _parse(project, path, data, root, idx)
     _LOADED[key] = (sha, ctx, size)
     total = sum(n for _, _, n in _LOADED.values())
     while total > MAX_LOADED_BYTES and len(_LOADED) > 1:
@@ -323,11 +316,11 @@ def _load(project: Project, path: str, data: bytes, sha: str, root: str | None) 
     return ctx
 
 
-def _parse(project: Project, path: str, data: bytes, sha: str,
-           root: str | None) -> tuple[Any, int]:
+def _parse(project: Project, path: str, data: bytes, root: str | None,
+           idx: Any = None) -> tuple[Any, int]:
     """The file's context and the characters handed to libcst: the region of the top-level
     function ``root`` (the whole file when ``root`` is ``None`` or the region does not parse
-    to the selected definitions)."""
+    to the selected definitions).  ``idx``: the file's region index when the caller has it."""
     import libcst as cst
 
     from attncheck.lint import regions
@@ -339,9 +332,7 @@ def _parse(project: Project, path: str, data: bytes, sha: str,
     except _Unreadable:
         return None, len(data)
     module = None
-    # ``text`` passed the ``ast`` screen (:func:`_top_names`)
-    idx = _index(path, text, sha) if root is not None else None
-    if idx is not None:
+    if root is not None:  # ``text`` passed the ``ast`` screen (:func:`_top_names`)
         sel = regions.select(text, (), roots=(root,), idx=idx)
         if sel is not None:
             try:
@@ -361,37 +352,24 @@ def _parse(project: Project, path: str, data: bytes, sha: str,
     return FileContext(module, text, path, project=project, path=path), size
 
 
-def _index(path: str, text: str, sha: str) -> Any:
-    """The region index of the callee file ``path`` (``text``: its decoded bytes, hashing to
-    ``sha``), or ``None`` when ``ast`` cannot read it; kept for the files read last
-    (:data:`MAX_INDEXED_BYTES`).  :func:`attncheck.lint.regions.select` only marks an index's
-    units (it clears the marks first), so one index serves every helper of the file."""
-    hit = _INDEXED.pop(path, None)
-    if hit is not None and hit[0] == sha:
-        _INDEXED[path] = hit
-        return hit[1]
-    from attncheck.lint import regions
-
-    idx = regions.index(text)
-    _INDEXED[path] = (sha, idx, len(text))
-    total = sum(n for _, _, n in _INDEXED.values())
-    while total > MAX_INDEXED_BYTES and len(_INDEXED) > 1:
-        total -= _INDEXED.popitem(last=False)[1][2]
-    return idx
-
-
-def _top_names(path: str, data: bytes, sha: str) -> tuple[frozenset[str], frozenset[str]] | None:
+def _top_names(path: str, data: bytes,
+               sha: str) -> tuple[frozenset[str], frozenset[str], Any] | None:
     """The names of the top-level functions and classes of a callee file (the definitions
-    :class:`~attncheck.lint.analysis.index.ModuleIndex` holds), read by ``ast``; ``None`` when
-    ``ast`` cannot read it (then it is parsed whole by libcst, which decides)."""
+    :class:`~attncheck.lint.analysis.index.ModuleIndex` holds), read by ``ast``, and the region
+    index they were read from when it is read now (``None`` when they were known): the caller
+    selects a helper's region from it instead of reading the file again.  The index itself is
+    not kept (its ``ast`` nodes take about 36 bytes per byte of source, which Python's cyclic
+    collector would traverse for as long as they live).  ``None`` when ``ast`` cannot read the
+    file (then it is parsed whole by libcst, which decides)."""
     hit = _NAMES.pop(path, None)
     if hit is not None and hit[0] == sha:
         _NAMES[path] = hit
-        return hit[1:]
+        return hit[1], hit[2], None
+    from attncheck.lint import regions
     from attncheck.lint.engine import _Unreadable, decode_source
 
     try:
-        idx = _index(path, decode_source(data)[0], sha)
+        idx = regions.index(decode_source(data)[0])
     except _Unreadable:
         idx = None
     if idx is None:
@@ -401,7 +379,7 @@ def _top_names(path: str, data: bytes, sha: str) -> tuple[frozenset[str], frozen
     _NAMES[path] = (sha, funcs, classes)
     while len(_NAMES) > MAX_NAMED_FILES:
         _NAMES.popitem(last=False)
-    return funcs, classes
+    return funcs, classes, idx
 
 
 def imported_function(ctx: Any, func: Any) -> tuple[Any, Any] | None:
@@ -468,12 +446,12 @@ def _resolve(ctx: Any, parts: list[str], depth: int) -> tuple[Any, Any] | None:
             return None
         names = None if _WHOLE.get() else _top_names(path, data, sha)
         if names is not None:
-            funcs, classes = names
+            funcs, classes, idx = names
             if attrs[0] in funcs or attrs[0] in classes:
                 # a top-level definition: a helper to run only as ``f`` itself
                 if len(attrs) > 1 or attrs[0] not in funcs:
                     return None
-                callee = _load(ctx.project, path, data, sha, attrs[0])
+                callee = _load(ctx.project, path, data, sha, attrs[0], idx)
                 if callee is None:
                     return None
                 f = callee.index.functions.get(attrs[0])
