@@ -32,7 +32,8 @@ A callee file is first read by the stdlib :mod:`ast` (:func:`attncheck.lint.regi
 about a tenth of libcst's time), which says what the imported name is at its top level: a
 class (or a ``def`` reached through an attribute, ``f.x``) is no helper the analyses can run,
 and nothing is parsed with libcst; for a top-level ``def`` libcst parses only the region the
-helper needs (:func:`attncheck.lint.regions.select` with the name as its root: its same-file
+helper needs (:func:`attncheck.lint.regions.select` with the name as its root, from the index
+just read when the file is new to the process: its same-file
 helpers, the module bindings and imports they read, same-named definitions, and the methods any
 class of the file has under an attribute name they read); only a name the file merely binds
 (a re-export) has the whole file parsed, for its import table.  The line numbers are the
@@ -65,17 +66,13 @@ class Project:
     (``roots``: real paths).  Immutable and picklable: the engine builds it once per run and
     hands it to every worker."""
 
-    __slots__ = ("files", "roots", "_hash", "_stems", "_found", "_held")
+    __slots__ = ("files", "roots", "_hash", "_stems")
 
     def __init__(self, files: Iterable[str], roots: Iterable[str] = ()) -> None:
         self.files = frozenset(os.path.realpath(f) for f in files)
         self.roots = tuple(sorted({os.path.realpath(r) for r in roots}))
         self._hash = hash((self.files, self.roots))
         self._stems: frozenset[str] | None = None
-        #: answers of :meth:`module_file` and :meth:`may_hold`, by the importer's directory
-        #: (the only part of the importer's path they read) and the rest of the question
-        self._found: dict[tuple[str, int, str], str | None] = {}
-        self._held: dict[tuple[str, int, str], bool] = {}
 
     def __hash__(self) -> int:
         return self._hash
@@ -91,8 +88,6 @@ class Project:
         self.files, self.roots = state
         self._hash = hash((self.files, self.roots))
         self._stems = None
-        self._found = {}
-        self._held = {}
 
     def _module_in(self, base: str, parts: list[str]) -> str | None:
         stem = os.path.join(base, *parts)
@@ -113,15 +108,8 @@ class Project:
     def module_file(self, importer: str, level: int, module: str) -> str | None:
         """The linted file of ``module`` imported from the file ``importer`` (``level``: the
         leading dots of a relative import, 0 for an absolute one), or ``None``."""
-        here = os.path.dirname(importer)
-        key = (here, level, module)
-        found = self._found.get(key, _UNSEEN)
-        if found is _UNSEEN:
-            found = self._found[key] = self._module_file(importer, here, level, module)
-        return found
-
-    def _module_file(self, importer: str, here: str, level: int, module: str) -> str | None:
         parts = [p for p in module.split(".") if p]
+        here = os.path.dirname(importer)
         if level > 0:
             base = relative_base(importer, level)
             if not parts:
@@ -166,17 +154,12 @@ class Project:
         that every :meth:`module_file` look-up of such a module gives ``None``: it would be
         ``BASE/head.py``, or a file under the directory ``BASE/head``, for one of the
         directories :meth:`module_file` looks in."""
-        here = os.path.dirname(importer)
-        key = (here, level, head)
-        held = self._held.get(key)
-        if held is None:
-            bases = [relative_base(importer, level)] if level > 0 else self._absolute_bases(here)
-            stems = self._linted_stems()
-            held = self._held[key] = any(os.path.join(b, head) in stems for b in bases)
-        return held
-
-
-_UNSEEN = object()  # a question :class:`Project` has not answered yet
+        if level > 0:
+            bases = [relative_base(importer, level)]
+        else:
+            bases = self._absolute_bases(os.path.dirname(importer))
+        stems = self._linted_stems()
+        return any(os.path.join(b, head) in stems for b in bases)
 
 
 def relative_base(importer: str, level: int) -> str:
