@@ -1837,6 +1837,8 @@ class _Analyzer(Interpreter):
 
     def _text(self, n: cst.CSTNode) -> str:
         """:meth:`code` of ``n`` without whitespace (a term's key in :func:`_linear_terms`)."""
+        if type(n) is _Name and not n.lpar:
+            return n.value  # a name's code is its value
         w = self._texts.get(id(n))
         if w is None:
             w = self._texts[id(n)] = (n, "".join(self.code(n).split()))
@@ -1887,14 +1889,14 @@ class _Analyzer(Interpreter):
         """An integer sum of sizes (``kv_len - q_len + 1``) as an :class:`IntSum`; ``None`` when a
         term may be anything but an integer: a name that holds a mask value or whose name says it
         is a mask, a float literal."""
-        lin = _linear_terms(node, self._text, env)
-        if lin is None:
-            return None
-        for n in _leaves(node):
+        for n in _leaves(node):  # before the terms' source text is generated
             if type(n) is _Name and n.value not in env and self.named_mask(n.value) is not None:
                 return None
             if type(n) is _Call and not _size_call(n):
                 return None  # a tensor method (``m.unsqueeze(1) - m.unsqueeze(2)``) is no size
+        lin = _linear_terms(node, self._text, env)
+        if lin is None:
+            return None
         return IntSum(tuple(sorted(lin[0].items())), lin[1])
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
