@@ -1983,10 +1983,10 @@ class _Analyzer(Interpreter):
         # this file and of other linted files
         ref = self.resolve_callee(_MaskFrame(self, env, None), func) \
             if type(func) in _CALLEE_EXPRS else None
+        # ``U.f(...)`` / ``pkg.mod.f(...)``; PyTorch and the op catalog are never another
+        # linted file's function (:meth:`FileContext.imported_function`)
         if not isinstance(ref, FuncRef) and "." in q and q.partition(".")[0] != "torch" \
-                and q not in ops.FUNCTIONS and q not in ops.MODULES:  # ``U.f(...)``, ``pkg.mod.f(...)``
-            # (PyTorch and the op catalog are never another linted file's function:
-            # :meth:`FileContext.imported_function`)
+                and q not in ops.FUNCTIONS and q not in ops.MODULES:
             found = self.imported(func, env)
             ref = FuncRef(found[1].name, fn=found[1].node, owner=found[0]) if found else None
         if isinstance(ref, FuncRef) or q in PARTIAL or (q in _SEQUENCE_BUILTINS and type(func) is _Name
