@@ -62,6 +62,7 @@ from attncheck.lint.analysis.syntax import (
     child_nodes,
     int_of,
     kwarg,
+    num_of,
 )
 from attncheck.lint.context import dotted_name
 from attncheck.lint.project import may_resolve, rehome
@@ -617,7 +618,7 @@ def _linear_terms(node: cst.BaseExpression, text, env: dict | None = None) -> tu
     it binds to anything else is not an integer."""
     t = type(node)
     if t is cst.Integer:
-        return {}, int(node.evaluated_value)
+        return {}, int_of(node)
     if t is cst.UnaryOperation and type(node.operator) is cst.Minus:
         r = _linear_terms(node.expression, text, env)
         return None if r is None else ({k: -v for k, v in r[0].items()}, -r[1])
@@ -1150,7 +1151,6 @@ class _Analyzer(Interpreter):
 
     def tag_of(self, expr: cst.BaseExpression, state: _MaskFrame) -> str | None:
         has_softmax = has_mm = False
-        names = set()
         for n in self.nodes.ops(expr):  # only calls / binary operations can be either
             if self.is_softmax_call(n, state):
                 has_softmax = True
@@ -1158,6 +1158,8 @@ class _Analyzer(Interpreter):
                 has_mm = True
         if has_softmax:
             return "probs"
+        if not state.tags:  # no name holds scores or probabilities yet
+            return "scores" if has_mm else None
         names = self.nodes.names(expr)
         tags = {state.tags.get(n) for n in names}
         if "scores" in tags and _normalised(expr):
@@ -1694,7 +1696,7 @@ class _Analyzer(Interpreter):
         if t is _Call:
             return self._ev_call(node, env, origin)
         if t is cst.Integer or t is cst.Float:
-            return Fill("literal", float(node.evaluated_value), node)
+            return Fill("literal", num_of(node), node)
         if t is cst.UnaryOperation:
             inner = self._ev(node.expression, env, origin)
             top = type(node.operator)
@@ -1835,6 +1837,8 @@ class _Analyzer(Interpreter):
 
     def _text(self, n: cst.CSTNode) -> str:
         """:meth:`code` of ``n`` without whitespace (a term's key in :func:`_linear_terms`)."""
+        if type(n) is _Name and not n.lpar:
+            return n.value  # a name's code is its value
         w = self._texts.get(id(n))
         if w is None:
             w = self._texts[id(n)] = (n, "".join(self.code(n).split()))
@@ -1885,14 +1889,14 @@ class _Analyzer(Interpreter):
         """An integer sum of sizes (``kv_len - q_len + 1``) as an :class:`IntSum`; ``None`` when a
         term may be anything but an integer: a name that holds a mask value or whose name says it
         is a mask, a float literal."""
-        lin = _linear_terms(node, self._text, env)
-        if lin is None:
-            return None
-        for n in _leaves(node):
+        for n in _leaves(node):  # before the terms' source text is generated
             if type(n) is _Name and n.value not in env and self.named_mask(n.value) is not None:
                 return None
             if type(n) is _Call and not _size_call(n):
                 return None  # a tensor method (``m.unsqueeze(1) - m.unsqueeze(2)``) is no size
+        lin = _linear_terms(node, self._text, env)
+        if lin is None:
+            return None
         return IntSum(tuple(sorted(lin[0].items())), lin[1])
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
@@ -1979,7 +1983,10 @@ class _Analyzer(Interpreter):
         # this file and of other linted files
         ref = self.resolve_callee(_MaskFrame(self, env, None), func) \
             if type(func) in _CALLEE_EXPRS else None
-        if not isinstance(ref, FuncRef) and "." in q:  # ``U.f(...)`` / ``pkg.mod.f(...)``
+        # ``U.f(...)`` / ``pkg.mod.f(...)``; PyTorch and the op catalog are never another
+        # linted file's function (:meth:`FileContext.imported_function`)
+        if not isinstance(ref, FuncRef) and "." in q and q.partition(".")[0] != "torch" \
+                and q not in ops.FUNCTIONS and q not in ops.MODULES:
             found = self.imported(func, env)
             ref = FuncRef(found[1].name, fn=found[1].node, owner=found[0]) if found else None
         if isinstance(ref, FuncRef) or q in PARTIAL or (q in _SEQUENCE_BUILTINS and type(func) is _Name
