@@ -58,7 +58,8 @@ def _instructions(lint: bool, listing: str, root: Path) -> tuple[int, str]:
     r = subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no",
                         "--cachegrind-out-file=/dev/null", sys.executable, "-c", _CHILD,
                         "lint" if lint else "setup", listing],
-                       capture_output=True, text=True, check=True, env=env)
+                       capture_output=True, text=True, check=True, env=env,
+                       cwd=root)  # ``python -c`` puts the working directory first on the path
     m = _REFS.search(r.stderr)
     if m is None:
         raise RuntimeError(f"no instruction count in valgrind's output:\n{r.stderr[-2000:]}")

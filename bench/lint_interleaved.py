@@ -52,8 +52,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _cpu(mode: str, listing: str, root: Path) -> float:
     env = {**os.environ, "PYTHONPATH": str(root)}
-    r = subprocess.run([sys.executable, "-c", _CHILD, mode, listing], capture_output=True,
-                       text=True, check=True, env=env)
+    # ``python -c`` puts the working directory first on the path: run in the measured checkout
+    r = subprocess.run([sys.executable, "-c", _CHILD, mode, os.path.abspath(listing)],
+                       capture_output=True,
+                       text=True, check=True, env=env, cwd=root)
     return float(r.stdout.strip().splitlines()[-1])
 
 

@@ -522,9 +522,9 @@ def test_an_imported_class_is_not_parsed(tmp_path, monkeypatch):
     parsed: list[tuple[str, str | None]] = []
     parse = project._parse
 
-    def recording_parse(proj, path, data, root):
+    def recording_parse(proj, path, data, root, idx=None):
         parsed.append((Path(path).name, root))
-        return parse(proj, path, data, root)
+        return parse(proj, path, data, root, idx)
 
     monkeypatch.setattr(project, "_parse", recording_parse)
     utils = _HEADER + textwrap.dedent('''

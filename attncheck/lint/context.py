@@ -9,6 +9,9 @@ from typing import Any
 
 import libcst as cst
 
+from attncheck.lint import project as _project
+from attncheck.lint.analysis import ops as _ops
+
 
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else ``None`` (calls, subscripts, ...)."""
@@ -210,13 +213,10 @@ class FileContext:
         meaning even when their source is among the linted files."""
         if self.project is None:
             return None
-        from attncheck.lint.analysis import ops
-        from attncheck.lint.project import imported_function
-
         q = self.qualname(func)
-        if q is None or q.partition(".")[0] == "torch" or q in ops.FUNCTIONS or q in ops.MODULES:
+        if q is None or q.partition(".")[0] == "torch" or q in _ops.FUNCTIONS or q in _ops.MODULES:
             return None
-        return imported_function(self, func)
+        return _project.imported_function(self, func)
 
     @cached_property
     def index(self) -> Any:

@@ -32,7 +32,8 @@ A callee file is first read by the stdlib :mod:`ast` (:func:`attncheck.lint.regi
 about a tenth of libcst's time), which says what the imported name is at its top level: a
 class (or a ``def`` reached through an attribute, ``f.x``) is no helper the analyses can run,
 and nothing is parsed with libcst; for a top-level ``def`` libcst parses only the region the
-helper needs (:func:`attncheck.lint.regions.select` with the name as its root: its same-file
+helper needs (:func:`attncheck.lint.regions.select` with the name as its root, from the index
+just read when the file is new to the process: its same-file
 helpers, the module bindings and imports they read, same-named definitions, and the methods any
 class of the file has under an attribute name they read); only a name the file merely binds
 (a re-export) has the whole file parsed, for its import table.  The line numbers are the
@@ -283,13 +284,14 @@ def load(project: Project, path: str) -> Any:
     return None if data is None else _load(project, path, data, sha, None)
 
 
-def _load(project: Project, path: str, data: bytes, sha: str, root: str | None) -> Any:
+def _load(project: Project, path: str, data: bytes, sha: str, root: str | None,
+          idx: Any = None) -> Any:
     key = (project, path, root)
     hit = _LOADED.pop(key, None)
     if hit is not None and hit[0] == sha:
         _LOADED[key] = hit
         return hit[1]
-    ctx, size = _parse(project, path, data, root)
+    ctx, size = _parse(project, path, data, root, idx)
     _LOADED[key] = (sha, ctx, size)
     total = sum(n for _, _, n in _LOADED.values())
     while total > MAX_LOADED_BYTES and len(_LOADED) > 1:
@@ -297,10 +299,11 @@ def _load(project: Project, path: str, data: bytes, sha: str, root: str | None) 
     return ctx
 
 
-def _parse(project: Project, path: str, data: bytes, root: str | None) -> tuple[Any, int]:
+def _parse(project: Project, path: str, data: bytes, root: str | None,
+           idx: Any = None) -> tuple[Any, int]:
     """The file's context and the characters handed to libcst: the region of the top-level
     function ``root`` (the whole file when ``root`` is ``None`` or the region does not parse
-    to the selected definitions)."""
+    to the selected definitions).  ``idx``: the file's region index when the caller has it."""
     import libcst as cst
 
     from attncheck.lint import regions
@@ -313,7 +316,7 @@ def _parse(project: Project, path: str, data: bytes, root: str | None) -> tuple[
         return None, len(data)
     module = None
     if root is not None:  # ``text`` passed the ``ast`` screen (:func:`_top_names`)
-        sel = regions.select(text, (), roots=(root,))
+        sel = regions.select(text, (), roots=(root,), idx=idx)
         if sel is not None:
             try:
                 module = _parse_screened(sel.text)
@@ -332,14 +335,19 @@ def _parse(project: Project, path: str, data: bytes, root: str | None) -> tuple[
     return FileContext(module, text, path, project=project, path=path), size
 
 
-def _top_names(path: str, data: bytes, sha: str) -> tuple[frozenset[str], frozenset[str]] | None:
+def _top_names(path: str, data: bytes,
+               sha: str) -> tuple[frozenset[str], frozenset[str], Any] | None:
     """The names of the top-level functions and classes of a callee file (the definitions
-    :class:`~attncheck.lint.analysis.index.ModuleIndex` holds), read by ``ast``; ``None`` when
-    ``ast`` cannot read it (then it is parsed whole by libcst, which decides)."""
+    :class:`~attncheck.lint.analysis.index.ModuleIndex` holds), read by ``ast``, and the region
+    index they were read from when it is read now (``None`` when they were known): the caller
+    selects a helper's region from it instead of reading the file again.  The index itself is
+    not kept (its ``ast`` nodes take about 36 bytes per byte of source, which Python's cyclic
+    collector would traverse for as long as they live).  ``None`` when ``ast`` cannot read the
+    file (then it is parsed whole by libcst, which decides)."""
     hit = _NAMES.pop(path, None)
     if hit is not None and hit[0] == sha:
         _NAMES[path] = hit
-        return hit[1:]
+        return hit[1], hit[2], None
     from attncheck.lint import regions
     from attncheck.lint.engine import _Unreadable, decode_source
 
@@ -354,7 +362,7 @@ def _top_names(path: str, data: bytes, sha: str) -> tuple[frozenset[str], frozen
     _NAMES[path] = (sha, funcs, classes)
     while len(_NAMES) > MAX_NAMED_FILES:
         _NAMES.popitem(last=False)
-    return funcs, classes
+    return funcs, classes, idx
 
 
 def imported_function(ctx: Any, func: Any) -> tuple[Any, Any] | None:
@@ -421,12 +429,12 @@ def _resolve(ctx: Any, parts: list[str], depth: int) -> tuple[Any, Any] | None:
             return None
         names = None if _WHOLE.get() else _top_names(path, data, sha)
         if names is not None:
-            funcs, classes = names
+            funcs, classes, idx = names
             if attrs[0] in funcs or attrs[0] in classes:
                 # a top-level definition: a helper to run only as ``f`` itself
                 if len(attrs) > 1 or attrs[0] not in funcs:
                     return None
-                callee = _load(ctx.project, path, data, sha, attrs[0])
+                callee = _load(ctx.project, path, data, sha, attrs[0], idx)
                 if callee is None:
                     return None
                 f = callee.index.functions.get(attrs[0])

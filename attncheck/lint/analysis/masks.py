@@ -1151,7 +1151,6 @@ class _Analyzer(Interpreter):
 
     def tag_of(self, expr: cst.BaseExpression, state: _MaskFrame) -> str | None:
         has_softmax = has_mm = False
-        names = set()
         for n in self.nodes.ops(expr):  # only calls / binary operations can be either
             if self.is_softmax_call(n, state):
                 has_softmax = True
@@ -1159,6 +1158,8 @@ class _Analyzer(Interpreter):
                 has_mm = True
         if has_softmax:
             return "probs"
+        if not state.tags:  # no name holds scores or probabilities yet
+            return "scores" if has_mm else None
         names = self.nodes.names(expr)
         tags = {state.tags.get(n) for n in names}
         if "scores" in tags and _normalised(expr):
@@ -1835,6 +1836,8 @@ class _Analyzer(Interpreter):
 
     def _text(self, n: cst.CSTNode) -> str:
         """:meth:`code` of ``n`` without whitespace (a term's key in :func:`_linear_terms`)."""
+        if type(n) is _Name and not n.lpar:
+            return n.value  # a name's code is its value
         w = self._texts.get(id(n))
         if w is None:
             w = self._texts[id(n)] = (n, "".join(self.code(n).split()))
@@ -1885,14 +1888,14 @@ class _Analyzer(Interpreter):
         """An integer sum of sizes (``kv_len - q_len + 1``) as an :class:`IntSum`; ``None`` when a
         term may be anything but an integer: a name that holds a mask value or whose name says it
         is a mask, a float literal."""
-        lin = _linear_terms(node, self._text, env)
-        if lin is None:
-            return None
-        for n in _leaves(node):
+        for n in _leaves(node):  # before the terms' source text is generated
             if type(n) is _Name and n.value not in env and self.named_mask(n.value) is not None:
                 return None
             if type(n) is _Call and not _size_call(n):
                 return None  # a tensor method (``m.unsqueeze(1) - m.unsqueeze(2)``) is no size
+        lin = _linear_terms(node, self._text, env)
+        if lin is None:
+            return None
         return IntSum(tuple(sorted(lin[0].items())), lin[1])
 
     def _ev_subscript(self, node: cst.Subscript, env) -> Any:
@@ -1979,7 +1982,10 @@ class _Analyzer(Interpreter):
         # this file and of other linted files
         ref = self.resolve_callee(_MaskFrame(self, env, None), func) \
             if type(func) in _CALLEE_EXPRS else None
-        if not isinstance(ref, FuncRef) and "." in q:  # ``U.f(...)`` / ``pkg.mod.f(...)``
+        # ``U.f(...)`` / ``pkg.mod.f(...)``; PyTorch and the op catalog are never another
+        # linted file's function (:meth:`FileContext.imported_function`)
+        if not isinstance(ref, FuncRef) and "." in q and q.partition(".")[0] != "torch" \
+                and q not in ops.FUNCTIONS and q not in ops.MODULES:
             found = self.imported(func, env)
             ref = FuncRef(found[1].name, fn=found[1].node, owner=found[0]) if found else None
         if isinstance(ref, FuncRef) or q in PARTIAL or (q in _SEQUENCE_BUILTINS and type(func) is _Name
