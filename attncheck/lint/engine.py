@@ -653,7 +653,8 @@ def lint_text(text: str, display: str, enabled: frozenset[str],
     # Python's cyclic garbage collector traverses the young objects every 700 allocations
     # (``gc.get_threshold()``); a parse allocates a node per token and a libcst tree holds no
     # reference cycles (children only), so those passes find nothing: about a tenth of the
-    # time of a file.  What the analyses leave in cycles is collected after the file.
+    # time of a file.  Nor do the analyses leave the tree in cycles (``FileContext.close`` breaks
+    # the index's): it is freed by reference counting as soon as the file's findings are made.
     collecting = gc.isenabled()
     gc.disable()
     try:

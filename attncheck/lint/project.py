@@ -481,27 +481,43 @@ def rehome(value: Any, callee: Any, call: Any, opaque: tuple[type, ...] = (),
     a function value) becomes ``unknown``."""
     import libcst as cst
 
-    foreign = _node_ids(callee)
-    memo: dict[int, Any] = {}
+    return _Rehoming(cst.CSTNode, _node_ids(callee), call, opaque, unknown).walk(value, 0)
 
-    def walk(v: Any, depth: int) -> Any:
-        if isinstance(v, cst.CSTNode):
-            return call if id(v) in foreign else v
-        if opaque and isinstance(v, opaque):
-            return unknown
+
+class _Rehoming:
+    """The state of one :func:`rehome` (a class, not a closure that calls itself: such a
+    closure is a reference cycle, freed with what it holds by the cyclic collector only)."""
+
+    __slots__ = ("call", "foreign", "memo", "node", "opaque", "unknown")
+
+    def __init__(self, node: type, foreign: frozenset[int], call: Any, opaque: tuple[type, ...],
+                 unknown: Any) -> None:
+        self.node = node  # libcst's node base class
+        self.foreign = foreign
+        self.call = call
+        self.opaque = opaque
+        self.unknown = unknown
+        self.memo: dict[int, Any] = {}
+
+    def walk(self, v: Any, depth: int) -> Any:
+        if isinstance(v, self.node):
+            return self.call if id(v) in self.foreign else v
+        if self.opaque and isinstance(v, self.opaque):
+            return self.unknown
         if depth > _REHOME_DEPTH or v is None or isinstance(v, (str, int, float, bool)):
             return v
         key = id(v)
+        memo = self.memo
         if key in memo:
             return memo[key]
         out = v
         t = type(v)
         if t is tuple or t is list:
-            items = [walk(x, depth + 1) for x in v]
+            items = [self.walk(x, depth + 1) for x in v]
             if any(a is not b for a, b in zip(items, v)):
                 out = t(items)
         elif t is dict:
-            vals = {k: walk(x, depth + 1) for k, x in v.items()}
+            vals = {k: self.walk(x, depth + 1) for k, x in v.items()}
             if any(vals[k] is not x for k, x in v.items()):
                 out = vals
         elif dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -510,12 +526,10 @@ def rehome(value: Any, callee: Any, call: Any, opaque: tuple[type, ...] = (),
                 if not f.init:
                     continue
                 x = getattr(v, f.name)
-                y = walk(x, depth + 1)
+                y = self.walk(x, depth + 1)
                 if y is not x:
                     changes[f.name] = y
             if changes:
                 out = dataclasses.replace(v, **changes)
         memo[key] = out
         return out
-
-    return walk(value, 0)

@@ -103,9 +103,11 @@ class ModuleIndex:
                         self.defs.append(f)
 
     def clear(self) -> None:
-        """Forget every definition, breaking the method ↔ class reference cycles."""
-        for c in self.classes.values():
-            c.methods.clear()
+        """Forget every definition, breaking the method ↔ class reference cycles (those of a
+        class that a later one of the same name shadows in :attr:`classes` too)."""
+        for f in self.defs:
+            if f.cls is not None:
+                f.cls.methods.clear()
         self.functions.clear()
         self.classes.clear()
         self.defs.clear()
@@ -146,15 +148,16 @@ class ModuleIndex:
         those defined inside it.  ``defs_in``: the ``def`` statements directly in a function
         body (default: read by :func:`~attncheck.lint.analysis.syntax.identifiers`; the mask
         analysis passes its memoised walk, which it needs for the body's names anyway)."""
-        if defs_in is None:
-            defs_in = _defs_in
+        return _nested_in(f.node, f, _defs_in if defs_in is None else defs_in)
 
-        def under(fn: cst.FunctionDef) -> Iterator[FunctionInfo]:
-            for n in defs_in(fn.body):
-                yield FunctionInfo(n, f.cls, f"{f.qual}.{n.name.value}")
-                yield from under(n)
 
-        return under(f.node)
+def _nested_in(fn: cst.FunctionDef, outer: FunctionInfo,
+               defs_in: Callable[[cst.CSTNode], list]) -> Iterator[FunctionInfo]:
+    # a module-level generator, not a closure that calls itself: such a closure holds its own
+    # cell, a reference cycle that would keep ``outer``'s tree for the cyclic collector to free
+    for n in defs_in(fn.body):
+        yield FunctionInfo(n, outer.cls, f"{outer.qual}.{n.name.value}")
+        yield from _nested_in(n, outer, defs_in)
 
 
 def _defs_in(body: cst.CSTNode) -> list[cst.FunctionDef]:

@@ -1339,25 +1339,24 @@ class _Analyzer(Interpreter):
             cache = self._lin_cache = {}
         if id(f) in cache:
             return cache[id(f)]
-        out = []
-
-        def rec(node):
-            for c in self.nodes.children(node):
-                t = type(c)
-                if t in _NESTED_SCOPES:
-                    continue
-                if t is cst.SimpleStatementLine:
-                    for s in c.body:
-                        out.append((s, None))
-                elif t is cst.If or t is cst.While:
-                    out.append((c.test, None))
-                    rec(c)
-                elif _is_block_type(t):
-                    rec(c)
-
-        rec(f.node.body)
+        out: list = []
+        self._linear_into(f.node.body, out)
         cache[id(f)] = out
         return out
+
+    def _linear_into(self, node: cst.CSTNode, out: list) -> None:
+        for c in self.nodes.children(node):
+            t = type(c)
+            if t in _NESTED_SCOPES:
+                continue
+            if t is cst.SimpleStatementLine:
+                for s in c.body:
+                    out.append((s, None))
+            elif t is cst.If or t is cst.While:
+                out.append((c.test, None))
+                self._linear_into(c, out)
+            elif _is_block_type(t):
+                self._linear_into(c, out)
 
     def _stmt_index(self, f: FunctionInfo) -> dict[int, int]:
         """``id(node)`` → index of the first :meth:`_linear` entry of ``f`` whose

@@ -56,19 +56,25 @@ def unsafe(message: str, *edits: Edit | None) -> Fix | None:
 
 def enclosing(rule: Any, node: cst.CSTNode, kind: type = cst.FunctionDef) -> cst.CSTNode | None:
     """The innermost ``kind`` node (FunctionDef / ClassDef) whose source range contains ``node``."""
-    target = _span(rule, node)
-    best = None
+    v = _Enclosing(rule, kind, _span(rule, node))
+    walk.visit(rule.ctx.module, v)
+    return v.best
 
-    class _V(cst.CSTVisitor):
-        def on_visit(self, n: cst.CSTNode) -> bool:
-            nonlocal best
-            if isinstance(n, kind):
-                s = _span(rule, n)
-                if (s[0], s[1]) <= (target[0], target[1]) and (target[2], target[3]) <= (s[2], s[3]):
-                    best = n
-                else:
-                    return False
-            return True
 
-    walk.visit(rule.ctx.module, _V())
-    return best
+class _Enclosing(cst.CSTVisitor):
+    """Finds the innermost ``kind`` node whose span contains ``target`` (a module-level class: a
+    class made per call is freed by the cyclic collector only, with what its methods hold)."""
+
+    def __init__(self, rule: Any, kind: type, target: tuple[int, int, int, int]) -> None:
+        super().__init__()
+        self.rule, self.kind, self.target = rule, kind, target
+        self.best: cst.CSTNode | None = None
+
+    def on_visit(self, n: cst.CSTNode) -> bool:
+        if isinstance(n, self.kind):
+            s, target = _span(self.rule, n), self.target
+            if (s[0], s[1]) <= (target[0], target[1]) and (target[2], target[3]) <= (s[2], s[3]):
+                self.best = n
+            else:
+                return False
+        return True

@@ -288,6 +288,17 @@ class MaskRepeatBroadcast(Rule):
                               f".expand(-1, {n}, -1, -1) (a view, no copy)", fix)
 
 
+class _FunctionDefs(cst.CSTVisitor):
+    """Every ``def`` of a tree, nested ones too, in source order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[cst.FunctionDef] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.found.append(node)
+
+
 @register
 class FullyMaskedRowNan(Rule):
     """ATT603: ``-inf`` fill before softmax where a whole row can be masked (padding)."""
@@ -309,15 +320,10 @@ class FullyMaskedRowNan(Rule):
         definitions where no visiting rule's trigger matched, and the enclosing function of a
         mask use must not depend on that."""
         if self._fns is None:
-            found: list[cst.FunctionDef] = []
-
-            class _Defs(cst.CSTVisitor):
-                def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-                    found.append(node)
-
-            walk.visit(self.ctx.module, _Defs())
+            defs = _FunctionDefs()
+            walk.visit(self.ctx.module, defs)
             self._fns = []
-            for fn in found:
+            for fn in defs.found:
                 pos = self.get_metadata(PositionProvider, fn)
                 self._fns.append((pos.start.line, pos.end.line, _function_text(self, fn)))
         return self._fns

@@ -51,6 +51,22 @@ def wrong_axis(dim: int | None, implicit: bool, rank: int | None, key_axis: int 
     return None if nd == key_axis else dim
 
 
+class _SelfAttrValues(cst.CSTVisitor):
+    """The values assigned to ``self.<attr>`` (``self.<attr> = value``), in source order."""
+
+    def __init__(self, attr: str) -> None:
+        super().__init__()
+        self.attr = attr
+        self.found: list[cst.BaseExpression] = []
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            tt = t.target
+            if isinstance(tt, cst.Attribute) and isinstance(tt.value, cst.Name) \
+                    and tt.value.value == "self" and tt.attr.value == self.attr:
+                self.found.append(node.value)
+
+
 @register
 class SoftmaxWrongDim(Rule):
     code = "ATT301"
@@ -108,17 +124,9 @@ class SoftmaxWrongDim(Rule):
         cls = _edits.enclosing(self, call, cst.ClassDef)
         if cls is None:
             return None
-        found: list[cst.BaseExpression] = []
-
-        class _V(cst.CSTVisitor):
-            def visit_Assign(self, node: cst.Assign) -> None:
-                for t in node.targets:
-                    tt = t.target
-                    if isinstance(tt, cst.Attribute) and isinstance(tt.value, cst.Name) \
-                            and tt.value.value == "self" and tt.attr.value == f.attr.value:
-                        found.append(node.value)
-
-        walk.visit(cls, _V())
+        v = _SelfAttrValues(f.attr.value)
+        walk.visit(cls, v)
+        found = v.found
         if len(found) != 1 or not isinstance(found[0], cst.Call):
             return None
         q = self.ctx.qualname(found[0].func) or ""

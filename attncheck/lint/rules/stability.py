@@ -138,23 +138,27 @@ def _sum_of_exp(rule: Rule, node: cst.BaseExpression, fr: _Frame, depth: int = 0
 
 
 def _mentions_max(node: cst.CSTNode) -> bool:
-    found = False
+    v = _MaxMention()
+    walk.visit(node, v)
+    return v.found
 
-    class V(cst.CSTVisitor):
-        def visit_Name(self, n: cst.Name) -> None:
-            nonlocal found
-            low = n.value.lower()
-            if "max" in low or "lse" in low or "logsumexp" in low:
-                found = True
 
-        def visit_Attribute(self, n: cst.Attribute) -> None:
-            nonlocal found
-            low = n.attr.value.lower()
-            if n.attr.value in _MAXLIKE or "max" in low or "lse" in low:
-                found = True
+class _MaxMention(cst.CSTVisitor):
+    """Whether a name or attribute reads a maximum (``max``, ``amax``, ``lse``, ``logsumexp``)."""
 
-    walk.visit(node, V())
-    return found
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Name(self, n: cst.Name) -> None:
+        low = n.value.lower()
+        if "max" in low or "lse" in low or "logsumexp" in low:
+            self.found = True
+
+    def visit_Attribute(self, n: cst.Attribute) -> None:
+        low = n.attr.value.lower()
+        if n.attr.value in _MAXLIKE or "max" in low or "lse" in low:
+            self.found = True
 
 
 def _stabilized(x: cst.BaseExpression, fr: _Frame, depth: int = 0) -> bool:

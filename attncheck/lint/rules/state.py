@@ -106,6 +106,27 @@ class _Forward:
         self.state_only: list[bool] = []  # per enclosing if: its test reads only self's state
 
 
+class _InitAttrKinds(cst.CSTVisitor):
+    """What ``__init__`` (``init``, not its nested functions) assigns to each ``self.x``: the
+    kind :func:`_init_kind` gives the value, ``None`` when two assignments differ."""
+
+    def __init__(self, init: cst.FunctionDef, params: set[str]) -> None:
+        super().__init__()
+        self.init, self.params = init, params
+        self.kinds: dict[str, str | None] = {}
+
+    def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+        return n is self.init
+
+    def visit_Assign(self, n: cst.Assign) -> None:
+        kinds = self.kinds
+        for t in n.targets:
+            a = _self_attr(t.target)
+            if a is not None:
+                k = _init_kind(n.value, self.params)
+                kinds[a] = k if kinds.get(a, k) == k else None
+
+
 @register
 class StateMutatedInForward(Rule):
     """ATT502: ``forward`` reassigns a hyper-parameter on ``self``."""
@@ -202,21 +223,9 @@ class StateMutatedInForward(Rule):
             return {}
         p = init.params
         params = {x.name.value for x in (*p.posonly_params, *p.params, *p.kwonly_params)} - {"self"}
-        kinds: dict[str, str | None] = {}
-
-        class V(cst.CSTVisitor):
-            def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
-                return n is init
-
-            def visit_Assign(self, n: cst.Assign) -> None:
-                for t in n.targets:
-                    a = _self_attr(t.target)
-                    if a is not None:
-                        k = _init_kind(n.value, params)
-                        kinds[a] = k if kinds.get(a, k) == k else None
-
-        walk.visit(init, V())
-        return {a: k for a, k in kinds.items() if k is not None}
+        v = _InitAttrKinds(init, params)
+        walk.visit(init, v)
+        return {a: k for a, k in v.kinds.items() if k is not None}
 
     def _check(self, fw: _Forward, cls: cst.ClassDef) -> None:
         if not fw.assigns:
