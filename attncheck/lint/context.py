@@ -13,6 +13,14 @@ from attncheck.lint import project as _project
 from attncheck.lint.analysis import ops as _ops
 
 
+def is_library_name(qualname: str) -> bool:
+    """Whether a resolved name (``torch.softmax``, ``einops.rearrange``) is PyTorch's or a
+    callable of the op catalog (:mod:`attncheck.lint.analysis.ops`): such a callee keeps its
+    catalog meaning and is never looked up among the linted files' functions."""
+    return qualname.partition(".")[0] == "torch" or qualname in _ops.FUNCTIONS \
+        or qualname in _ops.MODULES
+
+
 def dotted_name(node: cst.BaseExpression) -> str | None:
     """``a.b.c`` for a Name/Attribute chain, else ``None`` (calls, subscripts, ...)."""
     # exact type tests: libcst's node classes are ABCs, whose ``isinstance`` runs Python code,
@@ -214,7 +222,7 @@ class FileContext:
         if self.project is None:
             return None
         q = self.qualname(func)
-        if q is None or q.partition(".")[0] == "torch" or q in _ops.FUNCTIONS or q in _ops.MODULES:
+        if q is None or is_library_name(q):
             return None
         return _project.imported_function(self, func)
 

@@ -64,7 +64,7 @@ from attncheck.lint.analysis.syntax import (
     kwarg,
     num_of,
 )
-from attncheck.lint.context import dotted_name
+from attncheck.lint.context import dotted_name, is_library_name
 from attncheck.lint.project import may_resolve, rehome
 
 Region = str | None  # "Z" | "P" | "N" | None
@@ -1984,8 +1984,7 @@ class _Analyzer(Interpreter):
             if type(func) in _CALLEE_EXPRS else None
         # ``U.f(...)`` / ``pkg.mod.f(...)``; PyTorch and the op catalog are never another
         # linted file's function (:meth:`FileContext.imported_function`)
-        if not isinstance(ref, FuncRef) and "." in q and q.partition(".")[0] != "torch" \
-                and q not in ops.FUNCTIONS and q not in ops.MODULES:
+        if not isinstance(ref, FuncRef) and "." in q and not is_library_name(q):
             found = self.imported(func, env)
             ref = FuncRef(found[1].name, fn=found[1].node, owner=found[0]) if found else None
         if isinstance(ref, FuncRef) or q in PARTIAL or (q in _SEQUENCE_BUILTINS and type(func) is _Name
