@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import textwrap
 
+import libcst as cst
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attncheck.lint.analysis import provenance
+from attncheck.lint.context import FileContext
 from attncheck.lint.engine import lint_source
 
 MINE = ("ATT101", "ATT102", "ATT103", "ATT104", "ATT105", "ATT301", "ATT401", "ATT402", "ATT501")
@@ -245,7 +248,9 @@ def test_non_attention_softmax_does_not_fire():
 
 
 HEADS = '''
+import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 
 class A(nn.Module):
@@ -257,7 +262,10 @@ class A(nn.Module):
     def forward(self, x):
         B, T, C = x.shape
         y = self.proj(x){op}
-        return y
+        return {ret}
+
+    def attend(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
 '''
 H_OPS = {
     ".view(B, T, self.num_heads, self.head_dim).transpose(1, 2)": set(),
@@ -277,7 +285,21 @@ H_OPS = {
 
 @pytest.mark.parametrize("op,expected", H_OPS.items(), ids=range(len(H_OPS)))
 def test_head_layouts(op, expected):
-    assert only_codes(HEADS.format(op=op)) == expected
+    """In a method that forms attention through a helper it calls (any of its tensors; here SDPA
+    over the projection's input), a view that moves the heads across the tokens is reported."""
+    src = HEADS.format(op=op, ret="y, self.attend(x, x, x)")
+    assert only_codes(src) == expected
+
+
+@pytest.mark.parametrize("op", [op for op, expected in H_OPS.items() if expected])
+def test_head_layouts_outside_attention_are_not_reported(op):
+    """The same views in a method whose run forms no attention (no q·kᵀ, weights·v, softmax
+    over scores or fused kernel in it or the helpers it calls): the tensor is not known to be
+    attention's, so there is no finding — the provenance analysis still sees the view."""
+    src = HEADS.format(op=op, ret="y")
+    assert only_codes(src) == set()
+    events = provenance.analyze(FileContext(cst.parse_module(src), src, "heads.py")).view_events
+    assert events and not any(ev.in_attention for ev in events)
 
 
 DROP = '''

@@ -418,6 +418,12 @@ class ViewEvent:
     #: ``view``: the view itself reorders H and L; ``scores``: a (…, L, H, d) split reached q·kᵀ,
     #: the weights·v product or SDPA without ``transpose(1, 2)``
     reason: str = "view"
+    #: the run that recorded it — a method or an uncalled function of the file, with the
+    #: same-file helpers inlined into it — computes attention in this file's code: q·kᵀ scores,
+    #: the weights·v product, a softmax over scores or a fused kernel (SDPA, flash-attn,
+    #: xformers).  A view of a tensor that never meets attention there (a classifier head's
+    #: ``logits.view(-1, n)``, a projection reshaped for a convolution) is no head split.
+    in_attention: bool = True
 
 
 @dataclass
@@ -534,6 +540,10 @@ class Analyzer(Interpreter):
         self.heads: set[str] = set()
         #: :func:`_self_calls` of each function run, by ``id`` of its node (kept alive here)
         self._self_calls: dict[int, tuple[cst.FunctionDef, list[tuple[str, str]]]] = {}
+        #: how many times a recording run of this file's code formed attention (q·kᵀ scores,
+        #: weights·v, a softmax over scores, a fused kernel): :meth:`_run_root` compares it
+        #: before and after a run to set :attr:`ViewEvent.in_attention`
+        self.attention_formed = 0
 
     def _load_index(self) -> None:
         index = self.ctx.index
@@ -572,13 +582,22 @@ class Analyzer(Interpreter):
                 # each method starts from the attributes ``__init__`` sets: what another method
                 # assigns (``self.scale = 1.0`` in a setter) is unknown here, whatever the order
                 sv = self.selfs[cname]
-                self._run_function(fn, SelfVal(sv.cls, dict(sv.attrs)), None, depth=0)
+                self._run_root(fn, SelfVal(sv.cls, dict(sv.attrs)))
         for fname, fn in self.funcs.items():
             if fname in self.called:
                 continue
             self.heads.clear()
-            self._run_function(fn, None, None, depth=0)
+            self._run_root(fn, None)
         return self.result
+
+    def _run_root(self, fn: cst.FunctionDef, selfv: SelfVal | None) -> None:
+        """Run a method or an uncalled function (its same-file helpers inlined): the view events
+        it records are :attr:`ViewEvent.in_attention` when the run formed attention."""
+        first, formed = len(self.result.view_events), self.attention_formed
+        self._run_function(fn, selfv, None, depth=0)
+        if self.attention_formed == formed:
+            for ev in self.result.view_events[first:]:
+                ev.in_attention = False
 
     def _collect_calls(self, module: cst.Module) -> None:
         """Names of file-local functions/methods called (or referenced, ``fn = helper``) inside some
@@ -1584,6 +1603,11 @@ class _Frame(Frame):
         permute or view since the split clears :attr:`Tensor.split_node`."""
         return t.split_node is not None and t.pending is None
 
+    def _attention_formed(self) -> None:
+        """This file's code formed attention here (:attr:`ViewEvent.in_attention`)."""
+        if self.record:
+            self.an.attention_formed += 1
+
     def _split_event(self, t: Tensor) -> None:
         if self.record:
             ev = ViewEvent(t.split_node, "ATT401", t.split_axes[0], t.split_axes[1], reason="scores")
@@ -1601,6 +1625,8 @@ class _Frame(Frame):
         ta, tb = self._resolve(ta, rank), self._resolve(tb, rank)
         if tb.pending is not None or ta.softmaxed or ta.scores:
             # weights @ v
+            if ta.scores or ta.softmaxed and ta.event is not None:
+                self._attention_formed()
             if ta.softmaxed and ta.event is not None:
                 ta.event.to_v = True
             if ta.softmaxed and ta.weight_axes is not None and self.record:
@@ -1636,6 +1662,7 @@ class _Frame(Frame):
         if bad:
             axes = None
         factors = _qk_factors(ta, tb)
+        self._attention_formed()
         return Tensor(rank=rank, axes=axes, factors=factors, origin="proj", scores=True, key_axis=-1,
                       q=ta, k=tb, node=node, normalized=ta.normalized and tb.normalized,
                       perhead=ta.perhead or tb.perhead,
@@ -1678,6 +1705,7 @@ class _Frame(Frame):
         for w in (ta, tb):
             if w.softmaxed and w.event is not None:
                 w.event.to_v = True  # weights · v written as an einsum (either operand order)
+                self._attention_formed()
         axes = _einsum_axes(sa, sb, out, ta, tb)
         if isinstance(ops[0], Tensor) and ops[0].softmaxed:
             return Tensor(rank=len(out), axes=axes, origin="proj", perhead=ta.perhead or tb.perhead,
@@ -1698,6 +1726,7 @@ class _Frame(Frame):
             key_axis = out.index(b_only[0]) - rank
         perhead = ta.perhead or tb.perhead or len(sa.replace("…", "")) >= 4
         factors = _qk_factors(ta, tb)
+        self._attention_formed()
         return Tensor(rank=rank, axes=axes, factors=factors, origin="proj", scores=True,
                       key_axis=key_axis, q=ta, k=tb, node=node,
                       normalized=ta.normalized and tb.normalized, perhead=perhead)
@@ -1856,6 +1885,8 @@ class _Frame(Frame):
         if t is None:
             return UNK
         if t.scores and self.record:
+            if func != "exp/sum":  # a written-out softmax needs the scores' own product first
+                self._attention_formed()
             implicit = False
             dim = None
             if mod is not None:
@@ -1935,6 +1966,7 @@ class _Frame(Frame):
             scale_node = kernel.scale.of(node) if kernel.scale is not None else None
         if q is None or k is None:
             return UNK
+        self._attention_formed()
         factors = tuple(replace(f, where="q") for f in q.factors) + tuple(replace(f, where="k") for f in k.factors)
         if scale_node is None:
             d = q.last or Dim("q.size(-1)", "d")

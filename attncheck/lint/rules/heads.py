@@ -27,12 +27,14 @@ def _fmt(axes: tuple) -> str:
 class _HeadRule(Rule):
     severity = "error"
     tokens = ("view", "reshape")
-    pattern = T.VIEW
+    #: a view event counts only in a run that forms attention (:attr:`ViewEvent.in_attention`),
+    #: which needs one of these in the function run or a same-file helper inlined into it
+    pattern = T.SCORES + T.FUSED
 
     def visit_Module(self, node: Any) -> None:
         seen = set()
         for ev in self.ctx.provenance.view_events:
-            if ev.code != self.code or id(ev.node) in seen:
+            if ev.code != self.code or not ev.in_attention or id(ev.node) in seen:
                 continue
             seen.add(id(ev.node))
             self.report(ev.node, self.message(ev))
