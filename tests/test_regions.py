@@ -74,7 +74,7 @@ def test_literal_starts_of_alternatives(pattern, literals):
     assert regions._literal_starts(pattern) == literals
 
 
-_LITERAL_START_PATTERNS = [T.SOFTMAX[0], T.VIEW[0], T.F_DROPOUT[0], T.REPEAT[0], T.MHA[0],
+_LITERAL_START_PATTERNS = [T.SOFTMAX[0], r"\.view\s*\(|reshape\s*\(", T.F_DROPOUT[0], T.REPEAT[0], T.MHA[0],
                            r"abab(?!c)|baa\b|aaab*"]
 
 

@@ -135,10 +135,6 @@ F_DROPOUT = (r"dropout(?<!self\.dropout)(?<!\wdropout)\s*\(|dropout[123]d\s*\(|a
 #: spaces around ``=``, which tells it from a keyword argument)
 SELF_ASSIGN = (r"self\.\w+[ \t]*(?:[-+*/%@&|^]|\*\*|//|<<|>>)?=(?!=)|self\.\w+[ \t]*:[^\n=]*=(?!=)|"
                r"self\.\w+[ \t]*,[^\n()=]*[ \t]=[ \t]",)
-#: a view / reshape of a tensor (head split and merge).  No context is required: the heads axis
-#: can be recognised by structure inside the view itself (``view(B, L, X, -1)``), whatever the
-#: names (:mod:`attncheck.lint.analysis.provenance`)
-VIEW = (r"\.view\s*\(|reshape\s*\(",)
 #: tiling KV heads (also ``torch.cat([k] * n_rep, dim=1)``, ``torch.cat((k,) * n_rep)``)
 REPEAT = (r"\.repeat\s*\(|tile\s*\(|\.expand\s*\(", r"import[ \t]+(?:\([\w\s,.]*?|[\w \t,.]*?)\btile\b",
           r"cat(?:enate)?\s*\(\s*[\[(]")
