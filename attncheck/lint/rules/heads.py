@@ -8,6 +8,11 @@ by the score-provenance analysis (atoms B, L, H, d).  ATT401 also fires at a spl
 (B, L, H·d) → (B, L, H, d) that reaches the q·kᵀ or weights·v matmul without ``transpose(1, 2)``
 (the matmul then contracts over the heads axis); the same layout passed to SDPA is ATT404's
 (layout-mismatch) and the (B, L, H, d) layout that flash-attn / xformers take is correct.
+
+A view is reported only where the run that sees it forms attention in this file's code
+(:attr:`~attncheck.lint.analysis.provenance.ViewEvent.in_attention`): a view of a tensor that
+never meets q·kᵀ, weights·v, a softmax over scores or a fused kernel there is not known to split
+or merge attention heads.
 """
 from __future__ import annotations
 
