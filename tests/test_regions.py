@@ -678,6 +678,11 @@ REGION_CASES = {
     "r40_local_chain_then_attr.py": {"ATT204"},        # big = -1e9; small = big; self.fill = small
     # found on torchtune: a division by a sum is a written-out softmax to the mask analysis
     "r41_sum_normalisation.py": {"ATT205"},
+    # ATT401/402 report only in a run that forms attention: the split, the attention and the
+    # merge each in a different method or function of the file
+    "r42_split_helper_attention_in_sibling.py": {"ATT401"},
+    "r42b_attention_through_module_binding.py": {"ATT402"},
+    "r42c_attention_in_base_method.py": {"ATT401"},
 }
 
 #: selections each case is compared under: narrow ones change what is kept
@@ -899,3 +904,16 @@ def test_root_selection_keeps_what_an_imported_helper_runs(monkeypatch):
                     "def helper(module, L):", "class Block:"}
     # the ordinary selection (a trigger matching in the helper) keeps its caller, not the method
     assert regions.select(text, {"tril"}).kept_defs == ["ones", "helper", "caller"]
+
+
+def test_head_views_outside_attention_keep_no_region(monkeypatch):
+    """ATT401/402 need a run that forms attention: with them alone, a method whose run forms none
+    (a classifier head viewing a projection) is dropped, and the helpers a run that forms
+    attention calls are kept, wherever the view is."""
+    monkeypatch.setattr(regions, "MIN_LINES", 0)
+    text = (ROOT / "tests" / "regions_cases" / "r42_split_helper_attention_in_sibling.py").read_text(encoding="utf-8")
+    sel = regions.select(text, regions.triggers_of([REGISTRY["ATT401"], REGISTRY["ATT402"]]))
+    assert sel is not None and sel.kept_defs == ["Attention"]
+    assert sel.kept_methods == [["__init__", "_split", "_attend", "forward"]]
+    found = lint_text(text, "r42.py", {"ATT401", "ATT402"}, REGISTRY, regions=True).findings
+    assert [(f.code, f.line) for f in found] == [("ATT401", 18)]
