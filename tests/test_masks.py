@@ -568,3 +568,30 @@ def attend(q, k, v):
     return s.softmax(-1) @ v
 """
     assert {f.code for f in lint_source(src, "t.py")} == expected
+
+
+def test_full_filled_from_an_attribute_holding_a_literal():
+    """``torch.full(shape, self.q)`` with ``self.q = 0.15`` set in ``__init__``: the fill is a
+    literal read through an attribute, whose node has no text of its own (it once raised
+    TypeError inside the analysis: fairseq's MMPT ``how2processor.py``).  Its dtype is the
+    default float, like any fill that is not an integer literal."""
+    src = '''
+import torch
+
+
+class Masker:
+    def __init__(self):
+        self.q = 0.15
+
+    def mask(self, labels, special):
+        probability = torch.full(labels.shape, self.q)
+        probability.masked_fill_(special, value=0.0)
+        return probability
+'''
+    analysis(src)  # raised TypeError
+    from attncheck.lint.engine import lint_source
+    assert [f.code for f in lint_source(src, "masker.py", select=("ALL",))] == []
+    scores = src.replace("return probability", "return torch.softmax(scores + probability, -1)")
+    scores = scores.replace("def mask(self, labels, special)", "def mask(self, labels, special, scores)")
+    uses = analysis(scores).uses
+    assert [u.mask.dtype for u in uses if u.mask is not None] == ["float"]

@@ -2041,8 +2041,11 @@ class _Analyzer(Interpreter):
                                                        wide=self._wide_dtype(kwarg(node, "dtype"), env),
                                                        escapes=self.escapes(node)))
             if dt is None:
+                # a literal written as an integer fills an integer tensor (torch.full infers the
+                # dtype from fill_value); an attribute (``self.p``) or an expression is not read
+                text = getattr(fv, "value", None)
                 dt = "bool" if f.is_bool else ("float" if f.kind != "literal" or isinstance(
-                    fv, cst.Float) or "." in getattr(fv, "value", ".") else "int")
+                    fv, cst.Float) or not isinstance(text, str) or "." in text else "int")
             r = f.region
             return MaskVal((r, r, r) if r else None, dt, f if r == "N" else None, None, node,
                            unit=r != "P" or dt == "bool" or f.value == 1.0)
