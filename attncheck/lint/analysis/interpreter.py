@@ -487,7 +487,9 @@ class Frame:
 
     def join_envs(self, a: dict, b: dict) -> dict:
         out: dict = {}
-        for k in a.keys() | b.keys():
+        # a's names in order, then b's others: the joined frame's order (and so the order of
+        # anything read from it) does not depend on string hashing (PYTHONHASHSEED)
+        for k in (*a, *(k for k in b if k not in a)):
             va, vb = a.get(k, _MISSING), b.get(k, _MISSING)
             if va is _MISSING:
                 v = self.join_absent(vb)
