@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 import tokenize
 from pathlib import Path
 
@@ -362,3 +363,23 @@ class Layer(nn.Module):
 def test_one_way_flag_set_from_the_modules_own_state(body, expected):
     fs = lint_source(_LATCH.format(body=body), "t.py", select=["ATT502"])
     assert [f.line for f in fs] == expected
+
+
+@pytest.mark.parametrize("target", ["w", "w: torch.Tensor"])
+def test_unfused_attention_through_a_plain_or_annotated_assignment(target):
+    """ATT601 follows the weights through ``w = softmax(...)`` and ``w: T = softmax(...)`` alike,
+    and stays quiet when they escape (returned next to the output)."""
+    src = textwrap.dedent(f'''
+        import torch
+
+
+        def attend(q, k, v):
+            {target} = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1)
+            return w @ v
+
+
+        def attend_and_return_weights(q, k, v):
+            {target} = torch.softmax(q @ k.transpose(-2, -1) * q.size(-1) ** -0.5, dim=-1)
+            return w @ v, w
+        ''')
+    assert _pairs(lint_source(src, "t.py", select=["ATT601"])) == {(6, "ATT601")}

@@ -166,6 +166,8 @@ class UnfusedAttention(Rule):
         if isinstance(p, cst.Assign) and p.value is node and len(p.targets) == 1 and \
                 isinstance(p.targets[0].target, cst.Name):
             return "assign", p.targets[0].target.value
+        if isinstance(p, cst.AnnAssign) and p.value is node and isinstance(p.target, cst.Name):
+            return "assign", p.target.value  # ``w: Tensor = softmax(...)``
         return "escape", None
 
     def _fused_candidate(self, call: cst.Call, fn: cst.FunctionDef, parents: dict) -> bool:
@@ -185,7 +187,8 @@ class UnfusedAttention(Rule):
                 n = stack.pop()
                 if isinstance(n, cst.Name) and n.value in names and id(n) not in done:
                     p = parents.get(id(n))
-                    if isinstance(p, cst.AssignTarget) or isinstance(p, cst.Param):
+                    if isinstance(p, (cst.AssignTarget, cst.Param)) or \
+                            isinstance(p, cst.AnnAssign) and p.target is n:
                         continue
                     done.add(id(n))
                     k, tgt = self._use(n, parents)
