@@ -618,7 +618,7 @@ _FACT_KINDS = {ast.arg: _ARG, ast.Call: _CALL, ast.Assign: _BINDING, ast.AnnAssi
 class _Facts:
     """What a unit's code reads and binds, from its ``ast`` (lines 0-based, in the file)."""
 
-    __slots__ = ("names", "attrs", "self_attrs", "calls", "attr_calls", "bindings",
+    __slots__ = ("names", "attrs", "self_attrs", "other_attrs", "calls", "attr_calls", "bindings",
                  "nested", "imports", "annotations", "base", "_at", "_reach", "_by_rhs")
 
     def __init__(self, u: Unit, nodes: list, base: int) -> None:
@@ -628,6 +628,8 @@ class _Facts:
         self.attrs: set[str] = set()
         #: ``self.attr`` → lines
         self.self_attrs: dict[str, list[int]] = {}
+        #: attributes read off anything but ``self`` (``module.act``, ``self.proj.weight``)
+        self.other_attrs: set[str] = set()
         self.calls: set[str] = set()        # names called: ``f(...)``
         self.attr_calls: set[str] = set()   # attributes called: ``x.m(...)``
         #: binding statements: [first line, last line, names, self attributes, the right-hand
@@ -647,7 +649,7 @@ class _Facts:
         self._reach: dict[str, set[str]] | None = None
         self._by_rhs: dict[str, list[list]] = {}
         own = nodes[0] if u.kind in ("func", "meth") else None
-        names, attrs, self_attrs = self.names, self.attrs, self.self_attrs
+        names, attrs, self_attrs, other_attrs = self.names, self.attrs, self.self_attrs, self.other_attrs
         calls, attr_calls, bindings = self.calls, self.attr_calls, self.bindings
         Name, Attribute, Load, Constant = ast.Name, ast.Attribute, ast.Load, ast.Constant
         annotations = self.annotations
@@ -676,8 +678,11 @@ class _Facts:
                 if type(v) is Name:
                     if v.id == "self":
                         self_attrs.setdefault(node.attr, []).append(node.lineno - 1 + base)
+                    else:
+                        other_attrs.add(node.attr)
                     read(v)
                 else:
+                    other_attrs.add(node.attr)
                     push(v)
                 continue
             k = kinds.get(t)
@@ -1002,6 +1007,7 @@ def select(text: str, triggers, why: dict | None = None,
         if u.kind == "meth":
             methods.setdefault(u.top, {}).setdefault(u.name, []).append(ui)
     class_names = {tops[ti][0] for ti in class_tops}
+    method_names = {name for ms in methods.values() for name in ms}
     bases: dict[int, set[int]] = {}
     for ti in class_tops:
         head = idx.class_bases[ti] & class_names
@@ -1020,6 +1026,22 @@ def select(text: str, triggers, why: dict | None = None,
     for ti, anc in ancestors.items():
         for a in anc:
             descendants[a].add(ti)
+    # the classes an instance's ``self.m()`` may resolve in: any class of the same-file
+    # inheritance family (bases, subclasses, and the other bases of a subclass: a base's method
+    # calling ``self.m()`` reaches the subclass's ``m``, a mixin's reaches its sibling's)
+    related: dict[int, set[int]] = {}
+    for ti in class_tops:
+        if ti in related:
+            continue
+        family, stack = {ti}, [ti]
+        while stack:
+            f = stack.pop()
+            for g in ancestors[f] | descendants[f]:
+                if g not in family:
+                    family.add(g)
+                    stack.append(g)
+        for f in family:
+            related[f] = family
 
     # ---- seeds
     seed = [False] * n_units
@@ -1167,7 +1189,7 @@ def select(text: str, triggers, why: dict | None = None,
                     if u.kind == "func":
                         mods.add(u.name)
                     else:
-                        for f in descendants.get(u.top, {u.top}):
+                        for f in related.get(u.top, {u.top}):
                             attrs.setdefault(f, set()).add(u.name)
             if u.kind in ("class", "meth"):
                 fa = facts(ui)
@@ -1177,7 +1199,7 @@ def select(text: str, triggers, why: dict | None = None,
                     if u.kind == "meth":  # ``big = -1e9`` then ``self.fill = big``
                         names |= fa.attrs_from(names)
                     for mods, attrs in targets:
-                        for f in descendants.get(u.top, {u.top}):
+                        for f in related.get(u.top, {u.top}):
                             attrs.setdefault(f, set()).update(names)
     # a unit reading a bound name is a seed; when it binds something from it in turn
     # (``NEG = BIG``, ``self.neg = NEG``), that name is bound too: to a fixed point
@@ -1198,6 +1220,16 @@ def select(text: str, triggers, why: dict | None = None,
                 lo, hi = unit_starts[us[0]], line_starts[units[us[-1]].end]
                 hits.extend((ui, facts(ui).self_attrs[name], f)
                             for ui in units_with(name, "self_attrs", lo, hi))
+            if flags is wseed:
+                # a function or a static method may get the instance as a parameter and read the
+                # attribute off it (``module.act(s)`` in HF's ``eager_attention_forward(module,
+                # …)``): a node-visiting rule may report there once the closure keeps it (as a
+                # helper of a kept caller: the analyses need nothing more).  A method's name is
+                # not such an attribute: the closure keeps its callers, functions too.
+                for name in {n for _, n in new_attrs} - method_names:
+                    for ui in units_with(name, "other_attrs"):
+                        if units[ui].kind in ("func", "meth"):
+                            wseed[ui] = True
             if not hits:
                 break
             for ui, at_lines, f in hits:
@@ -1217,7 +1249,7 @@ def select(text: str, triggers, why: dict | None = None,
                     if u.kind == "mod":
                         mods.update(names)
                     else:
-                        for g in descendants.get(u.top, {u.top}):
+                        for g in related.get(u.top, {u.top}):
                             attrs.setdefault(g, set()).update(names)
 
     # ---- closure
@@ -1255,9 +1287,21 @@ def select(text: str, triggers, why: dict | None = None,
         key = (u.name, "names" if u.kind == "func" else "attrs")
         if key not in callers:
             callers[key] = sorted(units_with(*key))
-        scope = None if u.kind == "func" else descendants.get(u.top, {u.top})
+        scope = None if u.kind == "func" else related.get(u.top, {u.top})
         return [vi for vi in callers[key] if vi != ui and (
             scope is None or units[vi].top in scope or units[vi].kind in ("func", "mod"))]
+
+    def alias_readers(ui: int) -> list[int]:
+        """Units reading a name that module statement ``ui`` binds to a function of the file
+        (``ATTEND = _attend``; not an import): each may call that function through it."""
+        u = units[ui]
+        if not u.binds or not u.code:
+            return []
+        fa = facts(ui)
+        if fa.imports or not any(ti not in class_tops for name in top_names.intersection(fa.names)
+                                 for ti in by_name[name]):
+            return []
+        return sorted({vi for name in u.binds for vi in units_with(name, "names") if vi != ui})
 
     shells_kept: set[int] = set()
 
@@ -1296,9 +1340,11 @@ def select(text: str, triggers, why: dict | None = None,
                     # definition keeps the others of its name
                     for ti in by_name[name]:
                         keep_shell(ti)
-                called = fa.names if u.kind != "mod" else fa.calls
-                # helpers called (functions), and base classes (from a class header); a class
-                # instantiated in a body is not followed (the analyses never resolve into it)
+                # helpers named (functions: called, or bound to a name that is called —
+                # ``SPLIT = split_heads`` at module level), and base classes (from a class
+                # header); a class instantiated in a body is not followed (the analyses never
+                # resolve into it)
+                called = fa.names
                 for name in top_names.intersection(called):
                     for ti in by_name[name]:
                         if ti != u.top and (u.header or ti not in class_tops):
@@ -1326,7 +1372,7 @@ def select(text: str, triggers, why: dict | None = None,
                                     for tj in by_name[name] if tj not in class_tops)
                     # (a class-body statement may name a method plainly: ``forward = _forward``)
                     named = fa.attrs | via | (fa.names.keys() if u.kind == "class" else set())
-                    for f in ancestors[u.top]:
+                    for f in related[u.top]:
                         ms = methods.get(f, {})
                         for name in ms.keys() & named:
                             for mi in ms[name]:
@@ -1342,6 +1388,9 @@ def select(text: str, triggers, why: dict | None = None,
                 up_done[ui] = True
                 if u.kind == "func" or (u.kind == "meth" and not _dunder(u.name)):
                     for vi in callers_of(ui):
+                        keep(vi)
+                elif u.kind == "mod":
+                    for vi in alias_readers(ui):
                         keep(vi)
         # a kept class needs a statement in its body
         for ti in class_tops:
