@@ -683,6 +683,17 @@ REGION_CASES = {
     "r42_split_helper_attention_in_sibling.py": {"ATT401"},
     "r42b_attention_through_module_binding.py": {"ATT402"},
     "r42c_attention_in_base_method.py": {"ATT401"},
+    # found by fuzzing that spread of split, attention and merge (a generator of 4,300 files)
+    "r43_split_helper_module_alias.py": {"ATT401"},          # SPLIT = split_heads
+    "r43b_merge_helper_module_alias.py": {"ATT402"},         # MERGE = merge_heads
+    "r44_attend_in_subclass_called_from_base.py": {"ATT401"},  # Base.run: self.attend of Sub
+    "r44b_attend_in_sibling_mixin.py": {"ATT401"},           # a mixin's self.attend of its sibling
+    "r44c_split_in_subclass_called_from_base.py": {"ATT401"},  # Base.run: self.split of Sub
+    "r45_alias_to_fn_seeded_by_import_alias.py": {"ATT401"},   # ATTEND = _impl (reads sdpa)
+    "r45b_alias_to_fn_kept_as_caller.py": {"ATT401"},        # ATTEND = _impl (calls _core)
+    "r45c_alias_to_flash_helper.py": {"ATT404"},             # the same with flash_attn_func
+    "r46_softmax_module_read_in_base_method.py": {"ATT601"},   # self.act set in a subclass
+    "r46b_softmax_module_read_off_parameter.py": {"ATT601"},   # mod.act(s) in a static method
 }
 
 #: selections each case is compared under: narrow ones change what is kept

@@ -1,0 +1,62 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def unrelated_a(x):
+    y = x + 1
+    y = y * 2
+    return y
+
+
+class Unrelated(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, n)
+
+    def forward(self, x):
+        return self.lin(x).relu()
+
+
+class Base(nn.Module):
+    def __init__(self, dim=32, num_heads=4):
+        super().__init__()
+        self.num_heads = num_heads
+        self.head_dim = dim // num_heads
+        self.q_proj = nn.Linear(dim, dim)
+        self.k_proj = nn.Linear(dim, dim)
+        self.v_proj = nn.Linear(dim, dim)
+
+    def run(self, x):
+        q = self.split(self.q_proj(x))
+        k = self.split(self.k_proj(x))
+        v = self.split(self.v_proj(x))
+        return q, k, v
+
+
+class Sub(Base):
+    def split(self, x):
+        B, L, C = x.shape
+        return x.view(B, self.num_heads, L, self.head_dim)
+
+    def forward(self, x):
+        q, k, v = self.run(x)
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def unrelated_b(x):
+    z = x - 1
+    z = z / 3
+    return z
+
+
+def unrelated_c(x, y):
+    out = []
+    for i in range(3):
+        out.append(x * i + y)
+    return out
+
+
+class Config:
+    hidden = 64
+    heads = 8
