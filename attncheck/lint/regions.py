@@ -21,8 +21,10 @@ indexes):
    (``NEG_INF = -1e9``, ``from … import scaled_dot_product_attention as sdpa``) read as a
    name, or an attribute the class shell or any method binds to one (``self.softmax =
    nn.Softmax(-1)``, ``register_buffer("bias", torch.tril(...))``, ``big = -1e9`` then
-   ``self.fill = big``) read as ``self.<attr>`` in that class; what binds from such a read is
-   bound in turn (to a fixed point).  A module-level statement that reads no name and calls
+   ``self.fill = big``) read as ``self.<attr>`` in a class of that class's inheritance family;
+   what binds from such a read is bound in turn (to a fixed point).  A function or method that
+   reads such an attribute off another object (``module.act(s)``) is walked by the
+   node-visiting rules when the closure keeps it.  A module-level statement that reads no name and calls
    nothing (``NEG_INF = -1e9``) is no seed itself: no rule reports on a bare literal, it is kept
    only when kept code reads what it binds.  A rule limited to ``forward`` (``methods``) also
    seeds a unit with a nested ``def forward``; a rule whose context must be in the same scope
@@ -31,13 +33,18 @@ indexes):
 3. **Closure**, to a fixed point, as far as the shared analyses follow
    (:mod:`attncheck.lint.analysis.provenance`, :mod:`attncheck.lint.analysis.masks`): a kept
    method keeps its class shell and ``__init__`` (attributes, buffers); a kept unit keeps the
-   top-level functions it names (helpers the analyses inline), the module-level bindings it
-   reads as names (constants; imports, which feed the alias table), the methods of its class and
-   its same-file bases it names as attributes (``self.helper()``, ``Base.helper(self)``), and
+   top-level functions it names (helpers the analyses inline; a module statement too:
+   ``SPLIT = split_heads``), the module-level bindings it reads as names (constants; imports,
+   which feed the alias table), the methods of the classes of its same-file inheritance family
+   (bases, subclasses and their other bases: a base's ``self.m()`` may reach a subclass's) it
+   names as attributes (``self.helper()``, ``Base.helper(self)``), and
    — from a class header — its base classes as shells (a class merely instantiated in a body is
    not followed: the analyses never resolve into it).  Every kept function or method
    (``forward`` and private ``__m`` included; not the dunders, called by syntax) also keeps its
-   callers, transitively: a called helper is analysed only inlined at its call sites, with the
+   callers, transitively (for a method, the units of its inheritance family and the functions
+   and module code that read its name as an attribute; for a function, also the readers of a
+   module statement that binds it to another name, ``ATTEND = _attend``): a called helper is
+   analysed only inlined at its call sites, with the
    caller's arguments, and the mask analysis binds a helper's parameters to the join of the
    arguments of every same-file call.  A class whose body would be empty keeps its first method.
    Imports anywhere (a function's own ``import`` too: the alias table reads them all) are kept
