@@ -683,6 +683,7 @@ REGION_CASES = {
     "r42_split_helper_attention_in_sibling.py": {"ATT401"},
     "r42b_attention_through_module_binding.py": {"ATT402"},
     "r42c_attention_in_base_method.py": {"ATT401"},
+    "r42d_attention_in_module_lambda.py": {"ATT402"},  # ATTEND = lambda q, k, v: ...
     # found by fuzzing that spread of split, attention and merge (a generator of 4,300 files)
     "r43_split_helper_module_alias.py": {"ATT401"},          # SPLIT = split_heads
     "r43b_merge_helper_module_alias.py": {"ATT402"},         # MERGE = merge_heads

@@ -62,8 +62,8 @@ class ModuleIndex:
 
     ``functions``: top-level functions by name; ``classes``: top-level classes by name;
     ``defs``: every top-level function and method, in source order; ``aliases``: names the
-    module binds once, at top level, to another name or a dotted name (``split = utils.split``),
-    with that expression.
+    module binds once, at top level, to another name or a dotted name (``split = utils.split``)
+    or to a ``lambda`` (run like a function of the file), with that expression.
     """
 
     #: how many same-file base classes a method or attribute look-up follows
@@ -86,8 +86,9 @@ class ModuleIndex:
                         name = t.target.value
                         if name in bound:
                             self.aliases.pop(name, None)  # bound twice: not an alias
-                        elif len(small.targets) == 1 and dotted_name(small.value) is not None:
-                            self.aliases[name] = small.value
+                        elif len(small.targets) == 1 and (dotted_name(small.value) is not None
+                                                          or type(small.value) is cst.Lambda):
+                            self.aliases[name] = small.value  # ``split = utils.split``, a lambda
                         bound.add(name)
             if type(stmt) is cst.FunctionDef:
                 f = FunctionInfo(stmt, None, stmt.name.value)

@@ -276,6 +276,8 @@ class Interpreter:
             return FuncRef(f.name, fn=f.node, owner=an)
         if type(node) is cst.Name and node.value not in env and depth < 3:
             target = self.index.aliases.get(node.value)
+            if type(target) is cst.Lambda:  # ``ATTEND = lambda q, k, v: ...`` at module level
+                return FuncRef(node.value, fn=target)
             if target is not None:
                 return self.function_value(target, {}, depth + 1)
         return None
