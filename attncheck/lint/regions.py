@@ -24,9 +24,9 @@ indexes):
    ``self.fill = big``) read as ``self.<attr>`` in a class of that class's inheritance family;
    what binds from such a read is bound in turn (to a fixed point).  A function or method that
    reads such an attribute off another object (``module.act(s)``) is walked by the
-   node-visiting rules when the closure keeps it.  A module-level statement that reads no name and calls
-   nothing (``NEG_INF = -1e9``) is no seed itself: no rule reports on a bare literal, it is kept
-   only when kept code reads what it binds.  A rule limited to ``forward`` (``methods``) also
+   node-visiting rules when the closure keeps it.  A module-level statement that reads no name
+   and calls nothing (``NEG_INF = -1e9``) is no seed itself: no rule reports on a bare literal,
+   it is kept only when kept code reads what it binds.  A rule limited to ``forward`` (``methods``) also
    seeds a unit with a nested ``def forward``; a rule whose context must be in the same scope
    (``context_scope = "unit"``) sees all module code as one scope, and a class body's
    statements as one (the rules pool them in one frame).
@@ -44,9 +44,8 @@ indexes):
    callers, transitively (for a method, the units of its inheritance family and the functions
    and module code that read its name as an attribute; for a function, also the readers of a
    module statement that binds it to another name, ``ATTEND = _attend``): a called helper is
-   analysed only inlined at its call sites, with the
-   caller's arguments, and the mask analysis binds a helper's parameters to the join of the
-   arguments of every same-file call.  A class whose body would be empty keeps its first method.
+   analysed only inlined at its call sites, with the caller's arguments, and the mask analysis
+   binds a helper's parameters to the join of the arguments of every same-file call.  A class whose body would be empty keeps its first method.
    Imports anywhere (a function's own ``import`` too: the alias table reads them all) are kept
    when kept code reads a name they bind; ``import torch`` always (rules look up torch's local
    name); a relative import only as a binding (the table ignores it).  A type annotation
@@ -625,7 +624,7 @@ _FACT_KINDS = {ast.arg: _ARG, ast.Call: _CALL, ast.Assign: _BINDING, ast.AnnAssi
 class _Facts:
     """What a unit's code reads and binds, from its ``ast`` (lines 0-based, in the file)."""
 
-    __slots__ = ("names", "attrs", "self_attrs", "other_attrs", "calls", "attr_calls", "bindings",
+    __slots__ = ("names", "attrs", "self_attrs", "other_attrs", "attr_calls", "bindings",
                  "nested", "imports", "annotations", "base", "_at", "_reach", "_by_rhs")
 
     def __init__(self, u: Unit, nodes: list, base: int) -> None:
@@ -637,7 +636,6 @@ class _Facts:
         self.self_attrs: dict[str, list[int]] = {}
         #: attributes read off anything but ``self`` (``module.act``, ``self.proj.weight``)
         self.other_attrs: set[str] = set()
-        self.calls: set[str] = set()        # names called: ``f(...)``
         self.attr_calls: set[str] = set()   # attributes called: ``x.m(...)``
         #: binding statements: [first line, last line, names, self attributes, the right-hand
         #: side (nodes, or the names it reads)]; ``register_buffer("x", …)`` binds the
@@ -657,7 +655,7 @@ class _Facts:
         self._by_rhs: dict[str, list[list]] = {}
         own = nodes[0] if u.kind in ("func", "meth") else None
         names, attrs, self_attrs, other_attrs = self.names, self.attrs, self.self_attrs, self.other_attrs
-        calls, attr_calls, bindings = self.calls, self.attr_calls, self.bindings
+        attr_calls, bindings = self.attr_calls, self.bindings
         Name, Attribute, Load, Constant = ast.Name, ast.Attribute, ast.Load, ast.Constant
         annotations = self.annotations
 
@@ -707,7 +705,6 @@ class _Facts:
             elif k == _CALL:
                 f = node.func
                 if type(f) is Name:
-                    calls.add(f.id)
                     if f.id in ("getattr", "setattr", "hasattr") and len(node.args) >= 2 \
                             and type(node.args[1]) is Constant \
                             and isinstance(node.args[1].value, str):
@@ -1351,8 +1348,7 @@ def select(text: str, triggers, why: dict | None = None,
                 # ``SPLIT = split_heads`` at module level), and base classes (from a class
                 # header); a class instantiated in a body is not followed (the analyses never
                 # resolve into it)
-                called = fa.names
-                for name in top_names.intersection(called):
+                for name in top_names.intersection(fa.names):
                     for ti in by_name[name]:
                         if ti != u.top and (u.header or ti not in class_tops):
                             keep_shell(ti)
